@@ -1,0 +1,72 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny")
+]
+
+let package = Package(
+    name: "ticks",
+    platforms: [.macOS(.v14), .iOS(.v17)],
+    products: [
+        .executable(name: "ticks", targets: ["ticks"]),
+        .library(name: "TicksProtocol", targets: ["TicksProtocol"]),
+        .library(name: "TicksReceipts", targets: ["TicksReceipts"]),
+        .library(name: "TicksServer", targets: ["TicksServer"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // Wire types shared by server and SDK: Foundation only.
+        .target(name: "TicksProtocol", swiftSettings: swiftSettings),
+        // The pure receipt rules (cursors, unread counts, who read what): no I/O.
+        .target(name: "TicksReceipts", swiftSettings: swiftSettings),
+        .target(
+            name: "TicksServer",
+            dependencies: [
+                "TicksProtocol",
+                "TicksReceipts",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "ticks",
+            dependencies: [
+                "TicksServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TicksReceiptsTests",
+            dependencies: ["TicksReceipts"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TicksServerTests",
+            dependencies: [
+                "TicksServer",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,264 @@
+/// The configuration of a channel type (Stream's `config`).
+public struct ChannelConfig: Codable, Sendable, Equatable {
+    public var name: String
+    public var readEvents: Bool
+    public var deliveryEvents: Bool
+    public var typingEvents: Bool
+    public var connectEvents: Bool
+    public var reactions: Bool
+    public var replies: Bool
+    public var quotes: Bool
+    public var search: Bool
+    public var mutes: Bool
+    public var urlEnrichment: Bool
+    public var messageRetention: String
+    public var maxMessageLength: Int
+    public var createdAt: Timestamp
+    public var updatedAt: Timestamp
+
+    public init(
+        name: String, readEvents: Bool, deliveryEvents: Bool, typingEvents: Bool = true,
+        connectEvents: Bool = true, reactions: Bool = true, replies: Bool = true, quotes: Bool = true,
+        search: Bool = true, mutes: Bool = true, urlEnrichment: Bool = true,
+        messageRetention: String = "infinite", maxMessageLength: Int = ChannelConfig.defaultMaxMessageLength,
+        createdAt: Timestamp, updatedAt: Timestamp
+    ) {
+        self.name = name
+        self.readEvents = readEvents
+        self.deliveryEvents = deliveryEvents
+        self.typingEvents = typingEvents
+        self.connectEvents = connectEvents
+        self.reactions = reactions
+        self.replies = replies
+        self.quotes = quotes
+        self.search = search
+        self.mutes = mutes
+        self.urlEnrichment = urlEnrichment
+        self.messageRetention = messageRetention
+        self.maxMessageLength = maxMessageLength
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+
+    public static let defaultMaxMessageLength = 5000
+    /// The upper bound a channel type may set for `max_message_length`.
+    public static let maxMessageLengthLimit = 20000
+
+    enum CodingKeys: String, CodingKey {
+        case name
+        case readEvents = "read_events"
+        case deliveryEvents = "delivery_events"
+        case typingEvents = "typing_events"
+        case connectEvents = "connect_events"
+        case reactions, replies, quotes, search, mutes
+        case urlEnrichment = "url_enrichment"
+        case messageRetention = "message_retention"
+        case maxMessageLength = "max_message_length"
+        case createdAt = "created_at"
+        case updatedAt = "updated_at"
+    }
+}
+
+/// The `channel` object inside a ChannelState.
+public struct Channel: Codable, Sendable, Equatable {
+    public var id: String
+    public var type: String
+    public var cid: String
+    public var createdAt: Timestamp
+    public var updatedAt: Timestamp
+    public var createdBy: User?
+    public var memberCount: Int
+    public var lastMessageAt: Timestamp?
+    public var config: ChannelConfig
+    public var disabled: Bool = false
+    public var frozen: Bool = false
+    public var custom: [String: JSONValue]
+
+    public init(
+        id: String, type: String, createdAt: Timestamp, updatedAt: Timestamp, createdBy: User?,
+        memberCount: Int, lastMessageAt: Timestamp?, config: ChannelConfig, custom: [String: JSONValue]
+    ) {
+        self.id = id
+        self.type = type
+        self.cid = "\(type):\(id)"
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.createdBy = createdBy
+        self.memberCount = memberCount
+        self.lastMessageAt = lastMessageAt
+        self.config = config
+        self.custom = custom
+    }
+
+    /// Channel fields that are not custom data.
+    public static let reserved: Set<String> = [
+        "id", "type", "cid", "created_at", "updated_at", "created_by", "created_by_id", "member_count",
+        "last_message_at", "config", "disabled", "frozen", "members", "team", "own_capabilities",
+        "hidden", "truncated_at", "cooldown", "auto_translation_enabled", "auto_translation_language",
+    ]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyCodingKey.self)
+        id = try c.decode(String.self, forKey: AnyCodingKey("id"))
+        type = try c.decode(String.self, forKey: AnyCodingKey("type"))
+        cid = try c.decode(String.self, forKey: AnyCodingKey("cid"))
+        createdAt = try c.decode(Timestamp.self, forKey: AnyCodingKey("created_at"))
+        updatedAt = try c.decode(Timestamp.self, forKey: AnyCodingKey("updated_at"))
+        createdBy = try c.decodeIfPresent(User.self, forKey: AnyCodingKey("created_by"))
+        memberCount = try c.decodeIfPresent(Int.self, forKey: AnyCodingKey("member_count")) ?? 0
+        lastMessageAt = try c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("last_message_at"))
+        config = try c.decode(ChannelConfig.self, forKey: AnyCodingKey("config"))
+        disabled = try c.decodeIfPresent(Bool.self, forKey: AnyCodingKey("disabled")) ?? false
+        frozen = try c.decodeIfPresent(Bool.self, forKey: AnyCodingKey("frozen")) ?? false
+        custom = try c.customFields(excluding: Self.reserved)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: AnyCodingKey.self)
+        try c.encode(id, forKey: AnyCodingKey("id"))
+        try c.encode(type, forKey: AnyCodingKey("type"))
+        try c.encode(cid, forKey: AnyCodingKey("cid"))
+        try c.encode(createdAt, forKey: AnyCodingKey("created_at"))
+        try c.encode(updatedAt, forKey: AnyCodingKey("updated_at"))
+        try c.encodeIfPresent(createdBy, forKey: AnyCodingKey("created_by"))
+        try c.encode(memberCount, forKey: AnyCodingKey("member_count"))
+        try c.encodeIfPresent(lastMessageAt, forKey: AnyCodingKey("last_message_at"))
+        try c.encode(config, forKey: AnyCodingKey("config"))
+        try c.encode(disabled, forKey: AnyCodingKey("disabled"))
+        try c.encode(frozen, forKey: AnyCodingKey("frozen"))
+        try c.encodeCustom(custom, excluding: Self.reserved)
+    }
+}
+
+/// A member of a channel.
+public struct Member: Codable, Sendable, Equatable {
+    public var userID: String
+    public var user: User
+    public var createdAt: Timestamp
+    public var updatedAt: Timestamp
+    public var role: String = "member"
+    public var channelRole: String = "channel_member"
+    public var banned: Bool = false
+    public var shadowBanned: Bool = false
+
+    public init(user: User, createdAt: Timestamp) {
+        self.userID = user.id
+        self.user = user
+        self.createdAt = createdAt
+        self.updatedAt = createdAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id"
+        case user
+        case createdAt = "created_at"
+        case updatedAt = "updated_at"
+        case role
+        case channelRole = "channel_role"
+        case banned
+        case shadowBanned = "shadow_banned"
+    }
+}
+
+/// A member's read state as others may see it. Fields another member is not
+/// allowed to see (R8, R10) are left out.
+public struct ReadState: Codable, Sendable, Equatable {
+    public var user: User
+    public var lastRead: Timestamp?
+    public var lastReadMessageID: String?
+    public var unreadMessages: Int?
+    public var firstUnreadMessageID: String?
+    public var lastDeliveredAt: Timestamp?
+    public var lastDeliveredMessageID: String?
+
+    public init(
+        user: User, lastRead: Timestamp?, lastReadMessageID: String?, unreadMessages: Int?,
+        firstUnreadMessageID: String?, lastDeliveredAt: Timestamp?, lastDeliveredMessageID: String?
+    ) {
+        self.user = user
+        self.lastRead = lastRead
+        self.lastReadMessageID = lastReadMessageID
+        self.unreadMessages = unreadMessages
+        self.firstUnreadMessageID = firstUnreadMessageID
+        self.lastDeliveredAt = lastDeliveredAt
+        self.lastDeliveredMessageID = lastDeliveredMessageID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case user
+        case lastRead = "last_read"
+        case lastReadMessageID = "last_read_message_id"
+        case unreadMessages = "unread_messages"
+        case firstUnreadMessageID = "first_unread_message_id"
+        case lastDeliveredAt = "last_delivered_at"
+        case lastDeliveredMessageID = "last_delivered_message_id"
+    }
+}
+
+/// The answer to a channel query: everything a client needs to show a channel.
+public struct ChannelState: Codable, Sendable, Equatable {
+    public var channel: Channel
+    public var members: [Member]
+    public var messages: [Message]
+    public var pinnedMessages: [Message] = []
+    public var read: [ReadState]
+    public var watcherCount: Int
+    public var membership: Member?
+
+    public init(
+        channel: Channel, members: [Member], messages: [Message], read: [ReadState], watcherCount: Int,
+        membership: Member?
+    ) {
+        self.channel = channel
+        self.members = members
+        self.messages = messages
+        self.read = read
+        self.watcherCount = watcherCount
+        self.membership = membership
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case channel, members, messages
+        case pinnedMessages = "pinned_messages"
+        case read
+        case watcherCount = "watcher_count"
+        case membership
+    }
+}
+
+/// One member's receipt for one message (Ticks' `GET /messages/{id}/receipts`).
+public struct Receipt: Codable, Sendable, Equatable {
+    public var user: User
+    public var deliveredAt: Timestamp?
+    public var readAt: Timestamp?
+
+    public init(user: User, deliveredAt: Timestamp?, readAt: Timestamp?) {
+        self.user = user
+        self.deliveredAt = deliveredAt
+        self.readAt = readAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case user
+        case deliveredAt = "delivered_at"
+        case readAt = "read_at"
+    }
+}
+
+public struct ReceiptsResponse: Codable, Sendable, Equatable {
+    public var receipts: [Receipt]
+    public var readCount: Int
+    public var deliveredCount: Int
+
+    public init(receipts: [Receipt], readCount: Int, deliveredCount: Int) {
+        self.receipts = receipts
+        self.readCount = readCount
+        self.deliveredCount = deliveredCount
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case receipts
+        case readCount = "read_count"
+        case deliveredCount = "delivered_count"
+    }
+}

@@ -1,0 +1,127 @@
+/// The names of the events Ticks sends over the WebSocket.
+public enum EventType: String, Codable, Sendable {
+    case healthCheck = "health.check"
+    case messageNew = "message.new"
+    case messageDelivered = "message.delivered"
+    case messageRead = "message.read"
+    case notificationMarkRead = "notification.mark_read"
+    case notificationMarkUnread = "notification.mark_unread"
+    case memberAdded = "member.added"
+    case memberRemoved = "member.removed"
+}
+
+/// The logged-in user as the first `health.check` frame describes them.
+public struct OwnUser: Codable, Sendable, Equatable {
+    public var user: User
+    public var totalUnreadCount: Int
+    public var unreadChannels: Int
+
+    public init(user: User, totalUnreadCount: Int, unreadChannels: Int) {
+        self.user = user
+        self.totalUnreadCount = totalUnreadCount
+        self.unreadChannels = unreadChannels
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case totalUnreadCount = "total_unread_count"
+        case unreadChannels = "unread_channels"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        user = try User(from: decoder)
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        totalUnreadCount = try c.decodeIfPresent(Int.self, forKey: .totalUnreadCount) ?? 0
+        unreadChannels = try c.decodeIfPresent(Int.self, forKey: .unreadChannels) ?? 0
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try user.encode(to: encoder)
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(totalUnreadCount, forKey: .totalUnreadCount)
+        try c.encode(unreadChannels, forKey: .unreadChannels)
+    }
+}
+
+/// Every event Ticks sends: one flat shape, fields present where the event
+/// type (SPEC §4) has them.
+public struct Event: Codable, Sendable, Equatable {
+    public var type: EventType
+    public var createdAt: Timestamp
+    public var cid: String?
+    public var channelType: String?
+    public var channelID: String?
+    public var user: User?
+    public var connectionID: String?
+    public var me: OwnUser?
+    public var message: Message?
+    public var member: Member?
+    public var watcherCount: Int?
+    public var unreadCount: Int?
+    public var totalUnreadCount: Int?
+    public var unreadChannels: Int?
+    public var unreadMessages: Int?
+    public var lastReadMessageID: String?
+    public var lastReadAt: Timestamp?
+    public var firstUnreadMessageID: String?
+    public var lastDeliveredAt: Timestamp?
+    public var lastDeliveredMessageID: String?
+
+    public init(type: EventType, createdAt: Timestamp, cid: String? = nil, user: User? = nil) {
+        self.type = type
+        self.createdAt = createdAt
+        self.user = user
+        if let cid {
+            self.cid = cid
+            let parts = cid.split(separator: ":", maxSplits: 1)
+            if parts.count == 2 {
+                channelType = String(parts[0])
+                channelID = String(parts[1])
+            }
+        }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case type
+        case createdAt = "created_at"
+        case cid
+        case channelType = "channel_type"
+        case channelID = "channel_id"
+        case user
+        case connectionID = "connection_id"
+        case me, message, member
+        case watcherCount = "watcher_count"
+        case unreadCount = "unread_count"
+        case totalUnreadCount = "total_unread_count"
+        case unreadChannels = "unread_channels"
+        case unreadMessages = "unread_messages"
+        case lastReadMessageID = "last_read_message_id"
+        case lastReadAt = "last_read_at"
+        case firstUnreadMessageID = "first_unread_message_id"
+        case lastDeliveredAt = "last_delivered_at"
+        case lastDeliveredMessageID = "last_delivered_message_id"
+    }
+}
+
+/// Stream's error body.
+public struct APIErrorBody: Codable, Sendable, Equatable {
+    public var code: Int
+    public var message: String
+    public var statusCode: Int
+    public var duration: String
+    public var moreInfo: String
+
+    public init(code: Int, message: String, statusCode: Int, duration: String, moreInfo: String = "") {
+        self.code = code
+        self.message = message
+        self.statusCode = statusCode
+        self.duration = duration
+        self.moreInfo = moreInfo
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case code, message
+        case statusCode = "StatusCode"
+        case duration
+        case moreInfo = "more_info"
+    }
+}

@@ -1,0 +1,68 @@
+/// A message as it travels on the wire (Stream's shape).
+public struct Message: Codable, Sendable, Equatable {
+    public var id: String
+    public var cid: String
+    public var text: String
+    public var user: User
+    public var createdAt: Timestamp
+    public var updatedAt: Timestamp
+    public var custom: [String: JSONValue]
+    /// Present on `GET /messages/{id}`.
+    public var channel: Channel?
+
+    public init(
+        id: String, cid: String, text: String, user: User, createdAt: Timestamp,
+        updatedAt: Timestamp, custom: [String: JSONValue] = [:], channel: Channel? = nil
+    ) {
+        self.id = id
+        self.cid = cid
+        self.text = text
+        self.user = user
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.custom = custom
+        self.channel = channel
+    }
+
+    /// Stream's message fields: a client may send them, but they are never stored as custom data.
+    public static let reserved: Set<String> = [
+        "id", "cid", "text", "type", "user", "user_id", "created_at", "updated_at", "attachments",
+        "mentioned_users", "latest_reactions", "own_reactions", "reaction_counts", "reaction_scores",
+        "reaction_groups", "reply_count", "deleted_reply_count", "parent_id", "show_in_channel", "silent",
+        "html", "mml", "quoted_message_id", "quoted_message", "pinned", "pinned_at", "pin_expires",
+        "pinned_by", "restricted_visibility", "skip_push", "command", "args", "i18n", "deleted_at",
+        "shadowed", "status", "thread_participants", "poll_id", "channel", "message_text_updated_at",
+        "skip_enrich_url", "member",
+    ]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyCodingKey.self)
+        id = try c.decode(String.self, forKey: AnyCodingKey("id"))
+        cid = try c.decode(String.self, forKey: AnyCodingKey("cid"))
+        text = try c.decodeIfPresent(String.self, forKey: AnyCodingKey("text")) ?? ""
+        user = try c.decode(User.self, forKey: AnyCodingKey("user"))
+        createdAt = try c.decode(Timestamp.self, forKey: AnyCodingKey("created_at"))
+        updatedAt = try c.decode(Timestamp.self, forKey: AnyCodingKey("updated_at"))
+        channel = try c.decodeIfPresent(Channel.self, forKey: AnyCodingKey("channel"))
+        custom = try c.customFields(excluding: Self.reserved)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: AnyCodingKey.self)
+        try c.encode(id, forKey: AnyCodingKey("id"))
+        try c.encode(cid, forKey: AnyCodingKey("cid"))
+        try c.encode(text, forKey: AnyCodingKey("text"))
+        try c.encode("regular", forKey: AnyCodingKey("type"))
+        try c.encode(user, forKey: AnyCodingKey("user"))
+        try c.encode(createdAt, forKey: AnyCodingKey("created_at"))
+        try c.encode(updatedAt, forKey: AnyCodingKey("updated_at"))
+        try c.encode([JSONValue](), forKey: AnyCodingKey("attachments"))
+        try c.encode([JSONValue](), forKey: AnyCodingKey("mentioned_users"))
+        try c.encode([JSONValue](), forKey: AnyCodingKey("latest_reactions"))
+        try c.encode([JSONValue](), forKey: AnyCodingKey("own_reactions"))
+        try c.encode([String: JSONValue](), forKey: AnyCodingKey("reaction_counts"))
+        try c.encode(0, forKey: AnyCodingKey("reply_count"))
+        try c.encodeIfPresent(channel, forKey: AnyCodingKey("channel"))
+        try c.encodeCustom(custom, excluding: Self.reserved)
+    }
+}

@@ -1,0 +1,110 @@
+/// A user as it travels on the wire. Fields Ticks does not model are kept as
+/// `custom` and written back at the top level of the object.
+public struct User: Codable, Sendable, Equatable {
+    public var id: String
+    public var name: String?
+    public var image: String?
+    public var role: String?
+    public var privacySettings: PrivacySettings?
+    public var createdAt: Timestamp?
+    public var updatedAt: Timestamp?
+    public var custom: [String: JSONValue]
+
+    public init(
+        id: String, name: String? = nil, image: String? = nil, role: String? = nil,
+        privacySettings: PrivacySettings? = nil, createdAt: Timestamp? = nil,
+        updatedAt: Timestamp? = nil, custom: [String: JSONValue] = [:]
+    ) {
+        self.id = id
+        self.name = name
+        self.image = image
+        self.role = role
+        self.privacySettings = privacySettings
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.custom = custom
+    }
+
+    /// Fields the server computes or that Stream treats as reserved: never stored as custom data.
+    static let reserved: Set<String> = [
+        "id", "name", "image", "role", "privacy_settings", "created_at", "updated_at",
+        "online", "last_active", "banned", "teams", "language", "invisible", "deactivated_at",
+        "deleted_at", "revoke_tokens_issued_before", "push_notifications", "total_unread_count",
+        "unread_channels", "unread_count", "channel_unread_count", "channel_last_read_at",
+        "shadow_banned", "blocked_user_ids",
+    ]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyCodingKey.self)
+        id = try c.decode(String.self, forKey: AnyCodingKey("id"))
+        name = try c.decodeIfPresent(String.self, forKey: AnyCodingKey("name"))
+        image = try c.decodeIfPresent(String.self, forKey: AnyCodingKey("image"))
+        role = try c.decodeIfPresent(String.self, forKey: AnyCodingKey("role"))
+        privacySettings = try c.decodeIfPresent(PrivacySettings.self, forKey: AnyCodingKey("privacy_settings"))
+        createdAt = try? c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("created_at"))
+        updatedAt = try? c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("updated_at"))
+        custom = try c.customFields(excluding: Self.reserved)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: AnyCodingKey.self)
+        try c.encode(id, forKey: AnyCodingKey("id"))
+        try c.encodeIfPresent(name, forKey: AnyCodingKey("name"))
+        try c.encodeIfPresent(image, forKey: AnyCodingKey("image"))
+        try c.encode(role ?? "user", forKey: AnyCodingKey("role"))
+        try c.encodeIfPresent(privacySettings, forKey: AnyCodingKey("privacy_settings"))
+        try c.encodeIfPresent(createdAt, forKey: AnyCodingKey("created_at"))
+        try c.encodeIfPresent(updatedAt, forKey: AnyCodingKey("updated_at"))
+        try c.encode(false, forKey: AnyCodingKey("banned"))
+        try c.encode(false, forKey: AnyCodingKey("online"))
+        try c.encodeCustom(custom, excluding: Self.reserved)
+    }
+
+    /// Whether others may see this user's reads (R10). On unless turned off.
+    public var sharesReadReceipts: Bool { privacySettings?.readReceipts?.enabled ?? true }
+    /// Whether others may see this user's deliveries (R10). On unless turned off.
+    public var sharesDeliveryReceipts: Bool { privacySettings?.deliveryReceipts?.enabled ?? true }
+}
+
+/// `privacy_settings` of a user (Stream's shape).
+public struct PrivacySettings: Codable, Sendable, Equatable {
+    public struct Toggle: Codable, Sendable, Equatable {
+        public var enabled: Bool?
+        public init(enabled: Bool?) { self.enabled = enabled }
+    }
+    public var readReceipts: Toggle?
+    public var deliveryReceipts: Toggle?
+    public var typingIndicators: Toggle?
+
+    public init(readReceipts: Toggle? = nil, deliveryReceipts: Toggle? = nil, typingIndicators: Toggle? = nil) {
+        self.readReceipts = readReceipts
+        self.deliveryReceipts = deliveryReceipts
+        self.typingIndicators = typingIndicators
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case readReceipts = "read_receipts"
+        case deliveryReceipts = "delivery_receipts"
+        case typingIndicators = "typing_indicators"
+    }
+}
+
+/// The rules for ids of users, channels and messages.
+public enum Identifier {
+    public static let maxLength = 255
+
+    /// 1–255 characters of `[a-zA-Z0-9@_-]` (Stream's rule for user ids).
+    public static func isValid(_ id: String) -> Bool {
+        guard !id.isEmpty, id.utf8.count <= maxLength else { return false }
+        return id.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == 0x40 || byte == 0x5F || byte == 0x2D
+        }
+    }
+
+    /// Channel type names: 1–64 characters of `[a-z0-9_-]`... Stream allows letters too.
+    public static func isValidTypeName(_ name: String) -> Bool {
+        guard name.utf8.count <= 64 else { return false }
+        return isValid(name) && !name.contains("@")
+    }
+}

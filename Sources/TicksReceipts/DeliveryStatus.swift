@@ -1,0 +1,70 @@
+/// The status of a message as its sender sees it (SPEC §2's diagram).
+public enum DeliveryStatus: String, Sendable, Equatable, Codable {
+    case pending
+    case failed
+    case sent
+    case delivered
+    case read
+}
+
+/// When a group message counts as delivered or read.
+public enum GroupPolicy: Sendable, Equatable {
+    /// Stream's rule: as soon as any other member has (the default).
+    case anyMember
+    /// WhatsApp's group ticks: only once every other member has.
+    case allMembers
+}
+
+/// Where the sender's own copy of the message stands before the server has it.
+public enum LocalSendState: Sendable, Equatable {
+    case pending
+    case failed
+    case stored(seq: Seq)
+}
+
+/// What a channel type lets clients show.
+public struct ReceiptFeatures: Sendable, Equatable {
+    public var readEvents: Bool
+    public var deliveryEvents: Bool
+
+    public init(readEvents: Bool, deliveryEvents: Bool) {
+        self.readEvents = readEvents
+        self.deliveryEvents = deliveryEvents
+    }
+}
+
+extension ReceiptRules {
+    /// The status of an own message; `nil` when no indicator is shown (R8: read
+    /// events off). `others` are the visible cursors of the other members.
+    public static func status(
+        _ local: LocalSendState, others: [Cursors], features: ReceiptFeatures, policy: GroupPolicy = .anyMember
+    ) -> DeliveryStatus? {
+        guard features.readEvents else { return nil }
+        switch local {
+        case .pending: return .pending
+        case .failed: return .failed
+        case .stored(let seq):
+            guard !others.isEmpty else { return .sent }
+            let satisfied: ((Cursors) -> Bool) -> Bool = { test in
+                switch policy {
+                case .anyMember: return others.contains(where: test)
+                case .allMembers: return others.allSatisfy(test)
+                }
+            }
+            if satisfied({ $0.read >= seq }) { return .read }
+            // R9: without delivery events a message is never shown as delivered.
+            if features.deliveryEvents && satisfied({ $0.delivered >= seq }) { return .delivered }
+            return .sent
+        }
+    }
+
+    /// How many of `others` have read the message at `seq`.
+    public static func readCount(_ seq: Seq, others: [Cursors]) -> Int {
+        others.count { $0.read >= seq }
+    }
+
+    /// How many of `others` have received (or read, R1) the message at `seq`.
+    public static func deliveredCount(_ seq: Seq, others: [Cursors]) -> Int {
+        others.count { max($0.delivered, $0.read) >= seq }
+    }
+}

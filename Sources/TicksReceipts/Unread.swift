@@ -1,0 +1,40 @@
+/// Who wrote the message at a position of the log: enough to count unread messages.
+public struct LogEntry: Sendable, Equatable {
+    public var seq: Seq
+    public var authorID: String
+
+    public init(seq: Seq, authorID: String) {
+        self.seq = seq
+        self.authorID = authorID
+    }
+}
+
+public struct UnreadSummary: Sendable, Equatable {
+    /// R7: messages after the read cursor not sent by the member.
+    public var count: Int
+    /// The first of them.
+    public var firstUnreadSeq: Seq?
+
+    public init(count: Int, firstUnreadSeq: Seq?) {
+        self.count = count
+        self.firstUnreadSeq = firstUnreadSeq
+    }
+}
+
+extension ReceiptRules {
+    /// R4, R7: whether the message is unread for `memberID` with read cursor `read`.
+    public static func isUnread(_ entry: LogEntry, for memberID: String, read: Seq) -> Bool {
+        entry.seq > read && entry.authorID != memberID
+    }
+
+    /// R7 over a slice of the log (any order).
+    public static func unread(in log: some Sequence<LogEntry>, for memberID: String, read: Seq) -> UnreadSummary {
+        var count = 0
+        var first: Seq?
+        for entry in log where isUnread(entry, for: memberID, read: read) {
+            count += 1
+            if first.map({ entry.seq < $0 }) ?? true { first = entry.seq }
+        }
+        return UnreadSummary(count: count, firstUnreadSeq: first)
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import ServiceLifecycle
+import TicksProtocol
+
+/// What a Ticks server needs to start.
+public struct TicksServerConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    public var credentials: Credentials
+    /// Frames that may wait for one connection before it is closed as too slow.
+    public var connectionBufferCapacity: Int
+    /// How often the server pings each WebSocket; one that does not answer is closed.
+    public var pingInterval: Duration
+
+    public init(
+        host: String = "127.0.0.1", port: Int = 3030, credentials: Credentials, connectionBufferCapacity: Int = 1024,
+        pingInterval: Duration = .seconds(30)
+    ) {
+        self.host = host
+        self.port = port
+        self.credentials = credentials
+        self.connectionBufferCapacity = connectionBufferCapacity
+        self.pingInterval = pingInterval
+    }
+}
+
+/// The parts of a running server that tests and the CLI reach into.
+public struct TicksServices: Sendable {
+    public let store: any TicksStore
+    public let hub: ConnectionHub
+    public let metrics: ServerMetrics
+    public let authority: TokenAuthority
+}
+
+/// Builds the application the `ticks serve` binary runs; tests build the same one.
+public func buildApplication(
+    configuration: TicksServerConfiguration, store: any TicksStore, logger: Logger
+) async -> (application: some ApplicationProtocol, services: TicksServices) {
+    let metrics = ServerMetrics()
+    let hub = ConnectionHub(
+        bufferCapacity: configuration.connectionBufferCapacity, metrics: metrics, logger: logger)
+    let authority = await TokenAuthority(credentials: configuration.credentials)
+    let services = TicksServices(store: store, hub: hub, metrics: metrics, authority: authority)
+    let router = buildRouter(services: services, logger: logger)
+    let application = Application(
+        router: router,
+        server: .http1WebSocketUpgrade(
+            webSocketRouter: router,
+            configuration: .init(
+                ws: .init(
+                    maxFrameSize: ConnectController.maxInboundFrame,
+                    autoPing: .enabled(timePeriod: configuration.pingInterval)))),
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ticks"),
+        services: [ConnectionShutdown(hub: hub)],
+        logger: logger)
+    return (application, services)
+}
+
+/// Every route: `/health` and `/metrics` are open, the Stream API needs a token.
+func buildRouter(services: TicksServices, logger: Logger) -> Router<TicksRequestContext> {
+    let router = Router(context: TicksRequestContext.self)
+    router.add(middleware: StreamErrorMiddleware())
+    router.add(middleware: RequestMetricsMiddleware(metrics: services.metrics))
+
+    router.get("health") { _, context in
+        try context.respond(["status": "ok"])
+    }
+    router.get("metrics") { _, _ in
+        Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+            body: .init(byteBuffer: .init(string: services.metrics.registry.emitToString())))
+    }
+
+    let api = router.group().add(middleware: AuthMiddleware(authority: services.authority))
+    let events = EventPublisher(store: services.store, hub: services.hub, metrics: services.metrics, logger: logger)
+    UsersController(store: services.store).addRoutes(to: api)
+    ChannelTypesController(store: services.store).addRoutes(to: api)
+    ChannelsController(store: services.store, hub: services.hub, events: events).addRoutes(to: api)
+    MessagesController(store: services.store).addRoutes(to: api)
+    ConnectController(store: services.store, hub: services.hub, logger: logger).addRoutes(to: api)
+    return router
+}
+
+/// On graceful shutdown, ends every WebSocket's event stream so its handler returns and the socket closes.
+struct ConnectionShutdown: Service {
+    let hub: ConnectionHub
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            // Sleep until shutdown; cancellation also ends the wait.
+            while !Task.isCancelled && !Task.isShuttingDownGracefully {
+                try? await Task.sleep(for: .seconds(3600))
+            }
+        } onGracefulShutdown: {
+            hub.closeAll()
+        }
+    }
+}

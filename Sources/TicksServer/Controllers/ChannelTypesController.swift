@@ -1,0 +1,73 @@
+import Hummingbird
+import TicksProtocol
+
+/// `/channeltypes`: named channel configurations (server tokens only change them).
+struct ChannelTypesController {
+    let store: any TicksStore
+
+    func addRoutes(to group: RouterGroup<TicksRequestContext>) {
+        group.post("channeltypes", use: create)
+        group.get("channeltypes", use: list)
+        group.get("channeltypes/:name", use: get)
+        group.put("channeltypes/:name", use: update)
+    }
+
+    struct CreateRequest: Decodable {
+        var name: String
+    }
+
+    @Sendable func create(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        try requireServer(context)
+        var request = request
+        let named = try await request.decodeJSON(CreateRequest.self)
+        let patch = try await request.decodeJSON(ChannelTypePatch.self)
+        guard Identifier.isValidTypeName(named.name) else {
+            throw APIError.input("channel type name '\(named.name.prefix(64))' is not valid")
+        }
+        try validate(patch)
+        let now = Timestamp.now()
+        // Stream's defaults for a new type: read events on, delivery events off.
+        var config = ChannelConfig(name: named.name, readEvents: true, deliveryEvents: false, createdAt: now, updatedAt: now)
+        patch.apply(to: &config)
+        return try context.respond(try await store.createChannelType(config), status: .created)
+    }
+
+    struct TypeList: Encodable {
+        var channelTypes: [String: ChannelConfig]
+        enum CodingKeys: String, CodingKey { case channelTypes = "channel_types" }
+    }
+
+    @Sendable func list(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let types = try await store.channelTypes()
+        return try context.respond(TypeList(channelTypes: Dictionary(uniqueKeysWithValues: types.map { ($0.name, $0) })))
+    }
+
+    @Sendable func get(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let name = try context.parameters.require("name")
+        guard let config = try await store.channelType(named: name) else {
+            throw APIError.notFound("channel type '\(name.prefix(64))' does not exist")
+        }
+        return try context.respond(config)
+    }
+
+    @Sendable func update(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        try requireServer(context)
+        let name = try context.parameters.require("name")
+        var request = request
+        let patch = try await request.decodeJSON(ChannelTypePatch.self)
+        try validate(patch)
+        return try context.respond(try await store.updateChannelType(named: name, patch, now: .now()))
+    }
+
+    func requireServer(_ context: TicksRequestContext) throws {
+        guard try context.requirePrincipal() == .server else {
+            throw APIError.forbidden("only a server token may change channel types")
+        }
+    }
+
+    func validate(_ patch: ChannelTypePatch) throws {
+        if let length = patch.maxMessageLength, !(1...ChannelConfig.maxMessageLengthLimit).contains(length) {
+            throw APIError.input("max_message_length must be between 1 and \(ChannelConfig.maxMessageLengthLimit)")
+        }
+    }
+}

@@ -1,0 +1,402 @@
+import Foundation
+import Hummingbird
+import TicksProtocol
+import TicksReceipts
+
+/// Channels, their members, messages and the read/delivered marks.
+struct ChannelsController {
+    let store: any TicksStore
+    let hub: ConnectionHub
+    let events: EventPublisher
+
+    static let defaultMessageLimit = 25
+    static let maxMessageLimit = 300
+    static let maxChannelsPerQuery = 30
+    static let maxDeliveredEntries = 100
+    static let maxMembersPerCall = 100
+
+    func addRoutes(to group: RouterGroup<TicksRequestContext>) {
+        group.post("channels", use: queryChannels)
+        group.post("channels/read", use: markAllRead)
+        group.post("channels/delivered", use: markDelivered)
+        group.post("channels/:type/:id/query", use: queryChannel)
+        group.post("channels/:type/:id", use: updateMembers)
+        group.post("channels/:type/:id/message", use: sendMessage)
+        group.post("channels/:type/:id/read", use: markRead)
+        group.post("channels/:type/:id/unread", use: markUnread)
+    }
+
+    // MARK: Channel query
+
+    struct ChannelData: Decodable {
+        var members: [MemberRef]?
+        var createdBy: UserRef?
+        var createdByID: String?
+        var custom: [String: JSONValue]
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: AnyCodingKey.self)
+            members = try container.decodeIfPresent([MemberRef].self, forKey: AnyCodingKey("members"))
+            createdBy = try container.decodeIfPresent(UserRef.self, forKey: AnyCodingKey("created_by"))
+            createdByID = try container.decodeIfPresent(String.self, forKey: AnyCodingKey("created_by_id"))
+            custom = try container.customFields(excluding: Channel.reserved)
+        }
+    }
+
+    struct Pagination: Decodable {
+        var limit: Int?
+        var idLt: String?
+
+        enum CodingKeys: String, CodingKey {
+            case limit
+            case idLt = "id_lt"
+        }
+    }
+
+    struct QueryRequest: Decodable {
+        var data: ChannelData?
+        var messages: Pagination?
+        var user: UserRef?
+        var userID: String?
+
+        enum CodingKeys: String, CodingKey {
+            case data, messages, user
+            case userID = "user_id"
+        }
+    }
+
+    @Sendable func queryChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let (type, id) = try channelPath(context)
+        var request = request
+        let body = try await request.decodeJSON(QueryRequest.self)
+        let viewer = try context.actingUser(
+            named: body.user?.id ?? body.userID ?? body.data?.createdBy?.id ?? body.data?.createdByID)
+        let limit = try messageLimit(body.messages?.limit)
+        var created = false
+        let channel: ChannelRecord
+        if let existing = try await store.channel(type: type, id: id) {
+            channel = existing
+            try await requireAccess(context, to: channel)
+        } else {
+            let memberIDs = (body.data?.members ?? []).map(\.userID)
+            guard memberIDs.count <= Self.maxMembersPerCall else {
+                throw APIError.input("at most \(Self.maxMembersPerCall) members when creating a channel")
+            }
+            try memberIDs.forEach { try requireValidID($0, "member id") }
+            let result = try await store.createChannel(
+                type: type, id: id, createdBy: viewer, memberIDs: memberIDs, custom: body.data?.custom ?? [:],
+                now: .now())
+            channel = result.channel
+            created = result.created
+            if !created { try await requireAccess(context, to: channel) }
+        }
+        let snapshot = try await store.snapshot(of: channel, messageLimit: limit, beforeMessageID: body.messages?.idLt)
+        let state = Presenter.channelState(
+            snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)))
+        return try context.respond(state, status: created ? .created : .ok)
+    }
+
+    struct QueryChannelsRequest: Decodable {
+        var filterConditions: [String: FilterValue]?
+        var limit: Int?
+        var offset: Int?
+        var messageLimit: Int?
+        var userID: String?
+        var user: UserRef?
+
+        enum CodingKeys: String, CodingKey {
+            case filterConditions = "filter_conditions"
+            case limit, offset, user
+            case messageLimit = "message_limit"
+            case userID = "user_id"
+        }
+    }
+
+    struct ChannelList: Encodable {
+        var channels: [ChannelState]
+    }
+
+    @Sendable func queryChannels(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        var request = request
+        let body = try await request.decodeJSON(QueryChannelsRequest.self)
+        let viewer = try context.actingUser(named: body.userID ?? body.user?.id)
+        var filter = ChannelFilter()
+        for (field, value) in body.filterConditions ?? [:] {
+            switch field {
+            case "members": filter.memberIn = value.values
+            case "cid": filter.cids = value.values
+            case "type": filter.types = value.values
+            case "id": filter.ids = value.values
+            default: throw APIError.input("filtering channels on '\(field.prefix(64))' is not supported")
+            }
+        }
+        if case .user(let own) = try context.requirePrincipal() { filter.requiredMember = own }
+        let limit = body.limit ?? 10
+        guard (1...Self.maxChannelsPerQuery).contains(limit) else {
+            throw APIError.input("limit must be between 1 and \(Self.maxChannelsPerQuery)")
+        }
+        let offset = body.offset ?? 0
+        guard offset >= 0 else { throw APIError.input("offset must not be negative") }
+        let messageLimit = try messageLimit(body.messageLimit)
+        var states: [ChannelState] = []
+        for channel in try await store.channels(matching: filter, limit: limit, offset: offset) {
+            let snapshot = try await store.snapshot(of: channel, messageLimit: messageLimit, beforeMessageID: nil)
+            states.append(
+                Presenter.channelState(
+                    snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID))))
+        }
+        return try context.respond(ChannelList(channels: states))
+    }
+
+    // MARK: Members
+
+    struct UpdateRequest: Decodable {
+        var addMembers: [MemberRef]?
+        var removeMembers: [MemberRef]?
+        var userID: String?
+        var user: UserRef?
+
+        enum CodingKeys: String, CodingKey {
+            case addMembers = "add_members"
+            case removeMembers = "remove_members"
+            case userID = "user_id"
+            case user
+        }
+    }
+
+    struct UpdateResponse: Encodable {
+        var channel: Channel
+        var members: [Member]
+    }
+
+    @Sendable func updateMembers(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let channel = try await loadChannel(context)
+        var request = request
+        let body = try await request.decodeJSON(UpdateRequest.self)
+        _ = try context.actingUser(named: body.userID ?? body.user?.id)
+        let adding = (body.addMembers ?? []).map(\.userID)
+        let removing = (body.removeMembers ?? []).map(\.userID)
+        guard adding.count + removing.count <= Self.maxMembersPerCall else {
+            throw APIError.input("at most \(Self.maxMembersPerCall) members per call")
+        }
+        try (adding + removing).forEach { try requireValidID($0, "member id") }
+        let now = Timestamp.now()
+        let added = adding.isEmpty ? [] : try await store.addMembers(adding, to: channel, now: now)
+        let removed = removing.isEmpty ? [] : try await store.removeMembers(removing, from: channel, now: now)
+
+        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
+        let users = try await store.users(ids: snapshot.members.map(\.userID) + removed)
+        let memberIDs = snapshot.members.map(\.userID)
+        for state in added {
+            try events.membership(
+                .memberAdded, member: Presenter.member(state, users: users), channel: snapshot.channel,
+                recipients: memberIDs, at: now)
+        }
+        for userID in removed {
+            let member = Member(user: Presenter.user(userID, users), createdAt: now)
+            try events.membership(.memberRemoved, member: member, channel: snapshot.channel, recipients: memberIDs, at: now)
+        }
+        return try context.respond(
+            UpdateResponse(
+                channel: Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users),
+                members: snapshot.members.map { Presenter.member($0, users: snapshot.users) }))
+    }
+
+    // MARK: Messages
+
+    struct MessageInput: Decodable {
+        var id: String?
+        var text: String?
+        var user: UserRef?
+        var userID: String?
+        var custom: [String: JSONValue]
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: AnyCodingKey.self)
+            id = try container.decodeIfPresent(String.self, forKey: AnyCodingKey("id"))
+            text = try container.decodeIfPresent(String.self, forKey: AnyCodingKey("text"))
+            user = try container.decodeIfPresent(UserRef.self, forKey: AnyCodingKey("user"))
+            userID = try container.decodeIfPresent(String.self, forKey: AnyCodingKey("user_id"))
+            custom = try container.customFields(excluding: Message.reserved)
+        }
+    }
+
+    struct SendRequest: Decodable {
+        var message: MessageInput
+        var userID: String?
+
+        enum CodingKeys: String, CodingKey {
+            case message
+            case userID = "user_id"
+        }
+    }
+
+    struct MessageResponse: Encodable {
+        var message: Message
+    }
+
+    @Sendable func sendMessage(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let channel = try await loadChannel(context)
+        var request = request
+        let body = try await request.decodeJSON(SendRequest.self)
+        let author = try context.requireActingUser(named: body.message.user?.id ?? body.message.userID ?? body.userID)
+        guard let config = try await store.channelType(named: channel.type) else {
+            throw APIError.notFound("channel type '\(channel.type)' does not exist")
+        }
+        let text = body.message.text ?? ""
+        guard !text.isEmpty else { throw APIError.input("message.text must not be empty") }
+        guard text.count <= config.maxMessageLength else {
+            throw APIError.input(
+                "message.text is \(text.count) characters; channel type '\(config.name)' allows \(config.maxMessageLength)")
+        }
+        let id = body.message.id ?? UUID().uuidString.lowercased()
+        try requireValidID(id, "message id")
+        let outcome = try await store.sendMessage(
+            NewMessage(id: id, userID: author, text: text, custom: body.message.custom), to: channel, now: .now())
+        let users = try await store.users(ids: [outcome.message.userID])
+        if outcome.created {
+            try events.messageNew(outcome, channel: channel, users: users)
+        }
+        return try context.respond(
+            MessageResponse(message: Presenter.message(outcome.message, users: users)),
+            status: outcome.created ? .created : .ok)
+    }
+
+    // MARK: Read, unread, delivered
+
+    struct MarkReadRequest: Decodable {
+        var user: UserRef?
+        var userID: String?
+        var messageID: String?
+
+        enum CodingKeys: String, CodingKey {
+            case user
+            case userID = "user_id"
+            case messageID = "message_id"
+        }
+    }
+
+    struct EventResponse: Encodable {
+        var event: Event
+    }
+
+    @Sendable func markRead(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let channel = try await loadChannel(context)
+        var request = request
+        let body = try await request.decodeJSON(MarkReadRequest.self)
+        let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
+        let outcome = try await store.markRead(reader, in: channel, upTo: body.messageID, now: .now())
+        let (user, config) = try await readerAndConfig(reader, channel)
+        try await events.cursorMoved(outcome, reader: user, config: config)
+        return try context.respond(EventResponse(event: EventPublisher.messageRead(outcome, reader: user)))
+    }
+
+    @Sendable func markUnread(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let channel = try await loadChannel(context)
+        var request = request
+        let body = try await request.decodeJSON(MarkReadRequest.self)
+        let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
+        guard let messageID = body.messageID else { throw APIError.input("message_id is required") }
+        let outcome = try await store.markUnread(reader, in: channel, from: messageID, now: .now())
+        let (user, _) = try await readerAndConfig(reader, channel)
+        try events.markedUnread(outcome, reader: user)
+        return try context.respond(Empty())
+    }
+
+    @Sendable func markAllRead(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        var request = request
+        let body = try await request.decodeJSON(ActingUserFields.self)
+        let reader = try context.requireActingUser(named: body.named)
+        for outcome in try await store.markAllRead(reader, now: .now()) {
+            let (user, config) = try await readerAndConfig(reader, outcome.channel)
+            try await events.cursorMoved(outcome, reader: user, config: config)
+        }
+        return try context.respond(Empty())
+    }
+
+    struct DeliveredEntry: Decodable {
+        var cid: String
+        var id: String
+    }
+
+    struct MarkDeliveredRequest: Decodable {
+        var latestDeliveredMessages: [DeliveredEntry]
+        var userID: String?
+        var user: UserRef?
+
+        enum CodingKeys: String, CodingKey {
+            case latestDeliveredMessages = "latest_delivered_messages"
+            case userID = "user_id"
+            case user
+        }
+    }
+
+    @Sendable func markDelivered(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        var request = request
+        let body = try await request.decodeJSON(MarkDeliveredRequest.self)
+        let queryUser = request.uri.queryParameters["user_id"].map(String.init)
+        let named = body.userID ?? body.user?.id
+        if let queryUser, let named, queryUser != named {
+            throw APIError.input("user_id in the query ('\(queryUser)') and the body ('\(named)') differ")
+        }
+        let reader = try context.requireActingUser(named: named ?? queryUser)
+        let entries = body.latestDeliveredMessages
+        guard !entries.isEmpty else { throw APIError.input("latest_delivered_messages must not be empty") }
+        guard entries.count <= Self.maxDeliveredEntries else {
+            throw APIError.input("latest_delivered_messages has \(entries.count) entries; at most \(Self.maxDeliveredEntries)")
+        }
+        for entry in entries {
+            try requireValidID(entry.id, "message id")
+            guard entry.cid.utf8.count <= 2 * Identifier.maxLength + 1 else { throw APIError.input("cid is too long") }
+        }
+        let outcomes = try await store.markDelivered(
+            reader, entries.map { DeliveredTarget(cid: $0.cid, messageID: $0.id) }, now: .now())
+        for outcome in outcomes {
+            let (user, config) = try await readerAndConfig(reader, outcome.channel)
+            try await events.cursorMoved(outcome, reader: user, config: config)
+        }
+        return try context.respond(Empty())
+    }
+
+    // MARK: Helpers
+
+    func channelPath(_ context: TicksRequestContext) throws -> (type: String, id: String) {
+        let type = try context.parameters.require("type")
+        let id = try context.parameters.require("id")
+        guard Identifier.isValidTypeName(type) else { throw APIError.input("channel type '\(type.prefix(64))' is not valid") }
+        try requireValidID(id, "channel id")
+        return (type, id)
+    }
+
+    /// The channel of the path; a user token must belong to it.
+    func loadChannel(_ context: TicksRequestContext) async throws -> ChannelRecord {
+        let (type, id) = try channelPath(context)
+        guard let channel = try await store.channel(type: type, id: id) else {
+            throw APIError.notFound("channel \(type):\(id) does not exist")
+        }
+        try await requireAccess(context, to: channel)
+        return channel
+    }
+
+    func requireAccess(_ context: TicksRequestContext, to channel: ChannelRecord) async throws {
+        if case .user(let userID) = try context.requirePrincipal(), try await !store.isMember(userID, of: channel.pk) {
+            throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
+        }
+    }
+
+    func messageLimit(_ limit: Int?) throws -> Int {
+        let limit = limit ?? Self.defaultMessageLimit
+        guard (0...Self.maxMessageLimit).contains(limit) else {
+            throw APIError.input("messages.limit must be between 0 and \(Self.maxMessageLimit)")
+        }
+        return limit
+    }
+
+    func readerAndConfig(_ userID: String, _ channel: ChannelRecord) async throws -> (User, ChannelConfig) {
+        let users = try await store.users(ids: [userID])
+        guard let config = try await store.channelType(named: channel.type) else {
+            throw APIError.notFound("channel type '\(channel.type)' does not exist")
+        }
+        return (Presenter.user(userID, users), config)
+    }
+}

@@ -1,0 +1,54 @@
+import Hummingbird
+import TicksProtocol
+
+/// `GET /messages/{id}` and Ticks' exact receipts, `GET /messages/{id}/receipts`.
+struct MessagesController {
+    let store: any TicksStore
+
+    func addRoutes(to group: RouterGroup<TicksRequestContext>) {
+        group.get("messages/:id", use: get)
+        group.get("messages/:id/receipts", use: receipts)
+    }
+
+    struct MessageResponse: Encodable {
+        var message: Message
+    }
+
+    @Sendable func get(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let id = try messageID(context)
+        guard let record = try await store.message(id: id) else { throw APIError.notFound("message '\(id)' does not exist") }
+        let parts = record.cid.split(separator: ":", maxSplits: 1).map(String.init)
+        guard parts.count == 2, let channel = try await store.channel(type: parts[0], id: parts[1]) else {
+            throw APIError.notFound("the channel of message '\(id)' does not exist")
+        }
+        try await requireMember(context, channel)
+        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
+        var users = snapshot.users
+        users.merge(try await store.users(ids: [record.userID])) { $1 }
+        var message = Presenter.message(record, users: users)
+        message.channel = Presenter.channel(channel, config: snapshot.config, users: users)
+        return try context.respond(MessageResponse(message: message))
+    }
+
+    @Sendable func receipts(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let id = try messageID(context)
+        guard let receipts = try await store.receipts(forMessage: id) else {
+            throw APIError.notFound("message '\(id)' does not exist")
+        }
+        try await requireMember(context, receipts.channel)
+        let viewer: String? = if case .user(let userID) = try context.requirePrincipal() { userID } else { nil }
+        return try context.respond(Presenter.receipts(receipts, viewer: viewer))
+    }
+
+    func messageID(_ context: TicksRequestContext) throws -> String {
+        let id = try context.parameters.require("id")
+        try requireValidID(id, "message id")
+        return id
+    }
+
+    func requireMember(_ context: TicksRequestContext, _ channel: ChannelRecord) async throws {
+        if case .user(let userID) = try context.requirePrincipal(), try await !store.isMember(userID, of: channel.pk) {
+            throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
+        }
+    }
+}

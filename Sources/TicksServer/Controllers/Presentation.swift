@@ -1,0 +1,90 @@
+import TicksProtocol
+import TicksReceipts
+
+/// Which members' receipts a viewer may see (R8, R10). A member always sees
+/// their own; others see them only when the channel type has read events and
+/// the member shares them.
+struct ReceiptVisibility {
+    let config: ChannelConfig
+    let users: [String: User]
+    /// The user looking; nil for a server token acting as nobody.
+    let viewer: String?
+
+    func readVisible(_ userID: String) -> Bool {
+        userID == viewer || (config.readEvents && (users[userID]?.sharesReadReceipts ?? true))
+    }
+
+    func deliveredVisible(_ userID: String) -> Bool {
+        userID == viewer
+            || (config.readEvents && config.deliveryEvents && (users[userID]?.sharesDeliveryReceipts ?? true))
+    }
+}
+
+/// Builds wire objects from stored records.
+enum Presenter {
+    static func user(_ id: String, _ users: [String: User]) -> User {
+        users[id] ?? User(id: id)
+    }
+
+    static func message(_ record: MessageRecord, users: [String: User]) -> Message {
+        Message(
+            id: record.id, cid: record.cid, text: record.text, user: user(record.userID, users),
+            createdAt: record.createdAt, updatedAt: record.createdAt, custom: record.custom)
+    }
+
+    static func channel(_ record: ChannelRecord, config: ChannelConfig, users: [String: User]) -> Channel {
+        Channel(
+            id: record.id, type: record.type, createdAt: record.createdAt, updatedAt: record.updatedAt,
+            createdBy: record.createdBy.map { user($0, users) }, memberCount: record.memberCount,
+            lastMessageAt: record.lastMessageAt, config: config, custom: record.custom)
+    }
+
+    static func member(_ state: MemberState, users: [String: User]) -> Member {
+        Member(user: user(state.userID, users), createdAt: state.joinedAt)
+    }
+
+    /// The read state as `visibility.viewer` may see it; nil when none of it is visible.
+    static func readState(_ state: MemberState, users: [String: User], visibility: ReceiptVisibility) -> ReadState? {
+        let showRead = visibility.readVisible(state.userID)
+        let showDelivered = visibility.deliveredVisible(state.userID)
+        guard showRead || showDelivered else { return nil }
+        return ReadState(
+            user: user(state.userID, users),
+            lastRead: showRead ? state.readAt : nil,
+            lastReadMessageID: showRead ? state.lastReadMessageID : nil,
+            unreadMessages: showRead ? state.unread : nil,
+            firstUnreadMessageID: showRead ? state.firstUnreadMessageID : nil,
+            lastDeliveredAt: showDelivered ? state.deliveredAt : nil,
+            lastDeliveredMessageID: showDelivered ? state.lastDeliveredMessageID : nil)
+    }
+
+    static func channelState(_ snapshot: ChannelSnapshot, viewer: String?, watcherCount: Int) -> ChannelState {
+        let visibility = ReceiptVisibility(config: snapshot.config, users: snapshot.users, viewer: viewer)
+        let users = snapshot.users
+        return ChannelState(
+            channel: channel(snapshot.channel, config: snapshot.config, users: users),
+            members: snapshot.members.map { member($0, users: users) },
+            messages: snapshot.messages.map { message($0, users: users) },
+            read: snapshot.members.compactMap { readState($0, users: users, visibility: visibility) },
+            watcherCount: watcherCount,
+            membership: snapshot.members.first { $0.userID == viewer }.map { member($0, users: users) })
+    }
+
+    /// The receipts of one message as `viewer` may see them, most recent first.
+    static func receipts(_ receipts: MessageReceipts, viewer: String?) -> ReceiptsResponse {
+        let visibility = ReceiptVisibility(config: receipts.config, users: receipts.users, viewer: viewer)
+        let entries = receipts.entries.compactMap { entry -> Receipt? in
+            let readAt = visibility.readVisible(entry.userID) ? entry.readAt : nil
+            let deliveredAt = visibility.deliveredVisible(entry.userID) ? entry.deliveredAt : nil
+            guard readAt != nil || deliveredAt != nil else { return nil }
+            return Receipt(user: user(entry.userID, receipts.users), deliveredAt: deliveredAt, readAt: readAt)
+        }.sorted { lhs, rhs in
+            let left = lhs.readAt ?? lhs.deliveredAt!
+            let right = rhs.readAt ?? rhs.deliveredAt!
+            return left != right ? left > right : lhs.user.id < rhs.user.id
+        }
+        return ReceiptsResponse(
+            receipts: entries, readCount: entries.count { $0.readAt != nil },
+            deliveredCount: entries.count { $0.deliveredAt != nil })
+    }
+}

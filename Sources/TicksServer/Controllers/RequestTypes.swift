@@ -1,0 +1,79 @@
+import TicksProtocol
+
+/// `{"id": "alice"}`: how Stream names a user inside a request.
+struct UserRef: Decodable {
+    var id: String
+}
+
+/// A member as Stream's SDKs send it: `"alice"` or `{"user_id": "alice"}`.
+struct MemberRef: Decodable {
+    var userID: String
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id"
+        case user
+    }
+
+    init(from decoder: any Decoder) throws {
+        if let single = try? decoder.singleValueContainer(), let id = try? single.decode(String.self) {
+            userID = id
+            return
+        }
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        if let id = try container.decodeIfPresent(String.self, forKey: .userID) {
+            userID = id
+        } else if let user = try container.decodeIfPresent(UserRef.self, forKey: .user) {
+            userID = user.id
+        } else {
+            throw DecodingError.keyNotFound(
+                CodingKeys.userID, .init(codingPath: decoder.codingPath, debugDescription: "member needs user_id"))
+        }
+    }
+}
+
+/// The fields a call may use to say who acts: `user: {id}` or `user_id`.
+struct ActingUserFields: Decodable {
+    var user: UserRef?
+    var userID: String?
+
+    enum CodingKeys: String, CodingKey {
+        case user
+        case userID = "user_id"
+    }
+
+    var named: String? { user?.id ?? userID }
+}
+
+/// A Stream filter value on one field: `"x"`, `{"$eq": "x"}` or `{"$in": ["x", "y"]}`.
+struct FilterValue: Decodable {
+    var values: [String]
+
+    enum Operator: String, CodingKey {
+        case eq = "$eq"
+        case `in` = "$in"
+    }
+
+    init(from decoder: any Decoder) throws {
+        if let single = try? decoder.singleValueContainer(), let value = try? single.decode(String.self) {
+            values = [value]
+            return
+        }
+        let container = try decoder.container(keyedBy: AnyCodingKey.self)
+        guard container.allKeys.count == 1, let key = container.allKeys.first,
+            let op = Operator(rawValue: key.stringValue)
+        else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "only $eq and $in are supported"))
+        }
+        switch op {
+        case .eq: values = [try container.decode(String.self, forKey: key)]
+        case .in: values = try container.decode([String].self, forKey: key)
+        }
+    }
+}
+
+func requireValidID(_ id: String, _ what: String) throws {
+    guard Identifier.isValid(id) else {
+        throw APIError.input("\(what) '\(id.prefix(64))' is not valid: use 1–255 characters of a-z, A-Z, 0-9, @, _ and -")
+    }
+}

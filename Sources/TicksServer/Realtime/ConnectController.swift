@@ -1,0 +1,110 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import TicksProtocol
+
+/// `GET /connect`: the WebSocket a user's device holds open for events.
+struct ConnectController {
+    let store: any TicksStore
+    let hub: ConnectionHub
+    let logger: Logger
+    /// The largest frame a client may send.
+    static let maxInboundFrame = 64 * 1024
+
+    func addRoutes(to group: RouterGroup<TicksRequestContext>) {
+        group.ws(
+            "connect",
+            shouldUpgrade: { request, context in
+                _ = try await session(request, context)
+                return .upgrade([:])
+            },
+            onUpgrade: { inbound, outbound, context in
+                let session = try await session(context.request, context.requestContext)
+                try await run(session, inbound: inbound, outbound: outbound)
+            })
+    }
+
+    struct ConnectParameters: Decodable {
+        var userID: String
+        var userDetails: User?
+
+        enum CodingKeys: String, CodingKey {
+            case userID = "user_id"
+            case userDetails = "user_details"
+        }
+    }
+
+    /// Checks the connect request: a user token, and `json.user_id` naming the same user.
+    func session(_ request: Request, _ context: TicksRequestContext) async throws -> ConnectParameters {
+        guard case .user(let tokenUser) = try context.requirePrincipal() else {
+            throw APIError.forbidden("connect with a user token, not a server token")
+        }
+        guard let json = request.uri.queryParameters["json"] else {
+            throw APIError.input("json is required: ?json={\"user_id\": \"...\"}")
+        }
+        let parameters: ConnectParameters
+        do {
+            parameters = try JSONDecoder().decode(ConnectParameters.self, from: Data(String(json).utf8))
+        } catch let error as DecodingError {
+            throw APIError.input("json: \(error.readableDescription)")
+        }
+        guard parameters.userID == tokenUser else {
+            throw APIError.forbidden("the token is for '\(tokenUser)', not '\(parameters.userID)'")
+        }
+        return parameters
+    }
+
+    func run(_ session: ConnectParameters, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter)
+        async throws
+    {
+        let userID = session.userID
+        var user = try await store.users(ids: [userID])[userID]
+        if user == nil {
+            // Like Stream, connecting creates a user that does not exist yet.
+            var details = session.userDetails ?? User(id: userID)
+            details.id = userID
+            user = try await store.upsertUsers([details], now: .now()).first
+        }
+        let totals = try await store.unreadTotals(of: userID)
+        let (outbox, frames) = hub.register(userID: userID)
+        defer { hub.unregister(outbox) }
+        let logger = logger.with(["user_id": "\(userID)", "connection_id": "\(outbox.id)"])
+        logger.debug("connected")
+
+        var hello = Event(type: .healthCheck, createdAt: .now())
+        hello.connectionID = outbox.id
+        hello.me = OwnUser(user: user ?? User(id: userID), totalUnreadCount: totals.messages, unreadChannels: totals.channels)
+        hub.enqueue(try JSONCoding.string(hello), on: outbox)
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await frame in frames {
+                    try await outbound.write(.text(frame))
+                }
+                if outbox.overflowed.load(ordering: .relaxed) {
+                    try await outbound.close(.policyViolation, reason: "connection fell behind; reconnect")
+                }
+            }
+            group.addTask {
+                for try await message in inbound.messages(maxSize: Self.maxInboundFrame) {
+                    guard case .text(let text) = message, text.contains("health.check") else { continue }
+                    var pong = Event(type: .healthCheck, createdAt: .now())
+                    pong.connectionID = outbox.id
+                    hub.enqueue(try JSONCoding.string(pong), on: outbox)
+                }
+            }
+            try await group.next()
+            group.cancelAll()
+        }
+        logger.debug("disconnected")
+    }
+}
+
+extension Logger {
+    func with(_ metadata: Logger.Metadata) -> Logger {
+        var copy = self
+        for (key, value) in metadata { copy[metadataKey: key] = value }
+        return copy
+    }
+}

@@ -1,0 +1,87 @@
+import Logging
+import TicksProtocol
+import TicksReceipts
+
+/// Turns committed changes into WebSocket events and sends each only to the
+/// connections allowed to see it (SPEC §4, R8–R10). Called after the store
+/// has committed (R12).
+struct EventPublisher: Sendable {
+    let store: any TicksStore
+    let hub: ConnectionHub
+    let metrics: ServerMetrics
+    let logger: Logger
+
+    /// `message.new` to every member, each with their own unread counts.
+    func messageNew(_ outcome: SendOutcome, channel: ChannelRecord, users: [String: User]) throws {
+        let message = Presenter.message(outcome.message, users: users)
+        let watchers = hub.connectedCount(among: outcome.recipients.map(\.userID))
+        for recipient in outcome.recipients {
+            var event = Event(type: .messageNew, createdAt: outcome.message.createdAt, cid: channel.cid, user: message.user)
+            event.message = message
+            event.watcherCount = watchers
+            event.unreadCount = recipient.channelUnread
+            event.totalUnreadCount = recipient.totals.messages
+            event.unreadChannels = recipient.totals.channels
+            try send(event, to: [recipient.userID])
+        }
+    }
+
+    /// The `message.read` event for a read state (also the answer to mark read).
+    static func messageRead(_ outcome: CursorOutcome, reader: User) -> Event {
+        var event = Event(type: .messageRead, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
+        event.lastReadMessageID = outcome.state.lastReadMessageID
+        return event
+    }
+
+    /// Events for a cursor that moved: `message.read` / `message.delivered` to
+    /// the members who may see it, and `notification.mark_read` to the reader.
+    func cursorMoved(_ outcome: CursorOutcome, reader: User, config: ChannelConfig) async throws {
+        guard outcome.update.changed else { return }
+        let members = try await store.memberIDs(of: outcome.channel.pk)
+        let visibility = ReceiptVisibility(config: config, users: [reader.id: reader], viewer: nil)
+        let own = [reader.id]
+        if outcome.update.moved(.read) {
+            try send(Self.messageRead(outcome, reader: reader), to: visibility.readVisible(reader.id) ? members : own)
+            var notification = Event(
+                type: .notificationMarkRead, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
+            notification.lastReadMessageID = outcome.state.lastReadMessageID
+            notification.unreadCount = outcome.state.unread
+            notification.totalUnreadCount = outcome.totals.messages
+            notification.unreadChannels = outcome.totals.channels
+            try send(notification, to: own)
+        } else if outcome.update.moved(.delivered), config.deliveryEvents {
+            var event = Event(type: .messageDelivered, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
+            event.lastDeliveredAt = outcome.state.deliveredAt
+            event.lastDeliveredMessageID = outcome.state.lastDeliveredMessageID
+            try send(event, to: visibility.deliveredVisible(reader.id) ? members : own)
+        }
+    }
+
+    /// `notification.mark_unread` to the reader's own connections.
+    func markedUnread(_ outcome: CursorOutcome, reader: User) throws {
+        guard outcome.update.changed else { return }
+        var event = Event(type: .notificationMarkUnread, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
+        event.firstUnreadMessageID = outcome.state.firstUnreadMessageID
+        event.lastReadAt = outcome.state.readAt
+        event.lastReadMessageID = outcome.state.lastReadMessageID
+        event.unreadMessages = outcome.state.unread
+        event.totalUnreadCount = outcome.totals.messages
+        event.unreadChannels = outcome.totals.channels
+        try send(event, to: [reader.id])
+    }
+
+    /// `member.added` / `member.removed` to the members and the member concerned.
+    func membership(
+        _ type: EventType, member: Member, channel: ChannelRecord, recipients: [String], at: Timestamp
+    ) throws {
+        var event = Event(type: type, createdAt: at, cid: channel.cid, user: member.user)
+        event.member = member
+        try send(event, to: Set(recipients).union([member.userID]))
+    }
+
+    func send(_ event: Event, to userIDs: some Sequence<String>) throws {
+        let frame = try JSONCoding.string(event)
+        hub.send(frame, to: userIDs)
+        metrics.eventsPublished.increment()
+    }
+}

@@ -1,0 +1,70 @@
+import GRDB
+
+/// The SQLite schema, as named migrations. A shipped migration is never edited:
+/// add a new one.
+enum SQLiteSchema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-receipts") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE user (
+                      id TEXT PRIMARY KEY NOT NULL,
+                      body TEXT NOT NULL,             -- the user as JSON
+                      created_at INTEGER NOT NULL,    -- microseconds since 1970, as every *_at
+                      updated_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE channel_type (
+                      name TEXT PRIMARY KEY NOT NULL,
+                      config TEXT NOT NULL            -- ChannelConfig as JSON
+                    );
+                    CREATE TABLE channel (
+                      pk INTEGER PRIMARY KEY AUTOINCREMENT,
+                      type TEXT NOT NULL,
+                      id TEXT NOT NULL,
+                      created_by TEXT,
+                      custom TEXT NOT NULL DEFAULT '{}',
+                      last_seq INTEGER NOT NULL DEFAULT 0,
+                      last_message_at INTEGER,
+                      created_at INTEGER NOT NULL,
+                      updated_at INTEGER NOT NULL,
+                      UNIQUE (type, id)
+                    );
+                    -- One row per member: the two cursors of the read state.
+                    CREATE TABLE member (
+                      channel_pk INTEGER NOT NULL REFERENCES channel(pk),
+                      user_id TEXT NOT NULL,
+                      read_seq INTEGER NOT NULL,
+                      read_at INTEGER NOT NULL,
+                      delivered_seq INTEGER NOT NULL,
+                      delivered_at INTEGER NOT NULL,
+                      created_at INTEGER NOT NULL,
+                      PRIMARY KEY (channel_pk, user_id),
+                      CHECK (read_seq <= delivered_seq)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX member_by_user ON member(user_id, channel_pk);
+                    CREATE TABLE message (
+                      channel_pk INTEGER NOT NULL REFERENCES channel(pk),
+                      seq INTEGER NOT NULL,
+                      id TEXT NOT NULL UNIQUE,
+                      user_id TEXT NOT NULL,
+                      text TEXT NOT NULL,
+                      custom TEXT NOT NULL DEFAULT '{}',
+                      created_at INTEGER NOT NULL,
+                      PRIMARY KEY (channel_pk, seq)
+                    ) WITHOUT ROWID;
+                    -- The receipt log: one row per cursor move, never one per message per member.
+                    CREATE TABLE cursor_move (
+                      id INTEGER PRIMARY KEY AUTOINCREMENT,
+                      channel_pk INTEGER NOT NULL,
+                      user_id TEXT NOT NULL,
+                      kind INTEGER NOT NULL,          -- 0 delivered, 1 read
+                      seq INTEGER NOT NULL,
+                      at INTEGER NOT NULL
+                    );
+                    CREATE INDEX cursor_move_by_member ON cursor_move(channel_pk, user_id, kind, id);
+                    """)
+        }
+        return migrator
+    }
+}

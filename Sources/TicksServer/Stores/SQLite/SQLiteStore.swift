@@ -1,0 +1,696 @@
+import Foundation
+import GRDB
+import TicksProtocol
+import TicksReceipts
+
+/// The embedded store: SQLite through GRDB. Writes go through GRDB's single
+/// writer, one transaction per call, so each call sees and changes a consistent
+/// state; cursor UPDATEs are guarded as well (`WHERE read_seq < :new`), so they
+/// would stay monotonic (R2) even without that serialisation.
+public final class SQLiteStore: TicksStore {
+    let writer: any DatabaseWriter
+
+    /// Opens (creating if needed) the database file at `path`, in WAL mode.
+    public static func open(path: String) throws -> SQLiteStore {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        configuration.prepareDatabase { db in
+            // R12: a commit is on disk before the answer goes out.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        let pool = try DatabasePool(path: path, configuration: configuration)
+        return try SQLiteStore(writer: pool)
+    }
+
+    /// A private in-memory database (tests).
+    public static func inMemory() throws -> SQLiteStore {
+        try SQLiteStore(writer: DatabaseQueue())
+    }
+
+    init(writer: any DatabaseWriter) throws {
+        self.writer = writer
+        try SQLiteSchema.migrator.migrate(writer)
+        try writer.write { db in try Self.seedChannelTypes(db) }
+    }
+
+    /// Built-in channel types (SPEC §3): messaging and team with receipts on,
+    /// livestream with both off.
+    static func seedChannelTypes(_ db: Database) throws {
+        let now = Timestamp.now()
+        let builtIns = [
+            ChannelConfig(name: "messaging", readEvents: true, deliveryEvents: true, createdAt: now, updatedAt: now),
+            ChannelConfig(name: "team", readEvents: true, deliveryEvents: true, createdAt: now, updatedAt: now),
+            ChannelConfig(
+                name: "livestream", readEvents: false, deliveryEvents: false, typingEvents: false,
+                connectEvents: false, createdAt: now, updatedAt: now),
+        ]
+        for config in builtIns {
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO channel_type (name, config) VALUES (?, ?)",
+                arguments: [config.name, try JSONCoding.string(config)])
+        }
+    }
+
+    // MARK: Users
+
+    public func upsertUsers(_ users: [User], now: Timestamp) async throws -> [User] {
+        try await writer.write { db in
+            try users.map { incoming in
+                var user = incoming
+                let existing = try Row.fetchOne(
+                    db, sql: "SELECT created_at FROM user WHERE id = ?", arguments: [user.id])
+                user.createdAt = existing.map { Timestamp(microseconds: $0["created_at"]) } ?? now
+                user.updatedAt = now
+                try db.execute(
+                    sql: """
+                        INSERT INTO user (id, body, created_at, updated_at) VALUES (?, ?, ?, ?)
+                        ON CONFLICT (id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at
+                        """,
+                    arguments: [user.id, try JSONCoding.string(user), user.createdAt!.microseconds, now.microseconds])
+                return user
+            }
+        }
+    }
+
+    public func users(ids: [String]) async throws -> [String: User] {
+        try await writer.read { db in try Self.users(db, ids: ids) }
+    }
+
+    static func users(_ db: Database, ids: some Collection<String>) throws -> [String: User] {
+        guard !ids.isEmpty else { return [:] }
+        var result: [String: User] = [:]
+        for chunk in Array(Set(ids)).chunked(500) {
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT body FROM user WHERE id IN (\(placeholders(chunk.count)))",
+                arguments: StatementArguments(chunk))
+            for row in rows {
+                let user = try JSONCoding.decode(User.self, from: row["body"] as String)
+                result[user.id] = user
+            }
+        }
+        return result
+    }
+
+    // MARK: Channel types
+
+    public func channelTypes() async throws -> [ChannelConfig] {
+        try await writer.read { db in
+            try String.fetchAll(db, sql: "SELECT config FROM channel_type ORDER BY name")
+                .map { try JSONCoding.decode(ChannelConfig.self, from: $0) }
+        }
+    }
+
+    public func channelType(named name: String) async throws -> ChannelConfig? {
+        try await writer.read { db in try Self.channelType(db, name) }
+    }
+
+    static func channelType(_ db: Database, _ name: String) throws -> ChannelConfig? {
+        try String.fetchOne(db, sql: "SELECT config FROM channel_type WHERE name = ?", arguments: [name])
+            .map { try JSONCoding.decode(ChannelConfig.self, from: $0) }
+    }
+
+    public func createChannelType(_ config: ChannelConfig) async throws -> ChannelConfig {
+        try await writer.write { db in
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO channel_type (name, config) VALUES (?, ?)",
+                arguments: [config.name, try JSONCoding.string(config)])
+            guard db.changesCount == 1 else {
+                throw APIError.conflict("channel type '\(config.name)' already exists")
+            }
+            return config
+        }
+    }
+
+    public func updateChannelType(named name: String, _ patch: ChannelTypePatch, now: Timestamp) async throws
+        -> ChannelConfig
+    {
+        try await writer.write { db in
+            guard var config = try Self.channelType(db, name) else {
+                throw APIError.notFound("channel type '\(name)' does not exist")
+            }
+            patch.apply(to: &config)
+            config.updatedAt = now
+            try db.execute(
+                sql: "UPDATE channel_type SET config = ? WHERE name = ?",
+                arguments: [try JSONCoding.string(config), name])
+            return config
+        }
+    }
+
+    // MARK: Channels
+
+    static let channelColumns = """
+        c.pk, c.type, c.id, c.created_by, c.custom, c.last_seq, c.last_message_at, c.created_at, c.updated_at,
+        (SELECT COUNT(*) FROM member m WHERE m.channel_pk = c.pk) AS member_count
+        """
+
+    static func channel(from row: Row) throws -> ChannelRecord {
+        ChannelRecord(
+            pk: row["pk"], type: row["type"], id: row["id"], createdBy: row["created_by"],
+            custom: try JSONCoding.decode([String: JSONValue].self, from: row["custom"] as String),
+            lastSeq: row["last_seq"],
+            lastMessageAt: (row["last_message_at"] as Int64?).map(Timestamp.init(microseconds:)),
+            memberCount: row["member_count"],
+            createdAt: Timestamp(microseconds: row["created_at"]),
+            updatedAt: Timestamp(microseconds: row["updated_at"]))
+    }
+
+    static func channel(_ db: Database, type: String, id: String) throws -> ChannelRecord? {
+        try Row.fetchOne(
+            db, sql: "SELECT \(channelColumns) FROM channel c WHERE c.type = ? AND c.id = ?", arguments: [type, id]
+        ).map(channel(from:))
+    }
+
+    static func channel(_ db: Database, pk: Int64) throws -> ChannelRecord {
+        guard
+            let row = try Row.fetchOne(
+                db, sql: "SELECT \(channelColumns) FROM channel c WHERE c.pk = ?", arguments: [pk])
+        else { throw APIError.notFound("channel does not exist") }
+        return try channel(from: row)
+    }
+
+    public func channel(type: String, id: String) async throws -> ChannelRecord? {
+        try await writer.read { db in try Self.channel(db, type: type, id: id) }
+    }
+
+    public func createChannel(
+        type: String, id: String, createdBy: String?, memberIDs: [String], custom: [String: JSONValue],
+        now: Timestamp
+    ) async throws -> (channel: ChannelRecord, created: Bool) {
+        try await writer.write { db in
+            if let existing = try Self.channel(db, type: type, id: id) { return (existing, false) }
+            guard try Self.channelType(db, type) != nil else {
+                throw APIError.input("channel type '\(type)' does not exist")
+            }
+            try Self.requireUsers(db, memberIDs + (createdBy.map { [$0] } ?? []))
+            try db.execute(
+                sql: """
+                    INSERT INTO channel (type, id, created_by, custom, created_at, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [type, id, createdBy, try JSONCoding.string(custom), now.microseconds, now.microseconds])
+            let pk = db.lastInsertedRowID
+            for userID in Set(memberIDs) {
+                try Self.insertMember(db, userID: userID, channelPK: pk, newest: 0, now: now)
+            }
+            return (try Self.channel(db, pk: pk), true)
+        }
+    }
+
+    static func requireUsers(_ db: Database, _ ids: [String]) throws {
+        let found = try users(db, ids: ids)
+        if let missing = ids.first(where: { found[$0] == nil }) {
+            throw APIError.input("user '\(missing)' does not exist: upsert it first")
+        }
+    }
+
+    /// R5: a new member has received and read everything already in the channel.
+    static func insertMember(_ db: Database, userID: String, channelPK: Int64, newest: Seq, now: Timestamp) throws {
+        let cursors = Cursors.joining(newest: newest)
+        try db.execute(
+            sql: """
+                INSERT INTO member (channel_pk, user_id, read_seq, read_at, delivered_seq, delivered_at, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                channelPK, userID, cursors.read, now.microseconds, cursors.delivered, now.microseconds,
+                now.microseconds,
+            ])
+        if newest > 0 {
+            for kind in CursorKind.allCases {
+                try logMove(db, channelPK: channelPK, userID: userID, kind: kind, seq: newest, at: now)
+            }
+        }
+    }
+
+    static func logMove(_ db: Database, channelPK: Int64, userID: String, kind: CursorKind, seq: Seq, at: Timestamp)
+        throws
+    {
+        try db.execute(
+            sql: "INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at) VALUES (?, ?, ?, ?, ?)",
+            arguments: [channelPK, userID, kind.rawValue, seq, at.microseconds])
+    }
+
+    public func snapshot(of channel: ChannelRecord, messageLimit: Int, beforeMessageID: String?) async throws
+        -> ChannelSnapshot
+    {
+        try await writer.read { db in
+            let channel = try Self.channel(db, pk: channel.pk)
+            guard let config = try Self.channelType(db, channel.type) else {
+                throw APIError.notFound("channel type '\(channel.type)' does not exist")
+            }
+            var beforeSeq = channel.lastSeq + 1
+            if let beforeMessageID {
+                guard let seq = try Self.seq(db, of: beforeMessageID, in: channel.pk) else {
+                    throw APIError.input("message '\(beforeMessageID)' is not in channel \(channel.cid)")
+                }
+                beforeSeq = seq
+            }
+            let messages = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM message WHERE channel_pk = ? AND seq < ? ORDER BY seq DESC LIMIT ?
+                    """,
+                arguments: [channel.pk, beforeSeq, messageLimit]
+            ).map { try Self.message(from: $0, cid: channel.cid) }.reversed()
+            let members = try Self.memberStates(db, channelPK: channel.pk)
+            var userIDs = Set(members.map(\.userID)).union(messages.map(\.userID))
+            if let createdBy = channel.createdBy { userIDs.insert(createdBy) }
+            return ChannelSnapshot(
+                channel: channel, config: config, members: members, messages: Array(messages),
+                users: try Self.users(db, ids: userIDs))
+        }
+    }
+
+    /// Every member's read state with the ids its cursors point at and its unread count (R7).
+    static func memberStates(_ db: Database, channelPK: Int64, userID: String? = nil) throws -> [MemberState] {
+        var sql = """
+            SELECT m.user_id, m.created_at, m.read_seq, m.read_at, m.delivered_seq, m.delivered_at,
+              (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.read_seq) AS read_id,
+              (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.delivered_seq) AS delivered_id,
+              (SELECT COUNT(*) FROM message g
+                 WHERE g.channel_pk = m.channel_pk AND g.seq > m.read_seq AND g.user_id <> m.user_id) AS unread,
+              (SELECT id FROM message g
+                 WHERE g.channel_pk = m.channel_pk AND g.seq > m.read_seq AND g.user_id <> m.user_id
+                 ORDER BY g.seq LIMIT 1) AS first_unread_id
+            FROM member m WHERE m.channel_pk = ?
+            """
+        var arguments: StatementArguments = [channelPK]
+        if let userID {
+            sql += " AND m.user_id = ?"
+            arguments += [userID]
+        }
+        sql += " ORDER BY m.created_at, m.user_id"
+        return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+            MemberState(
+                userID: row["user_id"], joinedAt: Timestamp(microseconds: row["created_at"]),
+                cursors: Cursors(read: row["read_seq"], delivered: row["delivered_seq"]),
+                readAt: Timestamp(microseconds: row["read_at"]),
+                deliveredAt: Timestamp(microseconds: row["delivered_at"]),
+                lastReadMessageID: row["read_id"], lastDeliveredMessageID: row["delivered_id"],
+                unread: row["unread"], firstUnreadMessageID: row["first_unread_id"])
+        }
+    }
+
+    static func memberState(_ db: Database, channelPK: Int64, userID: String) throws -> MemberState? {
+        try memberStates(db, channelPK: channelPK, userID: userID).first
+    }
+
+    public func channels(matching filter: ChannelFilter, limit: Int, offset: Int) async throws -> [ChannelRecord] {
+        try await writer.read { db in
+            var clauses: [String] = []
+            var arguments = StatementArguments()
+            if let member = filter.requiredMember {
+                clauses.append("c.pk IN (SELECT channel_pk FROM member WHERE user_id = ?)")
+                arguments += [member]
+            }
+            if let members = filter.memberIn {
+                clauses.append(
+                    "c.pk IN (SELECT channel_pk FROM member WHERE user_id IN (\(Self.placeholders(members.count))))")
+                arguments += StatementArguments(members)
+            }
+            if let cids = filter.cids {
+                clauses.append("(c.type || ':' || c.id) IN (\(Self.placeholders(cids.count)))")
+                arguments += StatementArguments(cids)
+            }
+            if let types = filter.types {
+                clauses.append("c.type IN (\(Self.placeholders(types.count)))")
+                arguments += StatementArguments(types)
+            }
+            if let ids = filter.ids {
+                clauses.append("c.id IN (\(Self.placeholders(ids.count)))")
+                arguments += StatementArguments(ids)
+            }
+            let whereSQL = clauses.isEmpty ? "" : "WHERE " + clauses.joined(separator: " AND ")
+            arguments += [limit, offset]
+            return try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT \(Self.channelColumns) FROM channel c \(whereSQL)
+                    ORDER BY COALESCE(c.last_message_at, c.created_at) DESC, c.pk DESC LIMIT ? OFFSET ?
+                    """,
+                arguments: arguments
+            ).map(Self.channel(from:))
+        }
+    }
+
+    public func memberIDs(of channelPK: Int64) async throws -> [String] {
+        try await writer.read { db in
+            try String.fetchAll(db, sql: "SELECT user_id FROM member WHERE channel_pk = ?", arguments: [channelPK])
+        }
+    }
+
+    public func isMember(_ userID: String, of channelPK: Int64) async throws -> Bool {
+        try await writer.read { db in try Self.isMember(db, userID, channelPK) }
+    }
+
+    static func isMember(_ db: Database, _ userID: String, _ channelPK: Int64) throws -> Bool {
+        try Bool.fetchOne(
+            db, sql: "SELECT EXISTS (SELECT 1 FROM member WHERE channel_pk = ? AND user_id = ?)",
+            arguments: [channelPK, userID]) ?? false
+    }
+
+    public func addMembers(_ userIDs: [String], to channel: ChannelRecord, now: Timestamp) async throws
+        -> [MemberState]
+    {
+        try await writer.write { db in
+            try Self.requireUsers(db, userIDs)
+            let current = try Self.channel(db, pk: channel.pk)
+            var added: [MemberState] = []
+            for userID in userIDs.uniqued() where try !Self.isMember(db, userID, channel.pk) {
+                try Self.insertMember(db, userID: userID, channelPK: channel.pk, newest: current.lastSeq, now: now)
+                if let state = try Self.memberState(db, channelPK: channel.pk, userID: userID) { added.append(state) }
+            }
+            if !added.isEmpty { try Self.touch(db, channel.pk, now) }
+            return added
+        }
+    }
+
+    public func removeMembers(_ userIDs: [String], from channel: ChannelRecord, now: Timestamp) async throws
+        -> [String]
+    {
+        try await writer.write { db in
+            var removed: [String] = []
+            for userID in userIDs.uniqued() {
+                try db.execute(
+                    sql: "DELETE FROM member WHERE channel_pk = ? AND user_id = ?", arguments: [channel.pk, userID])
+                guard db.changesCount > 0 else { continue }
+                // R6: the read state goes, and with it every receipt it gave.
+                try db.execute(
+                    sql: "DELETE FROM cursor_move WHERE channel_pk = ? AND user_id = ?",
+                    arguments: [channel.pk, userID])
+                removed.append(userID)
+            }
+            if !removed.isEmpty { try Self.touch(db, channel.pk, now) }
+            return removed
+        }
+    }
+
+    static func touch(_ db: Database, _ channelPK: Int64, _ now: Timestamp) throws {
+        try db.execute(sql: "UPDATE channel SET updated_at = ? WHERE pk = ?", arguments: [now.microseconds, channelPK])
+    }
+
+    // MARK: Messages
+
+    static func message(from row: Row, cid: String) throws -> MessageRecord {
+        MessageRecord(
+            id: row["id"], channelPK: row["channel_pk"], cid: cid, seq: row["seq"], userID: row["user_id"],
+            text: row["text"], custom: try JSONCoding.decode([String: JSONValue].self, from: row["custom"] as String),
+            createdAt: Timestamp(microseconds: row["created_at"]))
+    }
+
+    static func seq(_ db: Database, of messageID: String, in channelPK: Int64) throws -> Seq? {
+        try Seq.fetchOne(
+            db, sql: "SELECT seq FROM message WHERE id = ? AND channel_pk = ?", arguments: [messageID, channelPK])
+    }
+
+    public func sendMessage(_ new: NewMessage, to channel: ChannelRecord, now: Timestamp) async throws
+        -> SendOutcome
+    {
+        try await writer.write { db in
+            if let row = try Row.fetchOne(db, sql: "SELECT * FROM message WHERE id = ?", arguments: [new.id]) {
+                // R11: a retried send returns what is stored.
+                let stored = try Self.message(from: row, cid: channel.cid)
+                guard stored.channelPK == channel.pk else {
+                    throw APIError.input("message id '\(new.id)' is already used in another channel")
+                }
+                return SendOutcome(message: stored, created: false, recipients: [])
+            }
+            guard try Self.isMember(db, new.userID, channel.pk) else {
+                throw APIError.forbidden("user '\(new.userID)' is not a member of channel \(channel.cid)")
+            }
+            try db.execute(
+                sql: "UPDATE channel SET last_seq = last_seq + 1, last_message_at = ?, updated_at = ? WHERE pk = ?",
+                arguments: [now.microseconds, now.microseconds, channel.pk])
+            let seq = try Seq.fetchOne(db, sql: "SELECT last_seq FROM channel WHERE pk = ?", arguments: [channel.pk])!
+            try db.execute(
+                sql: """
+                    INSERT INTO message (channel_pk, seq, id, user_id, text, custom, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    channel.pk, seq, new.id, new.userID, new.text, try JSONCoding.string(new.custom),
+                    now.microseconds,
+                ])
+            // R4: the author has read their own message, and everything before it.
+            _ = try Self.applyRead(db, channelPK: channel.pk, userID: new.userID, target: seq, newest: seq, now: now)
+            let message = MessageRecord(
+                id: new.id, channelPK: channel.pk, cid: channel.cid, seq: seq, userID: new.userID, text: new.text,
+                custom: new.custom, createdAt: now)
+            let recipients = try Self.memberStates(db, channelPK: channel.pk).map { state in
+                RecipientUnread(
+                    userID: state.userID, channelUnread: state.unread, totals: try Self.unreadTotals(db, state.userID))
+            }
+            return SendOutcome(message: message, created: true, recipients: recipients)
+        }
+    }
+
+    public func message(id: String) async throws -> MessageRecord? {
+        try await writer.read { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT g.*, c.type || ':' || c.id AS cid FROM message g JOIN channel c ON c.pk = g.channel_pk WHERE g.id = ?",
+                arguments: [id]
+            ).map { try Self.message(from: $0, cid: $0["cid"]) }
+        }
+    }
+
+    // MARK: Cursors
+
+    static func cursors(_ db: Database, channelPK: Int64, userID: String) throws -> Cursors? {
+        try Row.fetchOne(
+            db, sql: "SELECT read_seq, delivered_seq FROM member WHERE channel_pk = ? AND user_id = ?",
+            arguments: [channelPK, userID]
+        ).map { Cursors(read: $0["read_seq"], delivered: $0["delivered_seq"]) }
+    }
+
+    /// Applies `update` with statements that only ever move a cursor the way the
+    /// rule moved it, and logs each move.
+    static func write(_ db: Database, _ update: CursorUpdate, channelPK: Int64, userID: String, now: Timestamp) throws {
+        for move in update.moves {
+            let column = move.kind == .read ? "read" : "delivered"
+            let guardSQL = move.to > move.from ? "\(column)_seq < :to" : "\(column)_seq > :to"
+            try db.execute(
+                sql: """
+                    UPDATE member SET \(column)_seq = :to, \(column)_at = :at
+                    WHERE channel_pk = :channel AND user_id = :user AND \(guardSQL)
+                    """,
+                arguments: ["to": move.to, "at": now.microseconds, "channel": channelPK, "user": userID])
+            try logMove(db, channelPK: channelPK, userID: userID, kind: move.kind, seq: move.to, at: now)
+        }
+    }
+
+    static func applyRead(
+        _ db: Database, channelPK: Int64, userID: String, target: Seq, newest: Seq, now: Timestamp
+    ) throws -> CursorUpdate {
+        guard let current = try cursors(db, channelPK: channelPK, userID: userID) else {
+            throw APIError.forbidden("user '\(userID)' is not a member of this channel")
+        }
+        let update = ReceiptRules.markRead(current, upTo: target, newest: newest)
+        try write(db, update, channelPK: channelPK, userID: userID, now: now)
+        return update
+    }
+
+    static func outcome(
+        _ db: Database, channelPK: Int64, userID: String, update: CursorUpdate, now: Timestamp
+    ) throws -> CursorOutcome {
+        let channel = try channel(db, pk: channelPK)
+        guard let state = try memberState(db, channelPK: channelPK, userID: userID) else {
+            throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
+        }
+        return CursorOutcome(
+            channel: channel, userID: userID, update: update, state: state, totals: try unreadTotals(db, userID),
+            at: now)
+    }
+
+    public func markRead(_ userID: String, in channel: ChannelRecord, upTo messageID: String?, now: Timestamp)
+        async throws -> CursorOutcome
+    {
+        try await writer.write { db in
+            let current = try Self.channel(db, pk: channel.pk)
+            var target = current.lastSeq
+            if let messageID {
+                guard let seq = try Self.seq(db, of: messageID, in: channel.pk) else {
+                    throw APIError.input("message '\(messageID)' is not in channel \(channel.cid)")
+                }
+                target = seq
+            }
+            let update = try Self.applyRead(
+                db, channelPK: channel.pk, userID: userID, target: target, newest: current.lastSeq, now: now)
+            return try Self.outcome(db, channelPK: channel.pk, userID: userID, update: update, now: now)
+        }
+    }
+
+    public func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp)
+        async throws -> CursorOutcome
+    {
+        try await writer.write { db in
+            guard let seq = try Self.seq(db, of: messageID, in: channel.pk) else {
+                throw APIError.input("message '\(messageID)' is not in channel \(channel.cid)")
+            }
+            guard let current = try Self.cursors(db, channelPK: channel.pk, userID: userID) else {
+                throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
+            }
+            let update = ReceiptRules.markUnread(current, from: seq)
+            try Self.write(db, update, channelPK: channel.pk, userID: userID, now: now)
+            return try Self.outcome(db, channelPK: channel.pk, userID: userID, update: update, now: now)
+        }
+    }
+
+    public func markAllRead(_ userID: String, now: Timestamp) async throws -> [CursorOutcome] {
+        try await writer.write { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT c.pk, c.last_seq FROM member m JOIN channel c ON c.pk = m.channel_pk WHERE m.user_id = ?",
+                arguments: [userID])
+            var outcomes: [CursorOutcome] = []
+            for row in rows {
+                let pk: Int64 = row["pk"]
+                let newest: Seq = row["last_seq"]
+                let update = try Self.applyRead(db, channelPK: pk, userID: userID, target: newest, newest: newest, now: now)
+                if update.changed {
+                    outcomes.append(try Self.outcome(db, channelPK: pk, userID: userID, update: update, now: now))
+                }
+            }
+            return outcomes
+        }
+    }
+
+    public func markDelivered(_ userID: String, _ targets: [DeliveredTarget], now: Timestamp) async throws
+        -> [CursorOutcome]
+    {
+        try await writer.write { db in
+            // Resolve and check every entry first: all or nothing.
+            var best: [Int64: (seq: Seq, newest: Seq)] = [:]
+            var order: [Int64] = []
+            for target in targets {
+                let parts = target.cid.split(separator: ":", maxSplits: 1).map(String.init)
+                guard parts.count == 2, let channel = try Self.channel(db, type: parts[0], id: parts[1]) else {
+                    throw APIError.input("channel '\(target.cid)' does not exist")
+                }
+                guard let seq = try Self.seq(db, of: target.messageID, in: channel.pk) else {
+                    throw APIError.input("message '\(target.messageID)' is not in channel \(target.cid)")
+                }
+                guard try Self.isMember(db, userID, channel.pk) else {
+                    throw APIError.forbidden("user '\(userID)' is not a member of channel \(target.cid)")
+                }
+                // R9: channel types without delivery events accept and ignore it.
+                guard try Self.channelType(db, channel.type)?.deliveryEvents == true else { continue }
+                if let seen = best[channel.pk] {
+                    best[channel.pk] = (max(seen.seq, seq), seen.newest)
+                } else {
+                    best[channel.pk] = (seq, channel.lastSeq)
+                    order.append(channel.pk)
+                }
+            }
+            var outcomes: [CursorOutcome] = []
+            for pk in order {
+                guard let target = best[pk], let current = try Self.cursors(db, channelPK: pk, userID: userID) else {
+                    continue
+                }
+                let update = ReceiptRules.markDelivered(current, upTo: target.seq, newest: target.newest)
+                guard update.changed else { continue }
+                try Self.write(db, update, channelPK: pk, userID: userID, now: now)
+                outcomes.append(try Self.outcome(db, channelPK: pk, userID: userID, update: update, now: now))
+            }
+            return outcomes
+        }
+    }
+
+    public func unreadTotals(of userID: String) async throws -> UnreadTotals {
+        try await writer.read { db in try Self.unreadTotals(db, userID) }
+    }
+
+    /// R7 summed over every channel of the user.
+    static func unreadTotals(_ db: Database, _ userID: String) throws -> UnreadTotals {
+        let row = try Row.fetchOne(
+            db,
+            sql: """
+                SELECT COUNT(*) AS messages, COUNT(DISTINCT g.channel_pk) AS channels
+                FROM member m JOIN message g
+                  ON g.channel_pk = m.channel_pk AND g.seq > m.read_seq AND g.user_id <> m.user_id
+                WHERE m.user_id = ?
+                """,
+            arguments: [userID])
+        return UnreadTotals(messages: row?["messages"] ?? 0, channels: row?["channels"] ?? 0)
+    }
+
+    // MARK: Receipts
+
+    public func receipts(forMessage id: String) async throws -> MessageReceipts? {
+        try await writer.read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT g.*, '' AS cid FROM message g WHERE g.id = ?", arguments: [id])
+            else { return nil }
+            let channel = try Self.channel(db, pk: row["channel_pk"])
+            let message = try Self.message(from: row, cid: channel.cid)
+            guard let config = try Self.channelType(db, channel.type) else { return nil }
+            let read = try Self.reachedTimes(db, channelPK: channel.pk, seq: message.seq, kind: .read)
+            let delivered = try Self.reachedTimes(db, channelPK: channel.pk, seq: message.seq, kind: .delivered)
+            let userIDs = Set(read.keys).union(delivered.keys).subtracting([message.userID])
+            let entries = userIDs.map { userID in
+                (
+                    userID: userID, deliveredAt: delivered[userID].map(Timestamp.init(microseconds:)),
+                    readAt: read[userID].map(Timestamp.init(microseconds:))
+                )
+            }
+            return MessageReceipts(
+                message: message, channel: channel, config: config, entries: entries,
+                users: try Self.users(db, ids: userIDs))
+        }
+    }
+
+    /// For each member whose cursor of `kind` is at or past `seq` now, when it
+    /// got there: `ReceiptRules.reachedAt` as one query over the receipt log.
+    static func reachedTimes(_ db: Database, channelPK: Int64, seq: Seq, kind: CursorKind) throws -> [String: Int64] {
+        let column = kind == .read ? "read_seq" : "delivered_seq"
+        let rows = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT m.user_id,
+                  (SELECT l.at FROM cursor_move l
+                    WHERE l.channel_pk = m.channel_pk AND l.user_id = m.user_id AND l.kind = :kind
+                      AND l.seq >= :seq
+                      AND l.id > COALESCE((SELECT MAX(b.id) FROM cursor_move b
+                                            WHERE b.channel_pk = m.channel_pk AND b.user_id = m.user_id
+                                              AND b.kind = :kind AND b.seq < :seq), 0)
+                    ORDER BY l.id LIMIT 1) AS at
+                FROM member m WHERE m.channel_pk = :channel AND m.\(column) >= :seq
+                """,
+            arguments: ["kind": kind.rawValue, "seq": seq, "channel": channelPK])
+        var result: [String: Int64] = [:]
+        for row in rows {
+            if let at: Int64 = row["at"] { result[row["user_id"]] = at }
+        }
+        return result
+    }
+
+    /// The raw receipt log of one member (tests compare it with `ReceiptRules.reachedAt`).
+    func loggedMoves(channelPK: Int64, userID: String, kind: CursorKind) async throws -> [LoggedMove] {
+        try await writer.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT id, seq, at FROM cursor_move WHERE channel_pk = ? AND user_id = ? AND kind = ? ORDER BY id",
+                arguments: [channelPK, userID, kind.rawValue]
+            ).map { LoggedMove(id: $0["id"], kind: kind, seq: $0["seq"], at: $0["at"]) }
+        }
+    }
+
+    static func placeholders(_ count: Int) -> String {
+        Array(repeating: "?", count: max(count, 1)).joined(separator: ",")
+    }
+}
+
+extension Array {
+    func chunked(_ size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}
+
+extension Array where Element: Hashable {
+    func uniqued() -> [Element] {
+        var seen = Set<Element>()
+        return filter { seen.insert($0).inserted }
+    }
+}

@@ -1,0 +1,207 @@
+import TicksProtocol
+import TicksReceipts
+
+/// A channel row: what identifies it and where its log ends.
+public struct ChannelRecord: Sendable, Equatable {
+    public var pk: Int64
+    public var type: String
+    public var id: String
+    public var createdBy: String?
+    public var custom: [String: JSONValue]
+    public var lastSeq: Seq
+    public var lastMessageAt: Timestamp?
+    public var memberCount: Int
+    public var createdAt: Timestamp
+    public var updatedAt: Timestamp
+
+    public var cid: String { "\(type):\(id)" }
+}
+
+/// A stored message.
+public struct MessageRecord: Sendable, Equatable {
+    public var id: String
+    public var channelPK: Int64
+    public var cid: String
+    public var seq: Seq
+    public var userID: String
+    public var text: String
+    public var custom: [String: JSONValue]
+    public var createdAt: Timestamp
+}
+
+/// A member with their read state, the ids its cursors point at, and unread count.
+public struct MemberState: Sendable, Equatable {
+    public var userID: String
+    public var joinedAt: Timestamp
+    public var cursors: Cursors
+    public var readAt: Timestamp
+    public var deliveredAt: Timestamp
+    public var lastReadMessageID: String?
+    public var lastDeliveredMessageID: String?
+    public var unread: Int
+    public var firstUnreadMessageID: String?
+}
+
+/// Totals over all of a user's channels (for `me` and notification events).
+public struct UnreadTotals: Sendable, Equatable {
+    public var messages: Int
+    public var channels: Int
+}
+
+/// What a channel query returns before visibility rules are applied.
+public struct ChannelSnapshot: Sendable {
+    public var channel: ChannelRecord
+    public var config: ChannelConfig
+    public var members: [MemberState]
+    /// Oldest first.
+    public var messages: [MessageRecord]
+    /// Every user named by the members, messages and `created_by`.
+    public var users: [String: User]
+}
+
+/// A message to store.
+public struct NewMessage: Sendable {
+    public var id: String
+    public var userID: String
+    public var text: String
+    public var custom: [String: JSONValue]
+}
+
+public struct SendOutcome: Sendable {
+    public var message: MessageRecord
+    /// False when the id was already stored in this channel (R11): nothing changed.
+    public var created: Bool
+    /// Every member's unread state after the message, for `message.new`.
+    public var recipients: [RecipientUnread]
+}
+
+public struct RecipientUnread: Sendable, Equatable {
+    public var userID: String
+    public var channelUnread: Int
+    public var totals: UnreadTotals
+}
+
+/// A cursor change of one member in one channel, committed.
+public struct CursorOutcome: Sendable {
+    public var channel: ChannelRecord
+    public var userID: String
+    public var update: CursorUpdate
+    public var state: MemberState
+    public var totals: UnreadTotals
+    public var at: Timestamp
+}
+
+/// A mark delivered request entry after its ids were resolved.
+public struct DeliveredTarget: Sendable, Equatable {
+    public var cid: String
+    public var messageID: String
+}
+
+/// The query of `POST /channels`.
+public struct ChannelFilter: Sendable, Equatable {
+    /// Only channels the acting user belongs to (user tokens).
+    public var requiredMember: String?
+    public var memberIn: [String]?
+    public var cids: [String]?
+    public var types: [String]?
+    public var ids: [String]?
+}
+
+/// The per-member answer behind `GET /messages/{id}/receipts`.
+public struct MessageReceipts: Sendable {
+    public var message: MessageRecord
+    public var channel: ChannelRecord
+    public var config: ChannelConfig
+    /// Every current member but the author who has received or read the message.
+    public var entries: [(userID: String, deliveredAt: Timestamp?, readAt: Timestamp?)]
+    public var users: [String: User]
+}
+
+/// Changes to a channel type; nil fields stay as they are.
+public struct ChannelTypePatch: Sendable, Decodable {
+    public var readEvents: Bool?
+    public var deliveryEvents: Bool?
+    public var typingEvents: Bool?
+    public var connectEvents: Bool?
+    public var reactions: Bool?
+    public var replies: Bool?
+    public var quotes: Bool?
+    public var search: Bool?
+    public var mutes: Bool?
+    public var urlEnrichment: Bool?
+    public var maxMessageLength: Int?
+
+    enum CodingKeys: String, CodingKey {
+        case readEvents = "read_events"
+        case deliveryEvents = "delivery_events"
+        case typingEvents = "typing_events"
+        case connectEvents = "connect_events"
+        case reactions, replies, quotes, search, mutes
+        case urlEnrichment = "url_enrichment"
+        case maxMessageLength = "max_message_length"
+    }
+
+    func apply(to config: inout ChannelConfig) {
+        if let readEvents { config.readEvents = readEvents }
+        if let deliveryEvents { config.deliveryEvents = deliveryEvents }
+        if let typingEvents { config.typingEvents = typingEvents }
+        if let connectEvents { config.connectEvents = connectEvents }
+        if let reactions { config.reactions = reactions }
+        if let replies { config.replies = replies }
+        if let quotes { config.quotes = quotes }
+        if let search { config.search = search }
+        if let mutes { config.mutes = mutes }
+        if let urlEnrichment { config.urlEnrichment = urlEnrichment }
+        if let maxMessageLength { config.maxMessageLength = maxMessageLength }
+    }
+}
+
+/// Where Ticks keeps its state. Every method that changes something commits
+/// before it returns (R12); cursor moves follow `ReceiptRules` and cannot
+/// regress under concurrent calls (R2).
+public protocol TicksStore: Sendable {
+    // Users
+    func upsertUsers(_ users: [User], now: Timestamp) async throws -> [User]
+    /// The users that exist among `ids`.
+    func users(ids: [String]) async throws -> [String: User]
+
+    // Channel types
+    func channelTypes() async throws -> [ChannelConfig]
+    func channelType(named name: String) async throws -> ChannelConfig?
+    /// Throws a conflict when the name is taken.
+    func createChannelType(_ config: ChannelConfig) async throws -> ChannelConfig
+    func updateChannelType(named name: String, _ patch: ChannelTypePatch, now: Timestamp) async throws -> ChannelConfig
+
+    // Channels and members
+    func channel(type: String, id: String) async throws -> ChannelRecord?
+    /// Creates the channel with its first members (R5) unless it exists; returns it and whether it was made.
+    func createChannel(
+        type: String, id: String, createdBy: String?, memberIDs: [String], custom: [String: JSONValue], now: Timestamp
+    ) async throws -> (channel: ChannelRecord, created: Bool)
+    func snapshot(of channel: ChannelRecord, messageLimit: Int, beforeMessageID: String?) async throws -> ChannelSnapshot
+    func channels(matching filter: ChannelFilter, limit: Int, offset: Int) async throws -> [ChannelRecord]
+    func memberIDs(of channelPK: Int64) async throws -> [String]
+    func isMember(_ userID: String, of channelPK: Int64) async throws -> Bool
+    /// Adds the users not yet members (R5); returns the new members' states.
+    func addMembers(_ userIDs: [String], to channel: ChannelRecord, now: Timestamp) async throws -> [MemberState]
+    /// Removes members and drops their read state and receipt log (R6); returns those removed.
+    func removeMembers(_ userIDs: [String], from channel: ChannelRecord, now: Timestamp) async throws -> [String]
+
+    // Messages
+    /// Stores a message (R4, R11); idempotent on the message id.
+    func sendMessage(_ message: NewMessage, to channel: ChannelRecord, now: Timestamp) async throws -> SendOutcome
+    func message(id: String) async throws -> MessageRecord?
+
+    // Cursors
+    /// R1–R3: marks read up to `messageID`, or the newest message when nil.
+    func markRead(_ userID: String, in channel: ChannelRecord, upTo messageID: String?, now: Timestamp) async throws
+        -> CursorOutcome
+    func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp) async throws
+        -> CursorOutcome
+    /// Marks every channel of the user read; returns the channels whose cursors moved.
+    func markAllRead(_ userID: String, now: Timestamp) async throws -> [CursorOutcome]
+    /// All-or-nothing: every target must name a message of a channel the user is a member of.
+    func markDelivered(_ userID: String, _ targets: [DeliveredTarget], now: Timestamp) async throws -> [CursorOutcome]
+    func unreadTotals(of userID: String) async throws -> UnreadTotals
+    func receipts(forMessage id: String) async throws -> MessageReceipts?
+}

@@ -1,0 +1,40 @@
+import HTTPTypes
+import Hummingbird
+import TicksProtocol
+
+/// An error a client caused or may see, answered in Stream's error format.
+public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Stream's error codes.
+    public enum Code: Int, Sendable {
+        case internalError = -1
+        case inputError = 4
+        case authFailed = 5
+        case notFound = 16
+        case notAllowed = 17
+        case rateLimited = 9
+        case payloadTooBig = 22
+    }
+
+    public var status: HTTPResponse.Status
+    public var code: Code
+    public var message: String
+
+    public init(status: HTTPResponse.Status, code: Code, _ message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(status.code) \(message)" }
+
+    public static func input(_ message: String) -> APIError { .init(status: .badRequest, code: .inputError, message) }
+    public static func unauthorized(_ message: String) -> APIError {
+        .init(status: .unauthorized, code: .authFailed, message)
+    }
+    public static func forbidden(_ message: String) -> APIError { .init(status: .forbidden, code: .notAllowed, message) }
+    public static func notFound(_ message: String) -> APIError { .init(status: .notFound, code: .notFound, message) }
+    public static func conflict(_ message: String) -> APIError { .init(status: .conflict, code: .inputError, message) }
+    public static func tooLarge(_ message: String) -> APIError {
+        .init(status: .contentTooLarge, code: .payloadTooBig, message)
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import NIOCore
+import TicksProtocol
+
+/// The context of every request: who is calling, and when the request began
+/// (for Stream's `duration` field).
+public struct TicksRequestContext: RequestContext, WebSocketRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let webSocket: WebSocketHandlerReference<Self>
+    /// Set by `AuthMiddleware` on authenticated routes.
+    public var principal: Principal?
+    public let startedAt: ContinuousClock.Instant
+
+    public init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+        self.webSocket = .init()
+        self.principal = nil
+        self.startedAt = .now
+    }
+
+    /// Stream's `duration`, e.g. `"1.23ms"`.
+    var duration: String {
+        let elapsed = ContinuousClock.now - startedAt
+        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        return String(format: "%.2fms", milliseconds)
+    }
+
+    /// The principal of an authenticated route.
+    func requirePrincipal() throws -> Principal {
+        guard let principal else { throw APIError.unauthorized("missing authentication") }
+        return principal
+    }
+
+    /// The user a request acts as (SPEC §3): a user token acts as its own user
+    /// only; a server token acts as whichever user the request names.
+    func actingUser(named: String?) throws -> String? {
+        switch try requirePrincipal() {
+        case .server:
+            return named
+        case .user(let own):
+            if let named, named != own {
+                throw APIError.forbidden("user '\(own)' cannot act for user '\(named)'")
+            }
+            return own
+        }
+    }
+
+    /// Like `actingUser(named:)`, for calls that must act as someone.
+    func requireActingUser(named: String?) throws -> String {
+        guard let userID = try actingUser(named: named) else {
+            throw APIError.input("name the user: user.id or user_id is required with a server token")
+        }
+        return userID
+    }
+}
+
+/// The largest request body Ticks accepts.
+let maxRequestBodyBytes = 1 << 20
+
+extension Request {
+    /// Decodes the JSON body (an empty body is `{}`) with a size limit; any
+    /// problem becomes a 4xx in Stream's format.
+    mutating func decodeJSON<T: Decodable>(_ type: T.Type) async throws -> T {
+        let buffer = try await collectBody(upTo: maxRequestBodyBytes)
+        let data = buffer.readableBytes == 0 ? Data("{}".utf8) : Data(buffer: buffer)
+        do {
+            return try JSONDecoder().decode(type, from: data)
+        } catch let error as DecodingError {
+            throw APIError.input(error.readableDescription)
+        } catch let error as APIError {
+            throw error
+        } catch {
+            throw APIError.input("the body is not valid JSON")
+        }
+    }
+}
+
+extension DecodingError {
+    /// "field a.b: expected String" rather than Foundation's debug text.
+    var readableDescription: String {
+        func path(_ context: Context) -> String {
+            let names = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+            return names.isEmpty ? "body" : names.joined(separator: ".")
+        }
+        switch self {
+        case .typeMismatch(let type, let context): return "\(path(context)): expected \(type)"
+        case .valueNotFound(let type, let context): return "\(path(context)): expected \(type), found null"
+        case .keyNotFound(let key, let context):
+            let prefix = path(context)
+            return (prefix == "body" ? "" : prefix + ".") + "\(key.stringValue) is required"
+        case .dataCorrupted(let context):
+            if context.codingPath.isEmpty { return "the body is not valid JSON" }
+            return "\(path(context)): \(context.debugDescription)"
+        @unknown default: return "the body could not be read"
+        }
+    }
+}
+
+/// A response body with Stream's `duration` added at the top level.
+struct Timed<Body: Encodable>: Encodable {
+    let body: Body
+    let duration: String
+
+    enum Key: String, CodingKey { case duration }
+
+    func encode(to encoder: any Encoder) throws {
+        try body.encode(to: encoder)
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(duration, forKey: .duration)
+    }
+}
+
+/// An empty object (`{}` plus `duration`).
+struct Empty: Codable {}
+
+extension TicksRequestContext {
+    /// A 2xx JSON answer carrying `duration`.
+    func respond(_ body: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        let data = try JSONCoding.data(Timed(body: body, duration: duration))
+        return Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

@@ -1,0 +1,107 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import TicksServer
+
+@main
+struct Ticks: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ticks",
+        abstract: "Ticks: message delivery and read receipts, speaking Stream Chat's API.",
+        subcommands: [Serve.self, Token.self],
+        defaultSubcommand: Serve.self)
+}
+
+/// Options shared by the commands that need the app's credentials.
+struct CredentialOptions: ParsableArguments {
+    @Option(name: .customLong("data-dir"), help: "Folder for the database and generated credentials.")
+    var dataDirectory: String = ".ticks"
+
+    @Option(name: .customLong("api-key"), help: "API key (or TICKS_API_KEY).")
+    var apiKey: String?
+
+    @Option(name: .customLong("api-secret"), help: "API secret, at least 32 bytes (or TICKS_API_SECRET).")
+    var apiSecret: String?
+
+    var dataURL: URL { URL(fileURLWithPath: dataDirectory, isDirectory: true) }
+
+    /// Flags first, then the environment, then the credentials file in the data
+    /// folder (generated on first use).
+    func resolve() throws -> (credentials: Credentials, source: String) {
+        let environment = ProcessInfo.processInfo.environment
+        let key = apiKey ?? environment["TICKS_API_KEY"]
+        let secret = apiSecret ?? environment["TICKS_API_SECRET"]
+        switch (key, secret) {
+        case (let key?, let secret?):
+            return (try Credentials(apiKey: key, apiSecret: secret), "given on the command line or in the environment")
+        case (nil, nil):
+            try FileManager.default.createDirectory(at: dataURL, withIntermediateDirectories: true)
+            let (credentials, created) = try CredentialsFile.loadOrCreate(in: dataURL)
+            let path = CredentialsFile.path(in: dataURL)
+            return (credentials, created ? "generated and kept in \(path)" : "kept in \(path)")
+        default:
+            throw ValidationError("give both the API key and the API secret, or neither")
+        }
+    }
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the Ticks server (SQLite in the data folder).")
+
+    @Option(help: "Address to listen on.") var host: String = "127.0.0.1"
+    @Option(help: "Port to listen on.") var port: Int = 3030
+    @OptionGroup var credentialOptions: CredentialOptions
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.") var logLevel: String = "info"
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "ticks")
+        let (credentials, source) = try credentialOptions.resolve()
+        try FileManager.default.createDirectory(at: credentialOptions.dataURL, withIntermediateDirectories: true)
+        let databasePath = credentialOptions.dataURL.appendingPathComponent("ticks.sqlite").path
+        let store = try SQLiteStore.open(path: databasePath)
+
+        let configuration = TicksServerConfiguration(host: host, port: port, credentials: credentials)
+        let (application, _) = await buildApplication(configuration: configuration, store: store, logger: logger)
+        let tokenHint =
+            credentialOptions.dataDirectory == ".ticks" ? "" : " --data-dir \(credentialOptions.dataDirectory)"
+        print(
+            """
+            Ticks is listening on http://\(host):\(port)
+              database:   \(databasePath)
+              API key:    \(credentials.apiKey)
+              API secret: \(source)
+              user token: swift run ticks token USER_ID\(tokenHint)
+            """)
+        fflush(stdout)
+        // Application.runService handles SIGINT/SIGTERM: stop accepting, finish in-flight requests, close sockets.
+        try await application.runService()
+    }
+}
+
+struct Token: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print a user token signed with the app secret.")
+
+    @Argument(help: "The user the token acts as.") var userID: String
+    @Option(name: .customLong("expires-in"), help: "Seconds until the token expires (default: never).")
+    var expiresIn: Int?
+    @Flag(help: "Print a server token instead (acts for any user).") var server = false
+    @OptionGroup var credentialOptions: CredentialOptions
+
+    func run() async throws {
+        let (credentials, _) = try credentialOptions.resolve()
+        let authority = await TokenAuthority(credentials: credentials)
+        if server {
+            print(try await authority.serverToken())
+        } else {
+            if let expiresIn, expiresIn <= 0 { throw ValidationError("--expires-in must be positive") }
+            print(try await authority.userToken(for: userID, expiresIn: expiresIn.map(TimeInterval.init)))
+        }
+    }
+}
