@@ -89,13 +89,8 @@ struct ConnectionShutdown: Service {
     let hub: ConnectionHub
 
     func run() async throws {
-        await withGracefulShutdownHandler {
-            // Sleep until shutdown; cancellation also ends the wait.
-            while !Task.isCancelled && !Task.isShuttingDownGracefully {
-                try? await Task.sleep(for: .seconds(3600))
-            }
-        } onGracefulShutdown: {
-            hub.closeAll()
-        }
+        // Returns when graceful shutdown begins; throws (and so also returns) when cancelled.
+        _ = try? await gracefulShutdown()
+        hub.closeAll()
     }
 }

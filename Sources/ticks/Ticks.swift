@@ -71,15 +71,17 @@ struct Serve: AsyncParsableCommand {
         let (application, _) = await buildApplication(configuration: configuration, store: store, logger: logger)
         let tokenHint =
             credentialOptions.dataDirectory == ".ticks" ? "" : " --data-dir \(credentialOptions.dataDirectory)"
-        print(
-            """
+        // Straight to the file descriptor: a pipe or file sees it at once.
+        FileHandle.standardOutput.write(
+            Data(
+                """
             Ticks is listening on http://\(host):\(port)
               database:   \(databasePath)
               API key:    \(credentials.apiKey)
               API secret: \(source)
               user token: swift run ticks token USER_ID\(tokenHint)
-            """)
-        fflush(stdout)
+
+            """.utf8))
         // Application.runService handles SIGINT/SIGTERM: stop accepting, finish in-flight requests, close sockets.
         try await application.runService()
     }

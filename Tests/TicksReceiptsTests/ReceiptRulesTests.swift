@@ -1,0 +1,169 @@
+import Testing
+import TicksReceipts
+
+@Suite("Cursor rules R1–R5")
+struct CursorRuleTests {
+    @Test("R1: marking read up to M also marks delivered up to M")
+    func readImpliesDelivered() {
+        let update = ReceiptRules.markRead(Cursors(read: 0, delivered: 0), upTo: 3, newest: 5)
+        #expect(update.cursors == Cursors(read: 3, delivered: 3))
+        #expect(update.moves == [CursorMove(kind: .delivered, from: 0, to: 3), CursorMove(kind: .read, from: 0, to: 3)])
+    }
+
+    @Test("R1: read never passes delivered, delivered never passes the newest message")
+    func orderHolds() {
+        let read = ReceiptRules.markRead(Cursors(read: 1, delivered: 4), upTo: 3, newest: 5)
+        #expect(read.cursors == Cursors(read: 3, delivered: 4))
+        #expect(read.moves == [CursorMove(kind: .read, from: 1, to: 3)])
+        let beyond = ReceiptRules.markDelivered(Cursors(read: 0, delivered: 0), upTo: 99, newest: 5)
+        #expect(beyond.cursors.delivered == 5)
+        let readBeyond = ReceiptRules.markRead(Cursors(read: 0, delivered: 0), upTo: 99, newest: 5)
+        #expect(readBeyond.cursors == Cursors(read: 5, delivered: 5))
+    }
+
+    @Test("R2: an older or equal target changes nothing", arguments: [Seq(1), 2, 3])
+    func monotonic(target: Seq) {
+        let start = Cursors(read: 3, delivered: 3)
+        #expect(!ReceiptRules.markRead(start, upTo: target, newest: 5).changed)
+        #expect(!ReceiptRules.markDelivered(start, upTo: target, newest: 5).changed)
+        #expect(ReceiptRules.markRead(start, upTo: target, newest: 5).cursors == start)
+    }
+
+    @Test("R2: only mark unread moves the read cursor back, and only back")
+    func unreadMovesBack() {
+        let start = Cursors(read: 4, delivered: 5)
+        let back = ReceiptRules.markUnread(start, from: 2)
+        #expect(back.cursors == Cursors(read: 1, delivered: 5))
+        #expect(back.moves == [CursorMove(kind: .read, from: 4, to: 1)])
+        // Marking unread a message that is already unread does not read the ones before it.
+        #expect(!ReceiptRules.markUnread(Cursors(read: 1, delivered: 5), from: 4).changed)
+        #expect(ReceiptRules.markUnread(start, from: 1).cursors.read == 0)
+    }
+
+    @Test("R3: up to and including M; without M, up to the newest")
+    func upToAndIncluding() {
+        #expect(ReceiptRules.markRead(Cursors(read: 0, delivered: 0), upTo: 2, newest: 4).cursors.read == 2)
+        #expect(ReceiptRules.markRead(Cursors(read: 0, delivered: 0), upTo: 4, newest: 4).cursors.read == 4)
+    }
+
+    @Test("R4: sending moves the sender's cursors to the message")
+    func ownMessage() {
+        let update = ReceiptRules.sent(Cursors(read: 1, delivered: 2), seq: 6)
+        #expect(update.cursors == Cursors(read: 6, delivered: 6))
+    }
+
+    @Test("R5: a new member has received and read everything already there")
+    func joining() {
+        #expect(Cursors.joining(newest: 7) == Cursors(read: 7, delivered: 7))
+        #expect(Cursors.joining(newest: 0) == Cursors(read: 0, delivered: 0))
+    }
+}
+
+@Suite("Unread counts R4, R7")
+struct UnreadTests {
+    let log = [
+        LogEntry(seq: 1, authorID: "bob"), LogEntry(seq: 2, authorID: "alice"), LogEntry(seq: 3, authorID: "bob"),
+        LogEntry(seq: 4, authorID: "alice"), LogEntry(seq: 5, authorID: "carol"),
+    ]
+
+    @Test("R7: messages after the read cursor not sent by the member")
+    func counts() {
+        #expect(ReceiptRules.unread(in: log, for: "alice", read: 0) == UnreadSummary(count: 3, firstUnreadSeq: 1))
+        #expect(ReceiptRules.unread(in: log, for: "alice", read: 1) == UnreadSummary(count: 2, firstUnreadSeq: 3))
+        #expect(ReceiptRules.unread(in: log, for: "bob", read: 3) == UnreadSummary(count: 2, firstUnreadSeq: 4))
+        #expect(ReceiptRules.unread(in: log, for: "carol", read: 5) == UnreadSummary(count: 0, firstUnreadSeq: nil))
+    }
+
+    @Test("R4: own messages are never unread, even after the read cursor")
+    func ownNeverUnread() {
+        #expect(!ReceiptRules.isUnread(LogEntry(seq: 9, authorID: "alice"), for: "alice", read: 0))
+        #expect(ReceiptRules.isUnread(LogEntry(seq: 9, authorID: "bob"), for: "alice", read: 0))
+        #expect(ReceiptRules.unread(in: log.reversed(), for: "bob", read: 0).firstUnreadSeq == 2)
+    }
+}
+
+@Suite("Per-message receipt times from the log")
+struct ReceiptLogTests {
+    func move(_ id: Int64, _ seq: Seq, _ at: Int64) -> LoggedMove { LoggedMove(id: id, kind: .read, seq: seq, at: at) }
+
+    @Test("the first move at or past M is when M was reached")
+    func firstReach() {
+        let moves = [move(1, 2, 100), move(2, 5, 200), move(3, 9, 300)]
+        #expect(ReceiptRules.reachedAt(1, moves: moves) == 100)
+        #expect(ReceiptRules.reachedAt(2, moves: moves) == 100)
+        #expect(ReceiptRules.reachedAt(3, moves: moves) == 200)
+        #expect(ReceiptRules.reachedAt(9, moves: moves) == 300)
+        #expect(ReceiptRules.reachedAt(10, moves: moves) == nil)
+        #expect(ReceiptRules.reachedAt(1, moves: []) == nil)
+    }
+
+    @Test("after mark unread, M is unread; reading again gives the new time")
+    func unreadThenReadAgain() {
+        let unread = [move(1, 5, 100), move(2, 2, 200)]
+        #expect(ReceiptRules.reachedAt(4, moves: unread) == nil)
+        #expect(ReceiptRules.reachedAt(2, moves: unread) == 100)
+        let again = unread + [move(3, 6, 300)]
+        #expect(ReceiptRules.reachedAt(4, moves: again) == 300)
+        #expect(ReceiptRules.reachedAt(2, moves: again) == 100)
+    }
+}
+
+@Suite("Delivery status as the sender sees it")
+struct DeliveryStatusTests {
+    let on = ReceiptFeatures(readEvents: true, deliveryEvents: true)
+
+    @Test("pending and failed come from the local send state")
+    func local() {
+        #expect(ReceiptRules.status(.pending, others: [], features: on) == .pending)
+        #expect(ReceiptRules.status(.failed, others: [], features: on) == .failed)
+    }
+
+    @Test("sent → delivered → read as other members' cursors pass the message")
+    func transitions() {
+        let message = LocalSendState.stored(seq: 3)
+        #expect(ReceiptRules.status(message, others: [Cursors(read: 2, delivered: 2)], features: on) == .sent)
+        #expect(ReceiptRules.status(message, others: [Cursors(read: 2, delivered: 3)], features: on) == .delivered)
+        #expect(ReceiptRules.status(message, others: [Cursors(read: 3, delivered: 3)], features: on) == .read)
+    }
+
+    @Test("R6: when the only reader is removed, read goes back to sent or delivered")
+    func removedReader() {
+        let message = LocalSendState.stored(seq: 3)
+        let reader = Cursors(read: 3, delivered: 3)
+        let receiver = Cursors(read: 0, delivered: 3)
+        let idle = Cursors(read: 0, delivered: 0)
+        #expect(ReceiptRules.status(message, others: [reader, idle], features: on) == .read)
+        #expect(ReceiptRules.status(message, others: [idle], features: on) == .sent)
+        #expect(ReceiptRules.status(message, others: [reader, receiver], features: on) == .read)
+        #expect(ReceiptRules.status(message, others: [receiver], features: on) == .delivered)
+    }
+
+    @Test("R8: no indicator when read events are off")
+    func readEventsOff() {
+        let off = ReceiptFeatures(readEvents: false, deliveryEvents: true)
+        #expect(ReceiptRules.status(.stored(seq: 1), others: [Cursors(read: 1, delivered: 1)], features: off) == nil)
+    }
+
+    @Test("R9: never delivered when delivery events are off")
+    func deliveryEventsOff() {
+        let noDelivery = ReceiptFeatures(readEvents: true, deliveryEvents: false)
+        let status = ReceiptRules.status(.stored(seq: 2), others: [Cursors(read: 0, delivered: 5)], features: noDelivery)
+        #expect(status == .sent)
+    }
+
+    @Test("the all-members policy waits for every other member")
+    func allMembers() {
+        let message = LocalSendState.stored(seq: 2)
+        let others = [Cursors(read: 2, delivered: 2), Cursors(read: 0, delivered: 2), Cursors(read: 0, delivered: 1)]
+        #expect(ReceiptRules.status(message, others: others, features: on, policy: .anyMember) == .read)
+        #expect(ReceiptRules.status(message, others: others, features: on, policy: .allMembers) == .sent)
+        #expect(ReceiptRules.status(message, others: Array(others.prefix(2)), features: on, policy: .allMembers) == .delivered)
+    }
+
+    @Test("read and delivered counts")
+    func counts() {
+        let others = [Cursors(read: 3, delivered: 3), Cursors(read: 1, delivered: 4), Cursors(read: 0, delivered: 0)]
+        #expect(ReceiptRules.readCount(3, others: others) == 1)
+        #expect(ReceiptRules.deliveredCount(3, others: others) == 2)
+    }
+}

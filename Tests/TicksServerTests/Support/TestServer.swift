@@ -1,0 +1,172 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import Testing
+import TicksProtocol
+
+@testable import TicksServer
+
+/// Which store a test runs against: the same test body runs on each.
+enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case memory
+    case disk
+
+    var testDescription: String { rawValue }
+
+    func make() throws -> SQLiteStore {
+        switch self {
+        case .memory:
+            return try SQLiteStore.inMemory()
+        case .disk:
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ticks-test-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            return try SQLiteStore.open(path: folder.appendingPathComponent("ticks.sqlite").path)
+        }
+    }
+}
+
+enum TestKeys {
+    static let apiKey = "testkey"
+    static let apiSecret = "a-test-secret-that-is-long-enough-for-hs256"
+}
+
+/// A running test server and a client for it.
+struct TestServer: Sendable {
+    let client: any TestClientProtocol
+    let services: TicksServices
+    let serverToken: String
+
+    var store: any TicksStore { services.store }
+
+    /// Builds the same application `ticks serve` runs and drives it; `.live`
+    /// listens on a loopback port (needed for WebSockets).
+    static func run<Value: Sendable>(
+        _ kind: StoreKind = .memory, _ setup: TestingSetup = .router, bufferCapacity: Int = 1024,
+        _ body: @Sendable (TestServer) async throws -> Value
+    ) async throws -> Value {
+        var logger = Logger(label: "ticks-test")
+        logger.logLevel = .warning
+        let configuration = TicksServerConfiguration(
+            host: "127.0.0.1", port: 0,
+            credentials: try Credentials(apiKey: TestKeys.apiKey, apiSecret: TestKeys.apiSecret), connectionBufferCapacity: bufferCapacity)
+        let (application, services) = await buildApplication(
+            configuration: configuration, store: try kind.make(), logger: logger)
+        let serverToken = try await services.authority.serverToken()
+        return try await application.test(setup) { client in
+            try await body(TestServer(client: client, services: services, serverToken: serverToken))
+        }
+    }
+
+    func optionalToken(_ userID: String?) async throws -> String? {
+        guard let userID else { return nil }
+        return try await token(userID)
+    }
+
+    func token(_ userID: String) async throws -> String {
+        try await services.authority.userToken(for: userID)
+    }
+
+    /// A call to the API: `token` nil means the server token; the answer's JSON body.
+    @discardableResult
+    func call(
+        _ method: HTTPRequest.Method, _ path: String, body: String? = nil, token: String? = nil,
+        apiKey: String? = TestKeys.apiKey, headers extra: HTTPFields = [:]
+    ) async throws -> Reply {
+        var headers = extra
+        headers[.authorization] = token ?? serverToken
+        headers[HTTPField.Name("stream-auth-type")!] = "jwt"
+        headers[.contentType] = "application/json"
+        var uri = path
+        if let apiKey { uri += (path.contains("?") ? "&" : "?") + "api_key=\(apiKey)" }
+        let response = try await client.execute(
+            uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
+        return Reply(status: Int(response.status.code), body: String(buffer: response.body))
+    }
+
+    /// Calls that must succeed.
+    @discardableResult
+    func ok(_ method: HTTPRequest.Method, _ path: String, _ body: String? = nil, token: String? = nil) async throws
+        -> JSON
+    {
+        let reply = try await call(method, path, body: body, token: token)
+        try #require((200..<300).contains(reply.status), "\(method) \(path) → \(reply.status) \(reply.body)")
+        return try reply.json()
+    }
+
+    // MARK: The usual set-up of a test
+
+    func upsert(_ ids: String...) async throws {
+        let users = ids.map { "\"\($0)\": {\"id\": \"\($0)\", \"name\": \"\($0.capitalized)\"}" }
+        try await ok(.post, "/users", "{\"users\": {\(users.joined(separator: ","))}}")
+    }
+
+    func createChannel(_ cid: String, members: [String], createdBy: String? = nil) async throws {
+        let list = members.map { "\"\($0)\"" }.joined(separator: ",")
+        let creator = createdBy.map { ", \"created_by\": {\"id\": \"\($0)\"}" } ?? ""
+        try await ok(.post, "/channels/\(path(cid))/query", "{\"data\": {\"members\": [\(list)]\(creator)}}")
+    }
+
+    @discardableResult
+    func send(_ cid: String, id: String, from user: String, text: String = "hello") async throws -> JSON {
+        try await ok(
+            .post, "/channels/\(path(cid))/message",
+            "{\"message\": {\"id\": \"\(id)\", \"text\": \"\(text)\", \"user\": {\"id\": \"\(user)\"}}}")
+    }
+
+    @discardableResult
+    func markRead(_ cid: String, _ user: String, upTo messageID: String? = nil) async throws -> JSON {
+        let message = messageID.map { ", \"message_id\": \"\($0)\"" } ?? ""
+        return try await ok(.post, "/channels/\(path(cid))/read", "{\"user\": {\"id\": \"\(user)\"}\(message)}")
+    }
+
+    func markUnread(_ cid: String, _ user: String, from messageID: String) async throws {
+        try await ok(
+            .post, "/channels/\(path(cid))/unread", "{\"user\": {\"id\": \"\(user)\"}, \"message_id\": \"\(messageID)\"}")
+    }
+
+    func markDelivered(_ user: String, _ entries: [(cid: String, id: String)]) async throws {
+        let list = entries.map { "{\"cid\": \"\($0.cid)\", \"id\": \"\($0.id)\"}" }.joined(separator: ",")
+        try await ok(
+            .post, "/channels/delivered?user_id=\(user)",
+            "{\"latest_delivered_messages\": [\(list)], \"user_id\": \"\(user)\"}")
+    }
+
+    /// The channel state as `viewer` (a user token) or the server sees it.
+    func state(_ cid: String, as viewer: String? = nil) async throws -> JSON {
+        let token = try await optionalToken(viewer)
+        return try await ok(.post, "/channels/\(path(cid))/query", "{}", token: token)
+    }
+
+    /// `viewer`'s view of `member`'s read state, nil when not shown.
+    func readState(_ cid: String, of member: String, as viewer: String? = nil) async throws -> JSON? {
+        try await state(cid, as: viewer)["read"].array.first { $0["user"]["id"].string == member }
+    }
+
+    func receipts(_ messageID: String, as viewer: String? = nil) async throws -> JSON {
+        let token = try await optionalToken(viewer)
+        return try await ok(.get, "/messages/\(messageID)/receipts", token: token)
+    }
+
+    func path(_ cid: String) -> String { cid.replacingOccurrences(of: ":", with: "/") }
+}
+
+struct Reply: Sendable {
+    let status: Int
+    let body: String
+
+    func json() throws -> JSON { try JSON(parsing: body) }
+
+    /// Asserts a Stream-format error with this status and code.
+    func expectError(_ status: Int, code: Int, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        #expect(self.status == status, "\(body)", sourceLocation: sourceLocation)
+        let json = try json()
+        #expect(json["code"].int == code, "\(body)", sourceLocation: sourceLocation)
+        #expect(json["StatusCode"].int == status, sourceLocation: sourceLocation)
+        #expect(json["message"].string?.isEmpty == false, sourceLocation: sourceLocation)
+        #expect(json["duration"].string?.hasSuffix("ms") == true, sourceLocation: sourceLocation)
+        #expect(json["more_info"].string != nil, sourceLocation: sourceLocation)
+    }
+}
