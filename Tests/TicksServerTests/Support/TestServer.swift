@@ -77,7 +77,8 @@ struct TestServer: Sendable {
     ) async throws -> Reply {
         var headers = extra
         headers[.authorization] = token ?? serverToken
-        headers[HTTPField.Name("stream-auth-type")!] = "jwt"
+        let authType = HTTPField.Name("stream-auth-type")!
+        if headers[authType] == nil { headers[authType] = "jwt" }
         headers[.contentType] = "application/json"
         var uri = path
         if let apiKey { uri += (path.contains("?") ? "&" : "?") + "api_key=\(apiKey)" }

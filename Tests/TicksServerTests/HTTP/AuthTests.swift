@@ -1,0 +1,160 @@
+import Foundation
+import JWTKit
+import Testing
+
+@testable import TicksServer
+
+/// SPEC §3's auth matrix: server tokens act for anyone, user tokens for themselves
+/// on their own channels; a bad key, signature or expiry is 401, acting beyond
+/// one's rights is 403.
+@Suite("Authentication and authorisation")
+struct AuthTests {
+    func setUp(_ server: TestServer) async throws {
+        try await server.upsert("alice", "bob", "mallory")
+        try await server.createChannel("messaging:ab", members: ["alice", "bob"])
+        try await server.send("messaging:ab", id: "ab1", from: "alice")
+    }
+
+    func forged(_ claims: String, secret: String) async throws -> String {
+        let keys = JWTKeyCollection()
+        await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
+        struct Claims: JWTPayload {
+            var user_id: String?
+            var server: Bool?
+            func verify(using algorithm: some JWTAlgorithm) async throws {}
+        }
+        let claims = try JSONDecoder().decode(Claims.self, from: Data(claims.utf8))
+        return try await keys.sign(claims)
+    }
+
+    @Test("a wrong or missing api_key is 401")
+    func apiKey() async throws {
+        try await TestServer.run { server in
+            try await server.call(.get, "/channeltypes", apiKey: "wrong").expectError(401, code: 5)
+            try await server.call(.get, "/channeltypes", apiKey: nil).expectError(401, code: 5)
+        }
+    }
+
+    @Test("a token signed with another secret, a malformed one, or none at all is 401")
+    func badTokens() async throws {
+        try await TestServer.run { server in
+            let otherSecret = try await forged(#"{"server": true}"#, secret: String(repeating: "x", count: 40))
+            try await server.call(.get, "/channeltypes", token: otherSecret).expectError(401, code: 5)
+            try await server.call(.get, "/channeltypes", token: "not.a.jwt").expectError(401, code: 5)
+            try await server.call(.get, "/channeltypes", token: "").expectError(401, code: 5)
+            let noClaims = try await forged("{}", secret: TestKeys.apiSecret)
+            try await server.call(.get, "/channeltypes", token: noClaims).expectError(401, code: 5)
+            try await server.call(.get, "/channeltypes", headers: [.init("stream-auth-type")!: "anonymous"])
+                .expectError(401, code: 5)
+        }
+    }
+
+    @Test("an expired user token is 401; an unexpired one works")
+    func expiry() async throws {
+        try await TestServer.run { server in
+            try await setUp(server)
+            let expired = try await server.services.authority.userToken(for: "alice", expiresIn: -5)
+            let reply = try await server.call(.post, "/channels/messaging/ab/query", body: "{}", token: expired)
+            try reply.expectError(401, code: 5)
+            #expect(try reply.json()["message"].string?.contains("expired") == true)
+            let fresh = try await server.services.authority.userToken(for: "alice", expiresIn: 60)
+            #expect(try await server.call(.post, "/channels/messaging/ab/query", body: "{}", token: fresh).status == 200)
+        }
+    }
+
+    @Test("a user token cannot act for another user", arguments: [
+        ("/channels/messaging/ab/read", #"{"user": {"id": "bob"}}"#),
+        ("/channels/messaging/ab/unread", #"{"user_id": "bob", "message_id": "ab1"}"#),
+        ("/channels/messaging/ab/message", #"{"message": {"text": "hi", "user": {"id": "bob"}}}"#),
+        ("/channels/delivered?user_id=bob", #"{"latest_delivered_messages": [{"cid": "messaging:ab", "id": "ab1"}]}"#),
+        ("/channels/read", #"{"user": {"id": "bob"}}"#),
+        ("/users", #"{"users": {"bob": {"id": "bob", "name": "Not Bob"}}}"#),
+    ])
+    func actingForAnother(path: String, body: String) async throws {
+        try await TestServer.run { server in
+            try await setUp(server)
+            let alice = try await server.token("alice")
+            try await server.call(.post, path, body: body, token: alice).expectError(403, code: 17)
+            // Nothing changed for bob.
+            let bob = try #require(try await server.readState("messaging:ab", of: "bob"))
+            #expect(bob["unread_messages"].int == 1)
+            #expect(try await server.store.users(ids: ["bob"])["bob"]?.name == "Bob")
+        }
+    }
+
+    @Test("a non-member's user token cannot read or write a channel", arguments: [
+        ("POST", "/channels/messaging/ab/query", "{}"),
+        ("POST", "/channels/messaging/ab/read", "{}"),
+        ("POST", "/channels/messaging/ab/message", #"{"message": {"text": "hi"}}"#),
+        ("POST", "/channels/messaging/ab", #"{"add_members": ["mallory"]}"#),
+        ("GET", "/messages/ab1", ""),
+        ("GET", "/messages/ab1/receipts", ""),
+        ("POST", "/channels/delivered", #"{"latest_delivered_messages": [{"cid": "messaging:ab", "id": "ab1"}]}"#),
+    ])
+    func nonMember(method: String, path: String, body: String) async throws {
+        try await TestServer.run { server in
+            try await setUp(server)
+            let mallory = try await server.token("mallory")
+            let reply = try await server.call(
+                method == "GET" ? .get : .post, path, body: body.isEmpty ? nil : body, token: mallory)
+            try reply.expectError(403, code: 17)
+            let members = try await server.state("messaging:ab")["members"].array.map { $0["user_id"].string }
+            #expect(members == ["alice", "bob"])
+            #expect(try await server.state("messaging:ab")["messages"].array.count == 1)
+        }
+    }
+
+    @Test("a server token acting for a non-member is refused; for a member it works")
+    func serverTokenForNonMember() async throws {
+        try await TestServer.run { server in
+            try await setUp(server)
+            try await server.call(.post, "/channels/messaging/ab/read", body: #"{"user_id": "mallory"}"#)
+                .expectError(403, code: 17)
+            try await server.call(
+                .post, "/channels/messaging/ab/message", body: #"{"message": {"text": "x", "user_id": "mallory"}}"#
+            ).expectError(403, code: 17)
+            try await server.markRead("messaging:ab", "bob")
+        }
+    }
+
+    @Test("a user token works for its own user on its own channels")
+    func ownUser() async throws {
+        try await TestServer.run { server in
+            try await setUp(server)
+            let bob = try await server.token("bob")
+            // No user named: the token's user acts.
+            let read = try await server.ok(.post, "/channels/messaging/ab/read", "{}", token: bob)
+            #expect(read["event"]["user"]["id"].string == "bob")
+            #expect(read["event"]["last_read_message_id"].string == "ab1")
+            try await server.ok(.post, "/channels/messaging/ab/message", #"{"message": {"id": "b1", "text": "yo"}}"#, token: bob)
+            let channels = try await server.ok(.post, "/channels", #"{"filter_conditions": {}}"#, token: bob)
+            #expect(channels["channels"].array.map { $0["channel"]["cid"].string } == ["messaging:ab"])
+        }
+    }
+
+    @Test("only a server token changes channel types")
+    func channelTypes() async throws {
+        try await TestServer.run { server in
+            try await server.upsert("alice")
+            let alice = try await server.token("alice")
+            try await server.call(.post, "/channeltypes", body: #"{"name": "mine"}"#, token: alice).expectError(403, code: 17)
+            try await server.call(.put, "/channeltypes/messaging", body: #"{"read_events": false}"#, token: alice)
+                .expectError(403, code: 17)
+            #expect(try await server.ok(.get, "/channeltypes/messaging", token: alice)["read_events"].bool == true)
+        }
+    }
+
+    @Test("health and metrics need no token")
+    func openEndpoints() async throws {
+        try await TestServer.run { server in
+            let health = try await server.client.execute(uri: "/health", method: .get)
+            #expect(health.status == .ok)
+            try await server.upsert("alice")
+            let metrics = try await server.client.execute(uri: "/metrics", method: .get)
+            let text = String(buffer: metrics.body)
+            #expect(text.contains("ticks_http_requests_total{"))
+            #expect(text.contains("route=\"/users\""))
+            #expect(text.contains("ticks_http_request_duration_seconds_bucket"))
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+import Testing
+
+@testable import TicksServer
+
+/// Nothing a client sends crashes the server or changes state: each bad
+/// request gets a clear 4xx in Stream's format and the data stays as it was.
+@Suite("Bad input")
+struct BadInputTests {
+    func setUp(_ server: TestServer) async throws {
+        try await server.upsert("alice", "bob")
+        try await server.createChannel("messaging:x", members: ["alice", "bob"])
+        try await server.send("messaging:x", id: "x1", from: "alice")
+        try await server.createChannel("messaging:y", members: ["alice", "bob"])
+        try await server.send("messaging:y", id: "y1", from: "alice")
+    }
+
+    /// The state every test checks is untouched afterwards.
+    func expectUntouched(_ server: TestServer) async throws {
+        let state = try await server.state("messaging:x")
+        #expect(state["messages"].array.map { $0["id"].string } == ["x1"])
+        let bob = try #require(state["read"].array.first { $0["user"]["id"].string == "bob" })
+        #expect(bob["unread_messages"].int == 1)
+        #expect(!bob["last_delivered_message_id"].exists)
+        #expect(state["members"].array.count == 2)
+    }
+
+    static let cases: [(String, String, String, Int, Int)] = [
+        // (label, path, body, status, code)
+        ("malformed JSON", "/channels/messaging/x/read", #"{"user": {"id": "bob""#, 400, 4),
+        ("a JSON array body", "/channels/messaging/x/read", "[1, 2]", 400, 4),
+        ("wrong type for message_id", "/channels/messaging/x/read", #"{"user_id": "bob", "message_id": 7}"#, 400, 4),
+        ("wrong type for user", "/channels/messaging/x/read", #"{"user": "bob"}"#, 400, 4),
+        ("unknown message to mark read", "/channels/messaging/x/read", #"{"user_id": "bob", "message_id": "nope"}"#, 400, 4),
+        ("message of another channel", "/channels/messaging/x/read", #"{"user_id": "bob", "message_id": "y1"}"#, 400, 4),
+        ("unknown channel", "/channels/messaging/nope/read", #"{"user_id": "bob"}"#, 404, 16),
+        ("unknown channel type", "/channels/nope/x/query", #"{"data": {"members": ["bob"]}}"#, 400, 4),
+        ("unread without message_id", "/channels/messaging/x/unread", #"{"user_id": "bob"}"#, 400, 4),
+        ("mark read for nobody", "/channels/messaging/x/read", "{}", 400, 4),
+        ("message without text", "/channels/messaging/x/message", #"{"message": {"user_id": "alice"}}"#, 400, 4),
+        ("message text of wrong type", "/channels/messaging/x/message", #"{"message": {"text": 5, "user_id": "alice"}}"#, 400, 4),
+        ("message without body", "/channels/messaging/x/message", #"{}"#, 400, 4),
+        ("invalid message id", "/channels/messaging/x/message", #"{"message": {"id": "a b", "text": "t", "user_id": "alice"}}"#, 400, 4),
+        ("over-long message id", "/channels/messaging/x/message",
+         #"{"message": {"id": "\#(String(repeating: "m", count: 256))", "text": "t", "user_id": "alice"}}"#, 400, 4),
+        ("over-long channel id", "/channels/messaging/\(String(repeating: "c", count: 256))/query", "{}", 400, 4),
+        ("invalid channel id", "/channels/messaging/a%20b/query", "{}", 400, 4),
+        ("member that does not exist", "/channels/messaging/x", #"{"add_members": ["ghost"]}"#, 400, 4),
+        ("delivered: empty list", "/channels/delivered?user_id=bob", #"{"latest_delivered_messages": []}"#, 400, 4),
+        ("delivered: unknown message", "/channels/delivered?user_id=bob",
+         #"{"latest_delivered_messages": [{"cid": "messaging:x", "id": "x1"}, {"cid": "messaging:x", "id": "nope"}]}"#, 400, 4),
+        ("delivered: message of another channel", "/channels/delivered?user_id=bob",
+         #"{"latest_delivered_messages": [{"cid": "messaging:x", "id": "y1"}]}"#, 400, 4),
+        ("delivered: unknown channel", "/channels/delivered?user_id=bob",
+         #"{"latest_delivered_messages": [{"cid": "messaging:zz", "id": "x1"}]}"#, 400, 4),
+        ("delivered: bad cid", "/channels/delivered?user_id=bob",
+         #"{"latest_delivered_messages": [{"cid": "nocolon", "id": "x1"}]}"#, 400, 4),
+        ("delivered: users differ", "/channels/delivered?user_id=alice",
+         #"{"latest_delivered_messages": [{"cid": "messaging:x", "id": "x1"}], "user_id": "bob"}"#, 400, 4),
+        ("users: key and id differ", "/users", #"{"users": {"bob": {"id": "alice"}}}"#, 400, 4),
+        ("users: invalid id", "/users", #"{"users": {"b b": {"id": "b b"}}}"#, 400, 4),
+        ("users: missing id", "/users", #"{"users": {"bob": {"name": "x"}}}"#, 400, 4),
+        ("channel type: bad name", "/channeltypes", #"{"name": "no spaces"}"#, 400, 4),
+        ("channel type: exists", "/channeltypes", #"{"name": "messaging"}"#, 409, 4),
+        ("channel type: bad max length", "/channeltypes", #"{"name": "t1", "max_message_length": 0}"#, 400, 4),
+        ("query channels: unsupported filter", "/channels", #"{"filter_conditions": {"frozen": true}}"#, 400, 4),
+        ("query channels: limit too big", "/channels", #"{"filter_conditions": {}, "limit": 1000}"#, 400, 4),
+        ("unknown endpoint", "/nothing/here", "{}", 404, 16),
+    ]
+
+    @Test("each bad request is a clear 4xx and changes nothing", arguments: cases)
+    func badRequest(label: String, path: String, body: String, status: Int, code: Int) async throws {
+        try await TestServer.run { server in
+            try await setUp(server)
+            try await server.call(.post, path, body: body).expectError(status, code: code)
+            try await expectUntouched(server)
+        }
+    }
+
+    @Test("message text over the channel type's max_message_length", arguments: StoreKind.allCases)
+    func textTooLong(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await server.ok(.post, "/channeltypes", #"{"name": "short", "max_message_length": 10}"#)
+            try await server.upsert("alice")
+            try await server.createChannel("short:s", members: ["alice"])
+            try await server.call(
+                .post, "/channels/short/s/message", body: #"{"message": {"text": "01234567890", "user_id": "alice"}}"#
+            ).expectError(400, code: 4)
+            try await server.send("short:s", id: "ok", from: "alice", text: "0123456789")
+            #expect(try await server.state("short:s")["messages"].array.count == 1)
+        }
+    }
+
+    @Test("more than 100 latest_delivered_messages entries")
+    func tooManyDelivered() async throws {
+        try await TestServer.run { server in
+            try await setUp(server)
+            let entries = Array(repeating: #"{"cid": "messaging:x", "id": "x1"}"#, count: 101).joined(separator: ",")
+            try await server.call(
+                .post, "/channels/delivered?user_id=bob", body: "{\"latest_delivered_messages\": [\(entries)]}"
+            ).expectError(400, code: 4)
+            let hundred = Array(repeating: #"{"cid": "messaging:x", "id": "x1"}"#, count: 100).joined(separator: ",")
+            try await server.ok(.post, "/channels/delivered?user_id=bob", "{\"latest_delivered_messages\": [\(hundred)]}")
+        }
+    }
+
+    @Test("a body over 1 MiB is refused with 413", arguments: [false, true])
+    func oversizedBody(live: Bool) async throws {
+        try await TestServer.run(.memory, live ? .live : .router) { server in
+            try await setUp(server)
+            let text = String(repeating: "a", count: maxRequestBodyBytes + 10)
+            let body = #"{"message": {"text": "\#(text)", "user_id": "alice"}}"#
+            try await server.call(.post, "/channels/messaging/x/message", body: body).expectError(413, code: 22)
+            try await expectUntouched(server)
+        }
+    }
+
+    @Test("unknown message ids are 404 on the message endpoints")
+    func unknownMessage() async throws {
+        try await TestServer.run { server in
+            try await server.call(.get, "/messages/nope").expectError(404, code: 16)
+            try await server.call(.get, "/messages/nope/receipts").expectError(404, code: 16)
+            try await server.call(.get, "/channeltypes/nope").expectError(404, code: 16)
+        }
+    }
+
+    @Test("bad query payloads for users")
+    func badUserQueries() async throws {
+        try await TestServer.run { server in
+            try await server.call(.get, "/users").expectError(400, code: 4)
+            try await server.call(.get, "/users?payload=%7Bnot").expectError(400, code: 4)
+            try await server.call(.get, "/users?payload=%7B%22filter_conditions%22%3A%7B%22name%22%3A%22x%22%7D%7D")
+                .expectError(400, code: 4)
+        }
+    }
+
+    @Test("request fields Ticks does not implement are accepted and ignored")
+    func unknownFieldsIgnored() async throws {
+        try await TestServer.run { server in
+            try await setUp(server)
+            let sent = try await server.ok(
+                .post, "/channels/messaging/x/message",
+                #"{"message": {"id": "x2", "text": "t", "user_id": "alice", "silent": true, "attachments": [{"type": "image"}], "mood": "happy"}, "skip_push": true}"#
+            )
+            #expect(sent["message"]["mood"].string == "happy")
+            #expect(sent["message"]["attachments"].array.isEmpty)
+            #expect(!sent["message"]["silent"].exists)
+            try await server.ok(.post, "/channels/messaging/x/read", #"{"user_id": "bob", "thread_id": null, "client_id": "c"}"#)
+        }
+    }
+}
