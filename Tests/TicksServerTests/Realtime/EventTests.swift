@@ -1,0 +1,256 @@
+import Foundation
+import Testing
+import TicksProtocol
+
+@testable import TicksServer
+
+/// SPEC §4 over real sockets: each event, its fields, and who receives it.
+@Suite("WebSocket events")
+struct EventTests {
+    /// alice and bob in messaging:g; carol exists but is not a member.
+    func setUp(_ server: TestServer) async throws {
+        try await server.upsert("alice", "bob", "carol")
+        try await server.createChannel("messaging:g", members: ["alice", "bob"])
+        try await server.createChannel("messaging:barrier", members: ["alice", "bob", "carol"])
+    }
+
+    /// Every event of channel g published before this call has reached `sockets`
+    /// once they see the barrier message (a connection's frames keep their order).
+    func barrier(_ server: TestServer, _ sockets: TestSocket...) async throws {
+        let id = "barrier-\(UUID().uuidString.prefix(8))"
+        try await server.send("messaging:barrier", id: id, from: "alice")
+        for socket in sockets {
+            let event = try await socket.next("message.new")
+            #expect(event["message"]["id"].string == id)
+        }
+    }
+
+    func eventsOfG(_ socket: TestSocket) -> [String] {
+        socket.pending.filter { $0["cid"].string == "messaging:g" }.compactMap { $0["type"].string }
+    }
+
+    @Test("the first frame is health.check with the connection id and me; pings are answered")
+    func hello() async throws {
+        try await TestServer.run(.memory, .live) { server in
+            try await setUp(server)
+            try await server.send("messaging:g", id: "g1", from: "alice")
+            for tokenInHeader in [false, true] {
+                let socket = try await TestSocket.connect(server, as: "bob", tokenInHeader: tokenInHeader)
+                defer { socket.close() }
+                let hello = try #require(socket.hello)
+                #expect(hello["connection_id"].string?.isEmpty == false)
+                #expect(hello["me"]["id"].string == "bob")
+                #expect(hello["me"]["name"].string == "Bob")
+                #expect(hello["me"]["total_unread_count"].int == 1)
+                #expect(hello["me"]["unread_channels"].int == 1)
+                #expect(hello["created_at"].time != nil)
+                try await socket.send(#"[{"type": "health.check"}]"#)
+                let pong = try await socket.next("health.check")
+                #expect(pong["connection_id"] == hello["connection_id"])
+            }
+        }
+    }
+
+    @Test("message.new reaches every connection of every member, with its unread counts, and no one else")
+    func messageNew() async throws {
+        try await TestServer.run(.memory, .live) { server in
+            try await setUp(server)
+            let alicePhone = try await TestSocket.connect(server, as: "alice")
+            let aliceLaptop = try await TestSocket.connect(server, as: "alice")
+            let bob = try await TestSocket.connect(server, as: "bob")
+            let carol = try await TestSocket.connect(server, as: "carol")
+            defer { [alicePhone, aliceLaptop, bob, carol].forEach { $0.close() } }
+
+            try await server.send("messaging:g", id: "g1", from: "alice", text: "hi bob")
+            let event = try await bob.next("message.new")
+            #expect(event["cid"].string == "messaging:g")
+            #expect(event["channel_type"].string == "messaging")
+            #expect(event["channel_id"].string == "g")
+            #expect(event["user"]["id"].string == "alice")
+            #expect(event["message"]["id"].string == "g1")
+            #expect(event["message"]["text"].string == "hi bob")
+            #expect(event["unread_count"].int == 1)
+            #expect(event["total_unread_count"].int == 1)
+            #expect(event["unread_channels"].int == 1)
+            #expect(event["watcher_count"].int == 2)
+            #expect(event["created_at"].time == event["message"]["created_at"].time)
+            for device in [alicePhone, aliceLaptop] {
+                let own = try await device.next("message.new")
+                #expect(own["unread_count"].int == 0)
+            }
+            try await barrier(server, carol, bob)
+            #expect(eventsOfG(carol).isEmpty)
+        }
+    }
+
+    @Test("message.delivered to members, with the delivered cursor")
+    func messageDelivered() async throws {
+        try await TestServer.run(.memory, .live) { server in
+            try await setUp(server)
+            try await server.send("messaging:g", id: "g1", from: "alice")
+            let alice = try await TestSocket.connect(server, as: "alice")
+            let carol = try await TestSocket.connect(server, as: "carol")
+            defer { [alice, carol].forEach { $0.close() } }
+            try await server.markDelivered("bob", [("messaging:g", "g1")])
+            let event = try await alice.next("message.delivered")
+            #expect(event["user"]["id"].string == "bob")
+            #expect(event["last_delivered_message_id"].string == "g1")
+            let receipt = try await server.receipts("g1")["receipts"][0]
+            #expect(event["last_delivered_at"].time == receipt["delivered_at"].time)
+            // R2: delivering again changes nothing and sends nothing.
+            try await server.markDelivered("bob", [("messaging:g", "g1")])
+            try await barrier(server, alice, carol)
+            #expect(eventsOfG(alice).isEmpty)
+            #expect(eventsOfG(carol).isEmpty)
+        }
+    }
+
+    @Test("message.read to members; notification.mark_read to the reader's own connections only")
+    func messageRead() async throws {
+        try await TestServer.run(.memory, .live) { server in
+            try await setUp(server)
+            try await server.send("messaging:g", id: "g1", from: "alice")
+            try await server.send("messaging:g", id: "g2", from: "alice")
+            let alice = try await TestSocket.connect(server, as: "alice")
+            let bobPhone = try await TestSocket.connect(server, as: "bob")
+            let bobLaptop = try await TestSocket.connect(server, as: "bob")
+            let carol = try await TestSocket.connect(server, as: "carol")
+            defer { [alice, bobPhone, bobLaptop, carol].forEach { $0.close() } }
+
+            let answer = try await server.markRead("messaging:g", "bob", upTo: "g1")
+            let read = try await alice.next("message.read")
+            #expect(read["user"]["id"].string == "bob")
+            #expect(read["last_read_message_id"].string == "g1")
+            #expect(read["cid"].string == "messaging:g")
+            let readAt = try await server.receipts("g1")["receipts"][0]["read_at"].time
+            #expect(read["created_at"].time == readAt)
+            #expect(answer["event"] == read)
+            for device in [bobPhone, bobLaptop] {
+                let note = try await device.next("notification.mark_read")
+                #expect(note["last_read_message_id"].string == "g1")
+                #expect(note["unread_count"].int == 1)
+                #expect(note["total_unread_count"].int == 1)
+                #expect(note["unread_channels"].int == 1)
+                _ = try await device.next("message.read")
+            }
+            try await barrier(server, alice, carol)
+            #expect(!alice.pending.contains { $0["type"].string == "notification.mark_read" })
+            #expect(eventsOfG(carol).isEmpty)
+        }
+    }
+
+    @Test("notification.mark_unread to the reader's own connections only")
+    func markUnread() async throws {
+        try await TestServer.run(.memory, .live) { server in
+            try await setUp(server)
+            for id in ["g1", "g2", "g3"] { try await server.send("messaging:g", id: id, from: "alice") }
+            try await server.markRead("messaging:g", "bob")
+            let alice = try await TestSocket.connect(server, as: "alice")
+            let bob = try await TestSocket.connect(server, as: "bob")
+            defer { [alice, bob].forEach { $0.close() } }
+            try await server.markUnread("messaging:g", "bob", from: "g2")
+            let event = try await bob.next("notification.mark_unread")
+            #expect(event["first_unread_message_id"].string == "g2")
+            #expect(event["last_read_message_id"].string == "g1")
+            #expect(event["unread_messages"].int == 2)
+            #expect(event["total_unread_count"].int == 2)
+            #expect(event["unread_channels"].int == 1)
+            #expect(event["last_read_at"].time != nil)
+            try await barrier(server, alice)
+            #expect(eventsOfG(alice).isEmpty)
+        }
+    }
+
+    @Test("member.added and member.removed reach the members and the member concerned")
+    func membership() async throws {
+        try await TestServer.run(.memory, .live) { server in
+            try await setUp(server)
+            let alice = try await TestSocket.connect(server, as: "alice")
+            let carol = try await TestSocket.connect(server, as: "carol")
+            try await server.upsert("dave")
+            let dave = try await TestSocket.connect(server, as: "dave")
+            defer { [alice, carol, dave].forEach { $0.close() } }
+
+            try await server.ok(.post, "/channels/messaging/g", #"{"add_members": ["carol"]}"#)
+            for socket in [alice, carol] {
+                let added = try await socket.next("member.added")
+                #expect(added["member"]["user_id"].string == "carol")
+                #expect(added["user"]["id"].string == "carol")
+                #expect(added["cid"].string == "messaging:g")
+            }
+            try await server.ok(.post, "/channels/messaging/g", #"{"remove_members": ["carol"]}"#)
+            for socket in [alice, carol] {
+                let removed = try await socket.next("member.removed")
+                #expect(removed["member"]["user_id"].string == "carol")
+            }
+            // Carol is out: she hears nothing more of g; dave never did.
+            try await server.send("messaging:g", id: "after", from: "alice")
+            #expect(try await alice.next("message.new")["message"]["id"].string == "after")
+            try await barrier(server, alice, carol)
+            #expect(eventsOfG(carol).isEmpty)
+            #expect(dave.pending.isEmpty)
+        }
+    }
+
+    @Test("R8 and R10: a hidden read reaches only the reader's own connections")
+    func hiddenReads() async throws {
+        try await TestServer.run(.memory, .live) { server in
+            try await setUp(server)
+            try await server.createChannel("livestream:l", members: ["alice", "bob"])
+            try await server.ok(
+                .post, "/users",
+                #"{"users": {"bob": {"id": "bob", "privacy_settings": {"read_receipts": {"enabled": false}}}}}"#)
+            try await server.send("livestream:l", id: "l1", from: "alice")
+            try await server.send("messaging:g", id: "g1", from: "alice")
+            let alice = try await TestSocket.connect(server, as: "alice")
+            let bob = try await TestSocket.connect(server, as: "bob")
+            defer { [alice, bob].forEach { $0.close() } }
+            try await server.markRead("livestream:l", "bob")
+            try await server.markRead("messaging:g", "bob")
+            #expect(try await bob.next("message.read")["cid"].string == "livestream:l")
+            #expect(try await bob.next("message.read")["cid"].string == "messaging:g")
+            try await barrier(server, alice)
+            #expect(!alice.pending.contains { $0["type"].string == "message.read" })
+        }
+    }
+
+    @Test("R9: no message.delivered when the channel type has delivery events off")
+    func noDeliveryEvents() async throws {
+        try await TestServer.run(.memory, .live) { server in
+            try await setUp(server)
+            try await server.ok(.post, "/channeltypes", #"{"name": "quiet"}"#)
+            try await server.createChannel("quiet:q", members: ["alice", "bob"])
+            try await server.send("quiet:q", id: "q1", from: "alice")
+            let alice = try await TestSocket.connect(server, as: "alice")
+            defer { alice.close() }
+            try await server.markDelivered("bob", [("quiet:q", "q1")])
+            try await barrier(server, alice)
+            #expect(!alice.pending.contains { $0["type"].string == "message.delivered" })
+        }
+    }
+
+    @Test("connect needs a valid user token for the user it names")
+    func connectAuth() async throws {
+        try await TestServer.run(.memory, .live) { server in
+            try await setUp(server)
+            let expired = try await server.services.authority.userToken(for: "bob", expiresIn: -1)
+            for (token, userID) in [
+                (expired, "bob"), ("garbage", "bob"), (try await server.token("alice"), "bob"), (server.serverToken, "bob"),
+            ] {
+                let socket = try await TestSocket.connect(server, as: userID, token: token, reading: true, waitForHello: false)
+                await #expect(throws: (any Error).self) { try await socket.closeFrame() }
+            }
+            #expect(server.services.hub.connectionCount == 0)
+        }
+    }
+
+    @Test("a user that does not exist yet is created on connect, with its details")
+    func connectCreatesUser() async throws {
+        try await TestServer.run(.memory, .live) { server in
+            let socket = try await TestSocket.connect(
+                server, as: "newbie", json: #"{"user_id": "newbie", "user_details": {"id": "newbie", "name": "New"}}"#)
+            defer { socket.close() }
+            #expect(try await server.store.users(ids: ["newbie"])["newbie"]?.name == "New")
+        }
+    }
+}

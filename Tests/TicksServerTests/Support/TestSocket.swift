@@ -1,0 +1,108 @@
+import Foundation
+import HTTPTypes
+import HummingbirdWSClient
+import Logging
+import Synchronization
+import Testing
+
+/// A real WebSocket client of a live test server that keeps every frame it
+/// receives, so a test can wait for the next event of a type.
+final class TestSocket: Sendable {
+    let userID: String
+    /// What the connection's task and the test share.
+    private final class Shared: Sendable {
+        let frames = Mutex<[JSON]>([])
+        let writer = Mutex<WebSocketOutboundWriter?>(nil)
+    }
+    private let shared = Shared()
+    private let task: Task<WebSocketCloseFrame?, any Error>
+
+    /// Connects as `userID` (token in the `authorization` query parameter,
+    /// as Stream's JS client does, or in the header) and waits for the first
+    /// `health.check`.
+    static func connect(
+        _ server: TestServer, as userID: String, token: String? = nil, tokenInHeader: Bool = false,
+        json: String? = nil, reading: Bool = true, waitForHello: Bool = true
+    ) async throws -> TestSocket {
+        let socket = try await TestSocket(
+            server, userID: userID, token: token, tokenInHeader: tokenInHeader, json: json, reading: reading)
+        if reading && waitForHello {
+            let hello = try await socket.next("health.check")
+            socket.helloFrame.withLock { $0 = hello }
+        }
+        return socket
+    }
+
+    /// The first frame the server sent.
+    var hello: JSON? { helloFrame.withLock { $0 } }
+    private let helloFrame = Mutex<JSON?>(nil)
+
+    private init(
+        _ server: TestServer, userID: String, token: String?, tokenInHeader: Bool, json: String?, reading: Bool
+    ) async throws {
+        self.userID = userID
+        let port = try #require(server.client.port)
+        let token = try await server.optionalToken(token == nil ? userID : nil) ?? token!
+        let payload = json ?? #"{"user_id": "\#(userID)", "server_determines_connection_id": true}"#
+        var query = "api_key=\(TestKeys.apiKey)&json=\(payload.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+        var headers = HTTPFields()
+        if tokenInHeader { headers[.authorization] = token } else { query += "&authorization=\(token)" }
+        let configuration = WebSocketClientConfiguration(maxFrameSize: 1 << 20, additionalHeaders: headers)
+        var logger = Logger(label: "test-socket")
+        logger.logLevel = .critical
+        let shared = self.shared
+        task = Task {
+            try await WebSocketClient.connect(
+                url: "ws://127.0.0.1:\(port)/connect?\(query)", configuration: configuration, logger: logger
+            ) { inbound, outbound, _ in
+                shared.writer.withLock { $0 = outbound }
+                guard reading else {
+                    // A client that never reads: the server must give up on it, not wait.
+                    try await Task.sleep(for: .seconds(60))
+                    return
+                }
+                for try await message in inbound.messages(maxSize: 1 << 20) {
+                    guard case .text(let text) = message, let json = try? JSON(parsing: text) else { continue }
+                    shared.frames.withLock { $0.append(json) }
+                }
+            }
+        }
+    }
+
+    /// Takes the oldest frame of `type`, waiting up to `timeout` for one.
+    func next(_ type: String, timeout: Duration = .seconds(5), sourceLocation: SourceLocation = #_sourceLocation)
+        async throws -> JSON
+    {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let found = shared.frames.withLock { frames -> JSON? in
+                guard let index = frames.firstIndex(where: { $0["type"].string == type }) else { return nil }
+                return frames.remove(at: index)
+            }
+            if let found { return found }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        Issue.record("\(userID) received no \(type) within \(timeout)", sourceLocation: sourceLocation)
+        throw CancellationError()
+    }
+
+    /// The frames received so far and not taken.
+    var pending: [JSON] { shared.frames.withLock { $0 } }
+
+    /// Sends a text frame.
+    func send(_ text: String) async throws {
+        let outbound = try #require(shared.writer.withLock { $0 })
+        try await outbound.write(.text(text))
+    }
+
+    /// How the server closed the connection (waits for it).
+    func closeFrame() async throws -> WebSocketCloseFrame? {
+        try await task.value
+    }
+
+    func close() {
+        task.cancel()
+    }
+
+    deinit { task.cancel() }
+}
