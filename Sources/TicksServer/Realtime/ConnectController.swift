@@ -82,9 +82,6 @@ struct ConnectController {
                 for await frame in frames {
                     try await outbound.write(.text(frame))
                 }
-                if outbox.overflowed.load(ordering: .relaxed) {
-                    try await outbound.close(.policyViolation, reason: "connection fell behind; reconnect")
-                }
             }
             group.addTask {
                 for try await message in inbound.messages(maxSize: Self.maxInboundFrame) {
@@ -94,8 +91,18 @@ struct ConnectController {
                     hub.enqueue(try JSONCoding.string(pong), on: outbox)
                 }
             }
+            group.addTask {
+                // Ends on overflow, shutdown or unregistering.
+                for await _ in outbox.overflow {}
+            }
+            // Whichever ends first ends the connection: the client left, the
+            // server is shutting down, or the client fell behind. A writer
+            // stuck on a client that does not read is cancelled here.
             try await group.next()
             group.cancelAll()
+        }
+        if outbox.isOverflowed {
+            logger.info("dropped a connection that fell behind")
         }
         logger.debug("disconnected")
     }

@@ -12,13 +12,34 @@ public final class ConnectionHub: Sendable {
         let id: String
         let userID: String
         let continuation: AsyncStream<String>.Continuation
-        /// Set when the buffer overflowed: the writer closes the socket.
+        /// Set when the buffer overflowed.
         let overflowed = Atomic<Bool>(false)
+        /// Ends when the buffer overflowed (or the connection is gone): the
+        /// connection's handler then drops the socket at once, even while its
+        /// writer is stuck on a client that does not read.
+        let overflow: AsyncStream<Void>
+        private let overflowContinuation: AsyncStream<Void>.Continuation
+
+        var isOverflowed: Bool { overflowed.load(ordering: .relaxed) }
 
         init(id: String, userID: String, continuation: AsyncStream<String>.Continuation) {
             self.id = id
             self.userID = userID
             self.continuation = continuation
+            (overflow, overflowContinuation) = AsyncStream.makeStream(of: Void.self)
+        }
+
+        /// Marks the connection as fallen behind; true the first time.
+        func markOverflowed() -> Bool {
+            let first = !overflowed.exchange(true, ordering: .relaxed)
+            continuation.finish()
+            overflowContinuation.finish()
+            return first
+        }
+
+        func finish() {
+            continuation.finish()
+            overflowContinuation.finish()
         }
     }
 
@@ -50,7 +71,7 @@ public final class ConnectionHub: Sendable {
             if all[outbox.userID]?.isEmpty == true { all[outbox.userID] = nil }
             return removed
         }
-        outbox.continuation.finish()
+        outbox.finish()
         if removed { metrics.connections.decrement() }
     }
 
@@ -73,13 +94,12 @@ public final class ConnectionHub: Sendable {
         case .enqueued: return true
         case .terminated: return false
         case .dropped:
-            if !outbox.overflowed.exchange(true, ordering: .relaxed) {
+            if outbox.markOverflowed() {
                 logger.warning(
                     "closing a connection that fell behind",
                     metadata: ["user_id": "\(outbox.userID)", "connection_id": "\(outbox.id)"])
                 metrics.slowConnectionsClosed.increment()
             }
-            outbox.continuation.finish()
             return false
         @unknown default: return false
         }
@@ -96,6 +116,6 @@ public final class ConnectionHub: Sendable {
     /// Ends every connection's frame stream (graceful shutdown).
     func closeAll() {
         let all = connections.withLock { $0.values.flatMap(\.values) }
-        for outbox in all { outbox.continuation.finish() }
+        for outbox in all { outbox.finish() }
     }
 }

@@ -1,0 +1,129 @@
+import Foundation
+import Testing
+import TicksProtocol
+import TicksReceipts
+
+@testable import TicksServer
+
+/// The store's SQL must agree with the pure rules in TicksReceipts.
+@Suite("SQLite store agrees with ReceiptRules")
+struct SQLiteStoreTests {
+    /// A small deterministic generator, so a failure can be replayed from its seed.
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test("random histories: per-message receipt times and unread counts match the rules", arguments: [1, 2, 3, 4, 5])
+    func randomHistories(seed: UInt64) async throws {
+        var random = SplitMix(state: seed)
+        let store = try SQLiteStore.inMemory()
+        let users = ["u0", "u1", "u2"]
+        var clock: Int64 = 1_700_000_000_000_000
+        func tick() -> Timestamp {
+            clock += Int64.random(in: 1...1000, using: &random)
+            return Timestamp(microseconds: clock)
+        }
+        _ = try await store.upsertUsers(users.map { User(id: $0) }, now: tick())
+        let (channel, _) = try await store.createChannel(
+            type: "messaging", id: "r\(seed)", createdBy: nil, memberIDs: users, custom: [:], now: tick())
+        var messages: [(id: String, author: String)] = []
+        for step in 0..<120 {
+            let user = users.randomElement(using: &random)!
+            let pick = messages.isEmpty ? nil : messages.randomElement(using: &random)?.id
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<3:
+                let id = "m\(step)"
+                _ = try await store.sendMessage(NewMessage(id: id, userID: user, text: "t", custom: [:]), to: channel, now: tick())
+                messages.append((id, user))
+            case 3..<5:
+                _ = try await store.markRead(user, in: channel, upTo: pick, now: tick())
+            case 5..<8:
+                if let pick {
+                    _ = try await store.markDelivered(user, [DeliveredTarget(cid: channel.cid, messageID: pick)], now: tick())
+                }
+            default:
+                if let pick { _ = try await store.markUnread(user, in: channel, from: pick, now: tick()) }
+            }
+        }
+        let log = messages.enumerated().map { LogEntry(seq: Seq($0.offset + 1), authorID: $0.element.author) }
+        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
+        for (index, message) in messages.enumerated() {
+            let seq = Seq(index + 1)
+            let receipts = try #require(try await store.receipts(forMessage: message.id))
+            for user in users where user != message.author {
+                let entry = receipts.entries.first { $0.userID == user }
+                for kind in CursorKind.allCases {
+                    let moves = try await store.loggedMoves(channelPK: channel.pk, userID: user, kind: kind)
+                    let expected = ReceiptRules.reachedAt(seq, moves: moves).map(Timestamp.init(microseconds:))
+                    let actual = kind == .read ? entry?.readAt : entry?.deliveredAt
+                    #expect(actual == expected, "seed \(seed), message \(message.id), \(user), \(kind)")
+                }
+            }
+        }
+        for state in snapshot.members {
+            let expected = ReceiptRules.unread(in: log, for: state.userID, read: state.cursors.read)
+            #expect(state.unread == expected.count)
+            #expect(state.firstUnreadMessageID == expected.firstUnreadSeq.map { messages[Int($0) - 1].id })
+            // R1 holds after any history.
+            #expect(state.cursors.read <= state.cursors.delivered)
+            #expect(state.cursors.delivered <= Seq(messages.count))
+        }
+    }
+
+    @Test("R2: a cursor update computed from a stale read cannot move the cursor back")
+    func staleUpdateCannotRegress() async throws {
+        let store = try SQLiteStore.inMemory()
+        let now = Timestamp.now()
+        _ = try await store.upsertUsers([User(id: "a"), User(id: "b")], now: now)
+        let (channel, _) = try await store.createChannel(
+            type: "messaging", id: "c", createdBy: nil, memberIDs: ["a", "b"], custom: [:], now: now)
+        for id in ["1", "2", "3"] {
+            _ = try await store.sendMessage(NewMessage(id: id, userID: "a", text: "t", custom: [:]), to: channel, now: now)
+        }
+        // Two requests read the cursor at 0; the one for message 3 commits first.
+        let stale = Cursors(read: 0, delivered: 0)
+        let toTwo = ReceiptRules.markRead(stale, upTo: 2, newest: 3)
+        _ = try await store.markRead("b", in: channel, upTo: "3", now: now)
+        try await store.writer.write { db in
+            try SQLiteStore.write(db, toTwo, channelPK: channel.pk, userID: "b", now: now)
+        }
+        let state = try #require(try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members.first { $0.userID == "b" })
+        #expect(state.cursors == Cursors(read: 3, delivered: 3))
+    }
+
+    @Test("R2: concurrent marks arriving out of order leave the furthest one", arguments: StoreKind.allCases)
+    func concurrentMarks(kind: StoreKind) async throws {
+        try await TestServer.run(kind, .live) { server in
+            try await server.upsert("alice", "bob")
+            try await server.createChannel("messaging:c", members: ["alice", "bob"])
+            for index in 1...20 { try await server.send("messaging:c", id: "c\(index)", from: "alice") }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in (1...20).shuffled() {
+                    group.addTask {
+                        try await server.markRead("messaging:c", "bob", upTo: "c\(index)")
+                        try await server.markDelivered("bob", [("messaging:c", "c\(21 - index)")])
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let bob = try #require(try await server.readState("messaging:c", of: "bob"))
+            #expect(bob["last_read_message_id"].string == "c20")
+            #expect(bob["last_delivered_message_id"].string == "c20")
+            #expect(bob["unread_messages"].int == 0)
+            // Every logged move went forward.
+            let channel = try #require(try await server.store.channel(type: "messaging", id: "c"))
+            let store = try #require(server.store as? SQLiteStore)
+            for kind in CursorKind.allCases {
+                let seqs = try await store.loggedMoves(channelPK: channel.pk, userID: "bob", kind: kind).map(\.seq)
+                #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count, "\(kind): \(seqs)")
+            }
+        }
+    }
+}
