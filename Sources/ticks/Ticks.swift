@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import ServiceLifecycle
+import TicksProtocol
 import TicksServer
 
 @main
@@ -90,7 +91,7 @@ struct Serve: AsyncParsableCommand {
 struct Token: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print a user token signed with the app secret.")
 
-    @Argument(help: "The user the token acts as.") var userID: String
+    @Argument(help: "The user the token acts as (omit with --server).") var userID: String?
     @Option(name: .customLong("expires-in"), help: "Seconds until the token expires (default: never).")
     var expiresIn: Int?
     @Flag(help: "Print a server token instead (acts for any user).") var server = false
@@ -102,6 +103,9 @@ struct Token: AsyncParsableCommand {
         if server {
             print(try await authority.serverToken())
         } else {
+            guard let userID, Identifier.isValid(userID) else {
+                throw ValidationError("give a user id (1–255 characters of a-z, A-Z, 0-9, @, _, -) or --server")
+            }
             if let expiresIn, expiresIn <= 0 { throw ValidationError("--expires-in must be positive") }
             print(try await authority.userToken(for: userID, expiresIn: expiresIn.map(TimeInterval.init)))
         }

@@ -76,7 +76,7 @@ struct ChannelsController {
         let channel: ChannelRecord
         if let existing = try await store.channel(type: type, id: id) {
             channel = existing
-            try await requireAccess(context, to: channel)
+            try await store.requireAccess(context, to: channel)
         } else {
             let memberIDs = (body.data?.members ?? []).map(\.userID)
             guard memberIDs.count <= Self.maxMembersPerCall else {
@@ -88,7 +88,7 @@ struct ChannelsController {
                 now: .now())
             channel = result.channel
             created = result.created
-            if !created { try await requireAccess(context, to: channel) }
+            if !created { try await store.requireAccess(context, to: channel) }
         }
         let snapshot = try await store.snapshot(of: channel, messageLimit: limit, beforeMessageID: body.messages?.idLt)
         let state = Presenter.channelState(
@@ -374,14 +374,8 @@ struct ChannelsController {
         guard let channel = try await store.channel(type: type, id: id) else {
             throw APIError.notFound("channel \(type):\(id) does not exist")
         }
-        try await requireAccess(context, to: channel)
+        try await store.requireAccess(context, to: channel)
         return channel
-    }
-
-    func requireAccess(_ context: TicksRequestContext, to channel: ChannelRecord) async throws {
-        if case .user(let userID) = try context.requirePrincipal(), try await !store.isMember(userID, of: channel.pk) {
-            throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
-        }
     }
 
     func messageLimit(_ limit: Int?) throws -> Int {

@@ -21,7 +21,7 @@ struct MessagesController {
         guard parts.count == 2, let channel = try await store.channel(type: parts[0], id: parts[1]) else {
             throw APIError.notFound("the channel of message '\(id)' does not exist")
         }
-        try await requireMember(context, channel)
+        try await store.requireAccess(context, to: channel)
         let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
         var users = snapshot.users
         users.merge(try await store.users(ids: [record.userID])) { $1 }
@@ -35,7 +35,7 @@ struct MessagesController {
         guard let receipts = try await store.receipts(forMessage: id) else {
             throw APIError.notFound("message '\(id)' does not exist")
         }
-        try await requireMember(context, receipts.channel)
+        try await store.requireAccess(context, to: receipts.channel)
         let viewer: String? = if case .user(let userID) = try context.requirePrincipal() { userID } else { nil }
         return try context.respond(Presenter.receipts(receipts, viewer: viewer))
     }
@@ -44,11 +44,5 @@ struct MessagesController {
         let id = try context.parameters.require("id")
         try requireValidID(id, "message id")
         return id
-    }
-
-    func requireMember(_ context: TicksRequestContext, _ channel: ChannelRecord) async throws {
-        if case .user(let userID) = try context.requirePrincipal(), try await !store.isMember(userID, of: channel.pk) {
-            throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
-        }
     }
 }

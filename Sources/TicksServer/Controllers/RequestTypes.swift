@@ -77,3 +77,12 @@ func requireValidID(_ id: String, _ what: String) throws {
         throw APIError.input("\(what) '\(id.prefix(64))' is not valid: use 1–255 characters of a-z, A-Z, 0-9, @, _ and -")
     }
 }
+
+extension TicksStore {
+    /// A user token may only touch channels its user belongs to (server tokens may touch any).
+    func requireAccess(_ context: TicksRequestContext, to channel: ChannelRecord) async throws {
+        if case .user(let userID) = try context.requirePrincipal(), try await !isMember(userID, of: channel.pk) {
+            throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
+        }
+    }
+}

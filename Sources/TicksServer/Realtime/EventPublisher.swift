@@ -37,6 +37,9 @@ struct EventPublisher: Sendable {
     /// the members who may see it, and `notification.mark_read` to the reader.
     func cursorMoved(_ outcome: CursorOutcome, reader: User, config: ChannelConfig) async throws {
         guard outcome.update.changed else { return }
+        for move in outcome.update.moves {
+            (move.kind == .read ? metrics.readMoves : metrics.deliveredMoves).increment()
+        }
         let members = try await store.memberIDs(of: outcome.channel.pk)
         let visibility = ReceiptVisibility(config: config, users: [reader.id: reader], viewer: nil)
         let own = [reader.id]

@@ -12,6 +12,8 @@ public struct ServerMetrics: Sendable {
     let framesSent: CoreMetrics.Counter
     let slowConnectionsClosed: CoreMetrics.Counter
     let eventsPublished: CoreMetrics.Counter
+    let readMoves: CoreMetrics.Counter
+    let deliveredMoves: CoreMetrics.Counter
 
     public init() {
         let registry = PrometheusCollectorRegistry()
@@ -27,6 +29,9 @@ public struct ServerMetrics: Sendable {
         framesSent = CoreMetrics.Counter(label: "ticks_ws_frames_sent_total", dimensions: [], factory: factory)
         slowConnectionsClosed = CoreMetrics.Counter(label: "ticks_ws_slow_connections_closed_total", dimensions: [], factory: factory)
         eventsPublished = CoreMetrics.Counter(label: "ticks_events_published_total", dimensions: [], factory: factory)
+        readMoves = CoreMetrics.Counter(label: "ticks_cursor_moves_total", dimensions: [("kind", "read")], factory: factory)
+        deliveredMoves = CoreMetrics.Counter(
+            label: "ticks_cursor_moves_total", dimensions: [("kind", "delivered")], factory: factory)
     }
 
     func requestCounter(route: String, method: String, status: Int) -> CoreMetrics.Counter {
@@ -39,9 +44,5 @@ public struct ServerMetrics: Sendable {
         CoreMetrics.Timer(
             label: "ticks_http_request_duration_seconds", dimensions: [("route", route), ("method", method)],
             factory: factory)
-    }
-
-    func receiptCounter(kind: String) -> CoreMetrics.Counter {
-        CoreMetrics.Counter(label: "ticks_cursor_moves_total", dimensions: [("kind", kind)], factory: factory)
     }
 }
