@@ -80,7 +80,8 @@ func buildRouter(services: TicksServices, logger: Logger) -> Router<TicksRequest
     ChannelTypesController(store: services.store).addRoutes(to: api)
     ChannelsController(store: services.store, hub: services.hub, events: events).addRoutes(to: api)
     MessagesController(store: services.store).addRoutes(to: api)
-    ConnectController(store: services.store, hub: services.hub, logger: logger).addRoutes(to: api)
+    ConnectController(store: services.store, hub: services.hub, authority: services.authority, logger: logger)
+        .addRoutes(to: router)
     return router
 }
 

@@ -334,7 +334,7 @@ struct ChannelsController {
     @Sendable func markDelivered(_ request: Request, context: TicksRequestContext) async throws -> Response {
         var request = request
         let body = try await request.decodeJSON(MarkDeliveredRequest.self)
-        let queryUser = request.uri.queryParameters["user_id"].map(String.init)
+        let queryUser = request.queryParameter("user_id")
         let named = body.userID ?? body.user?.id
         if let queryUser, let named, queryUser != named {
             throw APIError.input("user_id in the query ('\(queryUser)') and the body ('\(named)') differ")

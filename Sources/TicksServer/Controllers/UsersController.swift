@@ -49,7 +49,7 @@ struct UsersController {
 
     @Sendable func query(_ request: Request, context: TicksRequestContext) async throws -> Response {
         _ = try context.requirePrincipal()
-        guard let payload = request.uri.queryParameters["payload"] else {
+        guard let payload = request.queryParameter("payload") else {
             throw APIError.input("payload is required: ?payload={\"filter_conditions\": {\"id\": {\"$in\": [...]}}}")
         }
         let query: QueryPayload

@@ -5,22 +5,31 @@ import Logging
 import TicksProtocol
 
 /// `GET /connect`: the WebSocket a user's device holds open for events.
+///
+/// Like Stream, the upgrade always succeeds and the credentials are checked
+/// afterwards: a refused connection gets one frame `{"error": {…}}` in
+/// Stream's error format and is closed with code 1008. (Refusing the upgrade
+/// itself could only answer a bare HTTP 400 with no body.)
 struct ConnectController {
     let store: any TicksStore
     let hub: ConnectionHub
+    let authority: TokenAuthority
     let logger: Logger
     /// The largest frame a client may send.
     static let maxInboundFrame = 64 * 1024
 
-    func addRoutes(to group: RouterGroup<TicksRequestContext>) {
-        group.ws(
+    /// Registered outside the authenticated group: `run` authenticates.
+    func addRoutes(to router: Router<TicksRequestContext>) {
+        router.ws(
             "connect",
-            shouldUpgrade: { request, context in
-                _ = try await session(request, context)
-                return .upgrade([:])
-            },
             onUpgrade: { inbound, outbound, context in
-                let session = try await session(context.request, context.requestContext)
+                let session: ConnectParameters
+                do {
+                    session = try await self.session(context.request)
+                } catch {
+                    try await refuse(outbound, error: error)
+                    return
+                }
                 try await run(session, inbound: inbound, outbound: outbound)
             })
     }
@@ -35,17 +44,17 @@ struct ConnectController {
         }
     }
 
-    /// Checks the connect request: a user token, and `json.user_id` naming the same user.
-    func session(_ request: Request, _ context: TicksRequestContext) async throws -> ConnectParameters {
-        guard case .user(let tokenUser) = try context.requirePrincipal() else {
+    /// Checks the connect request: the api_key, a user token, and `json.user_id` naming the same user.
+    func session(_ request: Request) async throws -> ConnectParameters {
+        guard case .user(let tokenUser) = try await AuthMiddleware(authority: authority).authenticate(request) else {
             throw APIError.forbidden("connect with a user token, not a server token")
         }
-        guard let json = request.uri.queryParameters["json"] else {
+        guard let json = request.queryParameter("json") else {
             throw APIError.input("json is required: ?json={\"user_id\": \"...\"}")
         }
         let parameters: ConnectParameters
         do {
-            parameters = try JSONDecoder().decode(ConnectParameters.self, from: Data(String(json).utf8))
+            parameters = try JSONDecoder().decode(ConnectParameters.self, from: Data(json.utf8))
         } catch let error as DecodingError {
             throw APIError.input("json: \(error.readableDescription)")
         }
@@ -53,6 +62,21 @@ struct ConnectController {
             throw APIError.forbidden("the token is for '\(tokenUser)', not '\(parameters.userID)'")
         }
         return parameters
+    }
+
+    struct ErrorFrame: Encodable {
+        var error: APIErrorBody
+    }
+
+    /// Stream's answer to a refused connection: the error as the only frame, then close.
+    func refuse(_ outbound: WebSocketOutboundWriter, error: any Error) async throws {
+        let apiError = StreamErrorMiddleware.apiError(for: error)
+        logger.debug("connection refused", metadata: ["error": "\(apiError)"])
+        let body = APIErrorBody(
+            code: apiError.code.rawValue, message: apiError.message, statusCode: apiError.status.code,
+            duration: "0.00ms")
+        try await outbound.write(.text(try JSONCoding.string(ErrorFrame(error: body))))
+        try await outbound.close(.policyViolation, reason: String(apiError.message.prefix(100)))
     }
 
     func run(_ session: ConnectParameters, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter)

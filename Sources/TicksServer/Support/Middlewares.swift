@@ -95,14 +95,14 @@ struct AuthMiddleware: RouterMiddleware {
     }
 
     func authenticate(_ request: Request) async throws -> Principal {
-        guard let apiKey = request.uri.queryParameters["api_key"].map(String.init), !apiKey.isEmpty else {
+        guard let apiKey = request.queryParameter("api_key"), !apiKey.isEmpty else {
             throw APIError.unauthorized("api_key is missing from the query")
         }
         guard apiKey == authority.credentials.apiKey else { throw APIError.unauthorized("api_key is not valid") }
         if let authType = request.headers[HTTPField.Name("stream-auth-type")!], authType.lowercased() != "jwt" {
             throw APIError.unauthorized("stream-auth-type must be jwt")
         }
-        let header = request.headers[.authorization] ?? request.uri.queryParameters["authorization"].map(String.init)
+        let header = request.headers[.authorization] ?? request.queryParameter("authorization")
         guard var token = header, !token.isEmpty else {
             throw APIError.unauthorized("the Authorization header is missing")
         }

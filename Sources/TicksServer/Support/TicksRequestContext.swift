@@ -124,3 +124,22 @@ extension TicksRequestContext {
             body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 }
+
+extension Request {
+    /// A query parameter decoded as HTML forms encode it (`+` is a space, then
+    /// percent-escapes), which is what Python's `requests` and most HTTP
+    /// libraries send: `?payload={"a":+1}` must read as `{"a": 1}`.
+    func queryParameter(_ name: String) -> String? {
+        guard let query = uri.query else { return nil }
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard Self.formDecode(parts[0]) == name else { continue }
+            return parts.count == 2 ? Self.formDecode(parts[1]) : ""
+        }
+        return nil
+    }
+
+    private static func formDecode(_ text: Substring) -> String? {
+        text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+    }
+}

@@ -134,6 +134,17 @@ struct BadInputTests {
         }
     }
 
+    @Test("query parameters are read as forms encode them: + is a space")
+    func formEncodedQuery() async throws {
+        try await TestServer.run { server in
+            try await setUp(server)
+            // What Python's requests sends for json.dumps({"filter_conditions": {"id": {"$in": ["alice"]}}}).
+            let found = try await server.ok(
+                .get, "/users?payload=%7B%22filter_conditions%22%3A+%7B%22id%22%3A+%7B%22%24in%22%3A+%5B%22alice%22%5D%7D%7D%7D")
+            #expect(found["users"].array.map { $0["id"].string } == ["alice"])
+        }
+    }
+
     @Test("request fields Ticks does not implement are accepted and ignored")
     func unknownFieldsIgnored() async throws {
         try await TestServer.run { server in

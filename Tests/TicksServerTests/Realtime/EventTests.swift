@@ -234,11 +234,19 @@ struct EventTests {
         try await TestServer.run(.memory, .live) { server in
             try await setUp(server)
             let expired = try await server.services.authority.userToken(for: "bob", expiresIn: -1)
-            for (token, userID) in [
-                (expired, "bob"), ("garbage", "bob"), (try await server.token("alice"), "bob"), (server.serverToken, "bob"),
+            // Stream's way: the upgrade succeeds, the only frame is the error, then a close (1008).
+            for (token, userID, status, code) in [
+                (expired, "bob", 401, 5), ("garbage", "bob", 401, 5), (try await server.token("alice"), "bob", 403, 17),
+                (server.serverToken, "bob", 403, 17),
             ] {
                 let socket = try await TestSocket.connect(server, as: userID, token: token, reading: true, waitForHello: false)
-                await #expect(throws: (any Error).self) { try await socket.closeFrame() }
+                let close = try await socket.closeFrame()
+                #expect(close?.closeCode == .policyViolation)
+                let frames = socket.pending
+                #expect(frames.count == 1)
+                #expect(frames.first?["error"]["StatusCode"].int == status)
+                #expect(frames.first?["error"]["code"].int == code)
+                #expect(frames.first?["error"]["message"].string?.isEmpty == false)
             }
             #expect(server.services.hub.connectionCount == 0)
         }

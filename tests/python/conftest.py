@@ -1,0 +1,104 @@
+"""Starts the real `ticks` binary for the Python tests.
+
+TICKS_BIN names the binary (scripts/test sets it to the debug build). Each
+server gets its own data folder and a free loopback port, and must stop with
+exit code 0 on SIGTERM.
+"""
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+TICKS_BIN = os.environ.get("TICKS_BIN", os.path.join(os.getcwd(), ".build", "debug", "ticks"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class TicksProcess:
+    """One `ticks serve` process on loopback."""
+
+    def __init__(self, data_dir, api_key=None, api_secret=None):
+        self.data_dir = str(data_dir)
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.api_key = api_key
+        self.api_secret = api_secret
+        env = dict(os.environ)
+        env.pop("TICKS_API_KEY", None)
+        env.pop("TICKS_API_SECRET", None)
+        if api_key:
+            env["TICKS_API_KEY"] = api_key
+            env["TICKS_API_SECRET"] = api_secret
+        self.stdout_path = os.path.join(self.data_dir, "stdout.txt")
+        os.makedirs(self.data_dir, exist_ok=True)
+        self._stdout = open(self.stdout_path, "w")
+        self.process = subprocess.Popen(
+            [TICKS_BIN, "serve", "--port", str(self.port), "--data-dir", self.data_dir, "--log-level", "warning"],
+            stdout=self._stdout,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        self.wait_healthy()
+
+    def wait_healthy(self, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"ticks exited with {self.process.returncode}: {self.output()}")
+            try:
+                with urllib.request.urlopen(self.base_url + "/health", timeout=1) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"ticks did not answer /health within {timeout}s: {self.output()}")
+
+    def output(self) -> str:
+        with open(self.stdout_path) as f:
+            return f.read()
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit code (the server must stop gracefully)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                raise
+        self._stdout.close()
+        return self.process.returncode
+
+
+@pytest.fixture(scope="session")
+def ticks(tmp_path_factory):
+    """One server for the session, with credentials from the environment."""
+    server = TicksProcess(
+        tmp_path_factory.mktemp("ticks"), api_key="pytestkey", api_secret=secrets.token_urlsafe(48)
+    )
+    yield server
+    assert server.stop() == 0, server.output()
+
+
+@pytest.fixture
+def client(ticks):
+    from stream_chat import StreamChat
+
+    return StreamChat(api_key=ticks.api_key, api_secret=ticks.api_secret, base_url=ticks.base_url)
+
+
+@pytest.fixture
+def unique():
+    """A fresh id prefix so tests sharing the server never collide."""
+    return "t" + secrets.token_hex(4)

@@ -1,0 +1,99 @@
+"""The `ticks` command line and the WebSocket, as a new user meets them."""
+
+import json
+import os
+import stat
+import subprocess
+import urllib.parse
+
+import pytest
+from conftest import TICKS_BIN, TicksProcess
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+
+def run_ticks(*args, env=None):
+    return subprocess.run([TICKS_BIN, *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_first_start_generates_credentials_and_reuses_them(tmp_path):
+    data = tmp_path / "data"
+    server = TicksProcess(data)
+    credentials_path = data / "credentials.json"
+    credentials = json.loads(credentials_path.read_text())
+    assert stat.S_IMODE(os.stat(credentials_path).st_mode) == 0o600
+    assert len(credentials["api_secret"].encode()) >= 32
+    output = server.output()
+    assert credentials["api_key"] in output
+    assert str(credentials_path) in output
+    assert "ticks token USER_ID" in output
+    assert credentials["api_secret"] not in output
+    assert server.stop() == 0
+
+    again = TicksProcess(data)
+    assert json.loads(credentials_path.read_text()) == credentials
+    assert again.stop() == 0
+
+
+def test_a_short_secret_is_refused(tmp_path):
+    env = dict(os.environ, TICKS_API_KEY="k", TICKS_API_SECRET="too-short")
+    result = run_ticks("serve", "--port", "0", "--data-dir", str(tmp_path), env=env)
+    assert result.returncode != 0
+    assert "32" in result.stderr + result.stdout
+
+
+def test_token_command_and_websocket_events(ticks, client, unique):
+    alice, bob = f"{unique}-alice", f"{unique}-bob"
+    client.upsert_users([{"id": alice}, {"id": bob}])
+    channel = client.channel("messaging", f"{unique}-dm", data={"members": [alice, bob]})
+    channel.create(alice)
+
+    env = dict(os.environ, TICKS_API_KEY=ticks.api_key, TICKS_API_SECRET=ticks.api_secret)
+    token = run_ticks("token", alice, "--data-dir", ticks.data_dir, env=env)
+    assert token.returncode == 0, token.stderr
+    query = urllib.parse.urlencode(
+        {"api_key": ticks.api_key, "json": json.dumps({"user_id": alice}), "authorization": token.stdout.strip()}
+    )
+    with connect(f"ws://127.0.0.1:{ticks.port}/connect?{query}", open_timeout=10) as socket:
+        hello = json.loads(socket.recv(timeout=10))
+        assert hello["type"] == "health.check"
+        assert hello["me"]["id"] == alice
+        assert hello["connection_id"]
+
+        channel.send_message({"id": f"{unique}-m1", "text": "hi"}, alice)
+        new = json.loads(socket.recv(timeout=10))
+        assert (new["type"], new["message"]["id"], new["cid"]) == ("message.new", f"{unique}-m1", channel.cid)
+
+        client.mark_delivered_simple(bob, f"{unique}-m1", channel.cid)
+        delivered = json.loads(socket.recv(timeout=10))
+        assert delivered["type"] == "message.delivered"
+        assert delivered["user"]["id"] == bob
+        assert delivered["last_delivered_message_id"] == f"{unique}-m1"
+        assert delivered["last_delivered_at"]
+
+        channel.mark_read(bob)
+        read = json.loads(socket.recv(timeout=10))
+        assert read["type"] == "message.read"
+        assert read["user"]["id"] == bob
+        assert read["last_read_message_id"] == f"{unique}-m1"
+        for field in ("cid", "channel_type", "channel_id", "created_at"):
+            assert read[field]
+
+        socket.send(json.dumps([{"type": "health.check"}]))
+        assert json.loads(socket.recv(timeout=10))["type"] == "health.check"
+
+
+def test_a_token_for_someone_else_cannot_connect(ticks, unique):
+    env = dict(os.environ, TICKS_API_KEY=ticks.api_key, TICKS_API_SECRET=ticks.api_secret)
+    token = run_ticks("token", f"{unique}-mallory", env=env).stdout.strip()
+    query = urllib.parse.urlencode(
+        {"api_key": ticks.api_key, "json": json.dumps({"user_id": f"{unique}-alice"}), "authorization": token}
+    )
+    # As Stream does: the socket opens, its only frame is the error, then it closes (1008).
+    with connect(f"ws://127.0.0.1:{ticks.port}/connect?{query}", open_timeout=10) as socket:
+        error = json.loads(socket.recv(timeout=10))["error"]
+        assert (error["StatusCode"], error["code"]) == (403, 17)
+        assert "mallory" in error["message"]
+        with pytest.raises(ConnectionClosed) as closed:
+            socket.recv(timeout=10)
+        assert closed.value.rcvd.code == 1008
