@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "TicksProtocol", targets: ["TicksProtocol"]),
         .library(name: "TicksReceipts", targets: ["TicksReceipts"]),
         .library(name: "TicksServer", targets: ["TicksServer"]),
+        .library(name: "TicksClient", targets: ["TicksClient"]),
+        .executable(name: "ticks-chat", targets: ["ticks-chat"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -24,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // Wire types shared by server and SDK: Foundation only.
@@ -46,6 +49,27 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The Swift SDK: durable outbox, live state, automatic delivered, the read indicator.
+        .target(
+            name: "TicksClient",
+            dependencies: [
+                "TicksProtocol",
+                "TicksReceipts",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "ticks-chat",
+            dependencies: [
+                "TicksClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "ticks",
             dependencies: [
@@ -65,6 +89,17 @@ let package = Package(
                 "TicksServer",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TicksClientTests",
+            dependencies: [
+                "TicksClient",
+                "TicksServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -58,13 +58,23 @@ extension ReceiptRules {
         }
     }
 
+    /// Whether a member with `cursors` has read the message at `seq`.
+    public static func hasRead(_ seq: Seq, _ cursors: Cursors) -> Bool {
+        cursors.read >= seq
+    }
+
+    /// Whether a member with `cursors` has received the message at `seq` (reading it counts, R1).
+    public static func hasReceived(_ seq: Seq, _ cursors: Cursors) -> Bool {
+        max(cursors.delivered, cursors.read) >= seq
+    }
+
     /// How many of `others` have read the message at `seq`.
     public static func readCount(_ seq: Seq, others: [Cursors]) -> Int {
-        others.count { $0.read >= seq }
+        others.count { hasRead(seq, $0) }
     }
 
     /// How many of `others` have received (or read, R1) the message at `seq`.
     public static func deliveredCount(_ seq: Seq, others: [Cursors]) -> Int {
-        others.count { max($0.delivered, $0.read) >= seq }
+        others.count { hasReceived(seq, $0) }
     }
 }

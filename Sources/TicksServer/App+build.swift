@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import ServiceLifecycle
@@ -14,6 +15,8 @@ public struct TicksServerConfiguration: Sendable {
     public var connectionBufferCapacity: Int
     /// How often the server pings each WebSocket; one that does not answer is closed.
     public var pingInterval: Duration
+    /// Called once the server listens, with the port it got (useful with port 0).
+    public var onServerRunning: @Sendable (_ port: Int) async -> Void = { _ in }
 
     public init(
         host: String = "127.0.0.1", port: Int = 3030, credentials: Credentials, connectionBufferCapacity: Int = 1024,
@@ -45,16 +48,21 @@ public func buildApplication(
     let authority = await TokenAuthority(credentials: configuration.credentials)
     let services = TicksServices(store: store, hub: hub, metrics: metrics, authority: authority)
     let router = buildRouter(services: services, logger: logger)
+    let webSocketResponder = router.buildResponder()
     let application = Application(
         router: router,
-        server: .http1WebSocketUpgrade(
-            webSocketRouter: router,
-            configuration: .init(
-                ws: .init(
-                    maxFrameSize: ConnectController.maxInboundFrame,
-                    autoPing: .enabled(timePeriod: configuration.pingInterval)))),
+        server: HTTPServerBuilder { responder in
+            QuiescingChildChannel(
+                base: HTTP1WebSocketUpgradeChannel(
+                    responder: responder, webSocketResponder: webSocketResponder,
+                    configuration: .init(
+                        ws: .init(
+                            maxFrameSize: ConnectController.maxInboundFrame,
+                            autoPing: .enabled(timePeriod: configuration.pingInterval)))))
+        },
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ticks"),
         services: [ConnectionShutdown(hub: hub)],
+        onServerRunning: { channel in await configuration.onServerRunning(channel.localAddress?.port ?? 0) },
         logger: logger)
     return (application, services)
 }

@@ -3,7 +3,9 @@
 import json
 import os
 import stat
+import socket
 import subprocess
+import time
 import urllib.parse
 
 import pytest
@@ -97,3 +99,15 @@ def test_a_token_for_someone_else_cannot_connect(ticks, unique):
         with pytest.raises(ConnectionClosed) as closed:
             socket.recv(timeout=10)
         assert closed.value.rcvd.code == 1008
+
+
+def test_sigterm_is_not_held_up_by_an_unused_connection(tmp_path):
+    """HTTP clients open connections ahead of use; shutdown must not wait for them."""
+    server = TicksProcess(tmp_path, api_key="quiet", api_secret="s" * 40)
+    idle = socket.create_connection(("127.0.0.1", server.port))
+    try:
+        started = time.monotonic()
+        assert server.stop() == 0
+        assert time.monotonic() - started < 5
+    finally:
+        idle.close()

@@ -126,4 +126,24 @@ struct SQLiteStoreTests {
             }
         }
     }
+
+    @Test("a channel's messages have strictly increasing created_at in seq order, whatever the clock does")
+    func createdAtFollowsSeq() async throws {
+        let store = try SQLiteStore.inMemory()
+        _ = try await store.upsertUsers([User(id: "a")], now: Timestamp(microseconds: 1))
+        let (channel, _) = try await store.createChannel(
+            type: "messaging", id: "clock", createdBy: nil, memberIDs: ["a"], custom: [:], now: Timestamp(microseconds: 1))
+        // The same instant three times, then a clock that went back.
+        let clock: [Int64] = [5_000, 5_000, 5_000, 4_000, 9_000]
+        var times: [Int64] = []
+        for (index, now) in clock.enumerated() {
+            let outcome = try await store.sendMessage(
+                NewMessage(id: "t\(index)", userID: "a", text: "x", custom: [:]), to: channel,
+                now: Timestamp(microseconds: now))
+            times.append(outcome.message.createdAt.microseconds)
+        }
+        #expect(times == [5_000, 5_001, 5_002, 5_003, 9_000])
+        let stored = try await store.snapshot(of: channel, messageLimit: 10, beforeMessageID: nil).messages
+        #expect(stored.map(\.createdAt.microseconds) == times)
+    }
 }

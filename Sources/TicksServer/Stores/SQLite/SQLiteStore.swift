@@ -419,9 +419,14 @@ public final class SQLiteStore: TicksStore {
             guard try Self.isMember(db, new.userID, channel.pk) else {
                 throw APIError.forbidden("user '\(new.userID)' is not a member of channel \(channel.cid)")
             }
+            // A channel's messages are ordered the same by seq and by created_at
+            // (strictly increasing), so clients can order them by time alone.
+            let previous = try Int64.fetchOne(
+                db, sql: "SELECT last_message_at FROM channel WHERE pk = ?", arguments: [channel.pk])
+            let createdAt = Timestamp(microseconds: max(now.microseconds, (previous ?? 0) + 1))
             try db.execute(
                 sql: "UPDATE channel SET last_seq = last_seq + 1, last_message_at = ?, updated_at = ? WHERE pk = ?",
-                arguments: [now.microseconds, now.microseconds, channel.pk])
+                arguments: [createdAt.microseconds, createdAt.microseconds, channel.pk])
             let seq = try Seq.fetchOne(db, sql: "SELECT last_seq FROM channel WHERE pk = ?", arguments: [channel.pk])!
             try db.execute(
                 sql: """
@@ -430,13 +435,14 @@ public final class SQLiteStore: TicksStore {
                     """,
                 arguments: [
                     channel.pk, seq, new.id, new.userID, new.text, try JSONCoding.string(new.custom),
-                    now.microseconds,
+                    createdAt.microseconds,
                 ])
             // R4: the author has read their own message, and everything before it.
-            _ = try Self.applyRead(db, channelPK: channel.pk, userID: new.userID, target: seq, newest: seq, now: now)
+            _ = try Self.applyRead(
+                db, channelPK: channel.pk, userID: new.userID, target: seq, newest: seq, now: createdAt)
             let message = MessageRecord(
                 id: new.id, channelPK: channel.pk, cid: channel.cid, seq: seq, userID: new.userID, text: new.text,
-                custom: new.custom, createdAt: now)
+                custom: new.custom, createdAt: createdAt)
             let recipients = try Self.memberStates(db, channelPK: channel.pk).map { state in
                 RecipientUnread(
                     userID: state.userID, channelUnread: state.unread, totals: try Self.unreadTotals(db, state.userID))

@@ -1,0 +1,55 @@
+import TicksProtocol
+
+/// A handle on one channel of a `ChatClient`: its state, sending, and the
+/// read marks. Cheap to copy; every call goes through the client.
+public struct ChannelController: Sendable {
+    public let cid: ChannelID
+    public let client: ChatClient
+
+    /// The channel now.
+    public var state: ChatChannel {
+        get async throws { try await client.state(of: cid) }
+    }
+
+    /// The channel now, then a new value after every change (messages,
+    /// statuses, reads, members). Iterate it from any actor, the main one included.
+    public func updates() async -> AsyncStream<ChatChannel> {
+        await client.updates(of: cid)
+    }
+
+    /// Fetches the channel's state from the server. `members` creates the
+    /// channel with them when it does not exist yet.
+    public func load(createWithMembers members: [String]? = nil) async throws {
+        try await client.load(cid, members: members)
+    }
+
+    /// Sends a message: it is written to the outbox first and returned as
+    /// `.pending`; it becomes `.sent` once the server stores it, `.failed` when
+    /// the retry budget runs out. A client-made `id` makes retries safe (R11).
+    @discardableResult
+    public func send(_ text: String, id: String? = nil, extraData: [String: JSONValue] = [:]) async throws
+        -> ChatMessage
+    {
+        try await client.send(text, id: id, extraData: extraData, to: cid)
+    }
+
+    /// Marks every message read, up to the newest (R3).
+    public func markRead() async throws {
+        try await client.markRead(cid, upTo: nil)
+    }
+
+    /// Marks read every message up to and including `messageID` (R3).
+    public func markRead(upTo messageID: String) async throws {
+        try await client.markRead(cid, upTo: messageID)
+    }
+
+    /// CometChat's name for `markRead(upTo:)`.
+    public func markAsRead(messageId: String) async throws {
+        try await markRead(upTo: messageId)
+    }
+
+    /// Marks `messageID` and everything after it unread: the read cursor moves to just before it.
+    public func markUnread(from messageID: String) async throws {
+        try await client.markUnread(cid, from: messageID)
+    }
+}

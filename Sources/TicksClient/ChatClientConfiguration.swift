@@ -1,0 +1,64 @@
+import Foundation
+import Logging
+
+/// How long to wait between tries: `initialDelay`, doubling up to `maxDelay`,
+/// with up to 20% random jitter so many clients do not retry in step.
+public struct Backoff: Sendable, Equatable {
+    public var initialDelay: Duration
+    public var maxDelay: Duration
+
+    public init(initialDelay: Duration, maxDelay: Duration) {
+        self.initialDelay = initialDelay
+        self.maxDelay = maxDelay
+    }
+
+    /// The delay after the `attempt`-th failure (1-based).
+    public func delay(after attempt: Int) -> Duration {
+        let doubled = initialDelay * (1 << min(max(attempt - 1, 0), 20))
+        let capped = min(doubled, maxDelay)
+        return capped * Double.random(in: 0.8...1.0)
+    }
+}
+
+/// Everything a `ChatClient` can be told.
+public struct ChatClientConfiguration: Sendable {
+    /// The Ticks server, e.g. `http://127.0.0.1:3030`.
+    public var baseURL: URL
+    public var apiKey: String
+    /// Where unsent messages wait: a file keeps them across restarts.
+    public var outbox: OutboxLocation
+    /// How long one HTTP call may take.
+    public var requestTimeout: Duration = .seconds(10)
+    /// How many times a send is tried before the message shows as failed.
+    public var sendAttempts: Int = 4
+    /// The wait between send attempts.
+    public var sendBackoff = Backoff(initialDelay: .milliseconds(500), maxDelay: .seconds(8))
+    /// The wait between reconnection attempts.
+    public var reconnectBackoff = Backoff(initialDelay: .milliseconds(250), maxDelay: .seconds(10))
+    /// How often the client sends Stream's health check; a socket silent for
+    /// two periods is dropped and reconnected.
+    public var healthCheckInterval: Duration = .seconds(25)
+    /// Whether messages from others are marked delivered when they reach this device.
+    public var marksDelivered = true
+    /// At most one mark-delivered call per this period.
+    public var deliveryThrottle: Duration = .seconds(1)
+    /// At most this many channels per mark-delivered call (Stream's limit is 100).
+    public var deliveryBatchSize = 100
+    /// How many of a user's most recent channels are checked for undelivered
+    /// messages after each connect.
+    public var deliveryCatchUpChannels = 30
+    /// When a group message counts as delivered or read.
+    public var groupPolicy: GroupPolicy = .anyMember
+    /// How many of the newest messages a channel loads.
+    public var messagePageSize = 50
+    /// Whether failed messages go back to pending and are sent again after each
+    /// reconnect (Stream leaves them failed until the user resends).
+    public var resendsFailedOnReconnect = false
+    public var logger = Logger(label: "ticks.client")
+
+    public init(baseURL: URL, apiKey: String, outbox: OutboxLocation = .inMemory) {
+        self.baseURL = baseURL
+        self.apiKey = apiKey
+        self.outbox = outbox
+    }
+}

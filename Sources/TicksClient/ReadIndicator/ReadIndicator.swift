@@ -1,0 +1,122 @@
+/// What a UI draws next to an own message: a platform-neutral model of the
+/// read indicator (Stream's `ChatMessageDeliveryStatusView`, CometChat's ticks).
+public struct ReadIndicator: Sendable, Equatable {
+    public enum State: String, Sendable, Equatable {
+        /// Nothing is drawn: someone else's message, read events off (R8), or turned off.
+        case hidden
+        /// A clock: in the outbox.
+        case pending
+        /// An error mark with a resend action.
+        case failed
+        /// One grey check.
+        case sent
+        /// Two grey checks.
+        case delivered
+        /// Two blue checks.
+        case read
+    }
+
+    public enum Tint: String, Sendable, Equatable {
+        case none
+        case grey
+        case blue
+        case error
+    }
+
+    public var state: State
+    /// 0, 1 or 2 checks.
+    public var checkmarks: Int
+    public var tint: Tint
+    /// The read count, shown in channels of more than two members once read.
+    public var readCount: Int?
+    /// The most recent readers, most recent first (avatars).
+    public var lastReaders: [ChatUser]
+    /// Readers beyond `lastReaders` ("and N more").
+    public var moreReadersCount: Int
+    /// A text alternative, e.g. "Read by 2".
+    public var accessibilityLabel: String
+
+    /// "and 2 more", or nil.
+    public var moreReadersLabel: String? { moreReadersCount > 0 ? "and \(moreReadersCount) more" : nil }
+
+    /// A terminal rendering: `…`, `!`, `✓`, `✓✓` (blue is left to the caller), or empty.
+    public var symbol: String {
+        switch state {
+        case .hidden: return ""
+        case .pending: return "…"
+        case .failed: return "!"
+        case .sent: return "✓"
+        case .delivered, .read: return "✓✓"
+        }
+    }
+
+    public static let hidden = ReadIndicator(
+        state: .hidden, checkmarks: 0, tint: .none, readCount: nil, lastReaders: [], moreReadersCount: 0,
+        accessibilityLabel: "")
+}
+
+/// How read indicators are built, customisable the way Stream's layout
+/// options (remove the indicator) and view factory (your own view) allow.
+public struct ReadIndicatorOptions: Sendable {
+    /// False removes the indicator everywhere (Stream: removing `.deliveryStatusIndicator`).
+    public var isEnabled: Bool
+    /// How many readers' avatars to show.
+    public var maxReaders: Int
+    /// Whether groups show the read count.
+    public var showsReadCount: Bool
+    /// Your own mapping: gets the default indicator and returns the one to show.
+    public var customize: (@Sendable (ReadIndicator, ChatChannel, ChatMessage) -> ReadIndicator)?
+
+    public init(
+        isEnabled: Bool = true, maxReaders: Int = 3, showsReadCount: Bool = true,
+        customize: (@Sendable (ReadIndicator, ChatChannel, ChatMessage) -> ReadIndicator)? = nil
+    ) {
+        self.isEnabled = isEnabled
+        self.maxReaders = maxReaders
+        self.showsReadCount = showsReadCount
+        self.customize = customize
+    }
+
+    public static let `default` = ReadIndicatorOptions()
+}
+
+extension ChatChannel {
+    /// The read indicator of `message` in this channel.
+    public func readIndicator(for message: ChatMessage, options: ReadIndicatorOptions = .default) -> ReadIndicator {
+        let indicator = defaultReadIndicator(for: message, options: options)
+        return options.customize?(indicator, self, message) ?? indicator
+    }
+
+    private func defaultReadIndicator(for message: ChatMessage, options: ReadIndicatorOptions) -> ReadIndicator {
+        guard options.isEnabled, message.isSentByCurrentUser, let status = message.deliveryStatus else {
+            return .hidden
+        }
+        switch status {
+        case .pending:
+            return ReadIndicator(
+                state: .pending, checkmarks: 0, tint: .grey, readCount: nil, lastReaders: [], moreReadersCount: 0,
+                accessibilityLabel: "Sending")
+        case .failed:
+            return ReadIndicator(
+                state: .failed, checkmarks: 0, tint: .error, readCount: nil, lastReaders: [], moreReadersCount: 0,
+                accessibilityLabel: "Not sent")
+        case .sent:
+            return ReadIndicator(
+                state: .sent, checkmarks: 1, tint: .grey, readCount: nil, lastReaders: [], moreReadersCount: 0,
+                accessibilityLabel: "Sent")
+        case .delivered:
+            return ReadIndicator(
+                state: .delivered, checkmarks: 2, tint: .grey, readCount: nil, lastReaders: [], moreReadersCount: 0,
+                accessibilityLabel: "Delivered")
+        case .read:
+            let readers = reads(for: message).map(\.user)
+            let shown = Array(readers.prefix(max(options.maxReaders, 0)))
+            let isGroup = memberCount > 2
+            return ReadIndicator(
+                state: .read, checkmarks: 2, tint: .blue,
+                readCount: isGroup && options.showsReadCount ? message.readCount : nil, lastReaders: shown,
+                moreReadersCount: max(readers.count - shown.count, 0),
+                accessibilityLabel: isGroup ? "Read by \(message.readCount)" : "Read")
+        }
+    }
+}

@@ -1,0 +1,251 @@
+import Foundation
+import TicksProtocol
+import TicksReceipts
+
+/// What the client knows of one channel, kept as the server's wire objects,
+/// and the one place events change it. Cursors are message ids; to compare
+/// them the model gives each loaded message a position (1 = oldest loaded)
+/// and moves cursors with `ReceiptRules`, the same rules the server applies.
+struct ChannelModel: Sendable {
+    let cid: ChannelID
+    var channel: Channel?
+    var members: [Member] = []
+    /// The loaded messages, ordered as the server ordered them (its `created_at`
+    /// strictly increases with its sequence).
+    private(set) var messages: [Message] = []
+    private var index: [String: Int] = [:]
+    /// The read states the current user may see, by user id.
+    var reads: [String: ReadState] = [:]
+    var isLoaded = false
+
+    init(cid: ChannelID) {
+        self.cid = cid
+    }
+
+    var config: ChannelConfig? { channel?.config }
+    var newest: Seq { Seq(messages.count) }
+
+    /// A cursor's position: 0 for none, or for a message older than the loaded
+    /// ones (a cursor never points past the newest message, R1); nil when the
+    /// id is not loaded and may be newer (only possible for a live event that
+    /// overtook its `message.new`).
+    func position(of messageID: String?) -> Seq? {
+        guard let messageID else { return 0 }
+        return index[messageID].map { Seq($0 + 1) }
+    }
+
+    /// A member's cursors as positions; unknown ids count as older than the loaded messages.
+    func cursors(of userID: String) -> Cursors {
+        guard let read = reads[userID] else { return Cursors(read: 0, delivered: 0) }
+        let readSeq = position(of: read.lastReadMessageID) ?? 0
+        let deliveredSeq = position(of: read.lastDeliveredMessageID) ?? 0
+        return Cursors(read: readSeq, delivered: max(deliveredSeq, readSeq))
+    }
+
+    func hasMessage(_ id: String) -> Bool { index[id] != nil }
+
+    // MARK: Loading
+
+    /// Replaces everything with the server's state, and says which other
+    /// members' cursors moved forward compared with before (missed receipts).
+    mutating func load(_ state: ChannelState, currentUserID: String) -> [MessageReceipt] {
+        let before = reads
+        channel = state.channel
+        members = state.members
+        setMessages(state.messages)
+        reads = Dictionary(state.read.map { ($0.user.id, $0) }, uniquingKeysWith: { $1 })
+        let wasLoaded = isLoaded
+        isLoaded = true
+        guard wasLoaded else { return [] }
+        var receipts: [MessageReceipt] = []
+        for (userID, read) in reads where userID != currentUserID {
+            let previous = before[userID]
+            let now = cursors(of: userID)
+            let then = Cursors(
+                read: position(of: previous?.lastReadMessageID) ?? 0,
+                delivered: position(of: previous?.lastDeliveredMessageID) ?? 0)
+            if now.read > then.read, let id = read.lastReadMessageID {
+                receipts.append(receipt(.read, userID: userID, messageID: id, at: read.lastRead, user: read.user))
+            } else if now.delivered > max(then.delivered, then.read), let id = read.lastDeliveredMessageID {
+                receipts.append(
+                    receipt(.delivered, userID: userID, messageID: id, at: read.lastDeliveredAt, user: read.user))
+            }
+        }
+        return receipts
+    }
+
+    private mutating func setMessages(_ list: [Message]) {
+        messages = list.sorted { $0.createdAt < $1.createdAt }
+        reindex()
+    }
+
+    private mutating func reindex() {
+        index = Dictionary(messages.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    // MARK: Events
+
+    /// What applying an event changed.
+    struct Outcome {
+        var changed = false
+        var receipts: [MessageReceipt] = []
+        /// The event named a message the model does not have: reload the channel.
+        var needsReload = false
+    }
+
+    /// Applies a channel event; cursor events move cursors only forward (R2),
+    /// except the current user's own mark unread.
+    mutating func apply(_ event: Event, currentUserID: String) -> Outcome {
+        var outcome = Outcome()
+        switch event.type {
+        case .messageNew:
+            guard let message = event.message else { break }
+            outcome.changed = stored(message)
+            if message.user.id != currentUserID, let unread = event.unreadCount {
+                reads[currentUserID]?.unreadMessages = unread
+            }
+        case .messageRead:
+            guard let user = event.user else { break }
+            guard let seq = position(of: event.lastReadMessageID) else {
+                outcome.needsReload = true
+                break
+            }
+            let update = ReceiptRules.markRead(cursors(of: user.id), upTo: seq, newest: newest)
+            guard update.changed else { break }
+            applyMoves(update, userID: user.id, user: user, messageID: event.lastReadMessageID, at: event.createdAt)
+            outcome.changed = true
+            if user.id != currentUserID, update.moved(.read), let id = event.lastReadMessageID {
+                outcome.receipts.append(receipt(.read, userID: user.id, messageID: id, at: event.createdAt, user: user))
+            }
+        case .messageDelivered:
+            guard let user = event.user else { break }
+            guard let seq = position(of: event.lastDeliveredMessageID) else {
+                outcome.needsReload = true
+                break
+            }
+            let at = event.lastDeliveredAt ?? event.createdAt
+            let update = ReceiptRules.markDelivered(cursors(of: user.id), upTo: seq, newest: newest)
+            guard update.changed else { break }
+            applyMoves(update, userID: user.id, user: user, messageID: event.lastDeliveredMessageID, at: at)
+            outcome.changed = true
+            if user.id != currentUserID, let id = event.lastDeliveredMessageID {
+                outcome.receipts.append(receipt(.delivered, userID: user.id, messageID: id, at: at, user: user))
+            }
+        case .notificationMarkRead:
+            if let unread = event.unreadCount, reads[currentUserID] != nil {
+                reads[currentUserID]?.unreadMessages = unread
+                outcome.changed = true
+            }
+        case .notificationMarkUnread:
+            guard let seq = position(of: event.lastReadMessageID) else {
+                outcome.needsReload = true
+                break
+            }
+            let update = ReceiptRules.markUnread(cursors(of: currentUserID), from: seq + 1)
+            if update.changed {
+                reads[currentUserID]?.lastReadMessageID = event.lastReadMessageID
+                reads[currentUserID]?.lastRead = event.lastReadAt ?? event.createdAt
+            }
+            reads[currentUserID]?.unreadMessages = event.unreadMessages
+            reads[currentUserID]?.firstUnreadMessageID = event.firstUnreadMessageID
+            outcome.changed = true
+        case .memberAdded:
+            guard let member = event.member, !members.contains(where: { $0.userID == member.userID }) else { break }
+            members.append(member)
+            // R5: a new member has received and read everything already there.
+            let newestID = messages.last?.id
+            let showsRead = config?.readEvents != false && member.user.sharesReadReceipts
+            let showsDelivered = showsRead && config?.deliveryEvents != false && member.user.sharesDeliveryReceipts
+            if member.userID == currentUserID || showsRead || showsDelivered {
+                let own = member.userID == currentUserID
+                reads[member.userID] = ReadState(
+                    user: member.user, lastRead: own || showsRead ? event.createdAt : nil,
+                    lastReadMessageID: own || showsRead ? newestID : nil, unreadMessages: own ? 0 : nil,
+                    firstUnreadMessageID: nil, lastDeliveredAt: own || showsDelivered ? event.createdAt : nil,
+                    lastDeliveredMessageID: own || showsDelivered ? newestID : nil)
+            }
+            outcome.changed = true
+        case .memberRemoved:
+            guard let userID = event.member?.userID ?? event.user?.id else { break }
+            // R6: the removed member's reads go with them.
+            members.removeAll { $0.userID == userID }
+            reads[userID] = nil
+            outcome.changed = true
+        case .healthCheck:
+            break
+        }
+        return outcome
+    }
+
+    /// Adds a message the server stored (from `message.new` or a send's
+    /// answer) and moves its author's cursors to it, as the server did (R4);
+    /// false when it was already there.
+    @discardableResult
+    mutating func stored(_ message: Message) -> Bool {
+        guard insert(message), let seq = position(of: message.id) else { return false }
+        let author = message.user.id
+        let update = ReceiptRules.sent(cursors(of: author), seq: seq)
+        applyMoves(update, userID: author, user: message.user, messageID: message.id, at: message.createdAt)
+        return true
+    }
+
+    private mutating func insert(_ message: Message) -> Bool {
+        guard index[message.id] == nil else { return false }
+        if let last = messages.last, message.createdAt < last.createdAt {
+            let at = messages.firstIndex { $0.createdAt > message.createdAt } ?? messages.endIndex
+            messages.insert(message, at: at)
+            reindex()
+        } else {
+            messages.append(message)
+            index[message.id] = messages.count - 1
+        }
+        return true
+    }
+
+    /// Writes the moves of a rule's update back as message ids and times.
+    private mutating func applyMoves(
+        _ update: CursorUpdate, userID: String, user: User, messageID: String?, at: Timestamp
+    ) {
+        guard update.changed else { return }
+        var read = reads[userID] ?? ReadState(
+            user: user, lastRead: nil, lastReadMessageID: nil, unreadMessages: nil, firstUnreadMessageID: nil,
+            lastDeliveredAt: nil, lastDeliveredMessageID: nil)
+        for move in update.moves {
+            switch move.kind {
+            case .read:
+                read.lastReadMessageID = messageID
+                read.lastRead = at
+            case .delivered:
+                read.lastDeliveredMessageID = messageID
+                read.lastDeliveredAt = at
+            }
+        }
+        reads[userID] = read
+    }
+
+    private func receipt(
+        _ type: MessageReceipt.ReceiptType, userID: String, messageID: String, at: Timestamp?, user: User
+    ) -> MessageReceipt {
+        MessageReceipt(
+            messageId: messageID, cid: cid, user: ChatUser(user), receiptType: type,
+            deliveredAt: type == .delivered ? at?.date : nil, readAt: type == .read ? at?.date : nil)
+    }
+
+    // MARK: Delivered
+
+    /// The newest loaded message from someone else that the current user's
+    /// devices have not yet marked delivered (R1: reading counts).
+    func undeliveredFromOthers(currentUserID: String) -> Message? {
+        guard let newestFromOthers = messages.last(where: { $0.user.id != currentUserID }),
+            let seq = position(of: newestFromOthers.id)
+        else { return nil }
+        let own = cursors(of: currentUserID)
+        return ReceiptRules.hasReceived(seq, own) ? nil : newestFromOthers
+    }
+
+    /// Whether the current user's delivered cursor is at or past the message.
+    func isDelivered(_ messageID: String, currentUserID: String) -> Bool {
+        guard let seq = position(of: messageID) else { return false }
+        return ReceiptRules.hasReceived(seq, cursors(of: currentUserID))
+    }
+}

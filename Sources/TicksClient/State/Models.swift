@@ -1,0 +1,181 @@
+import Foundation
+import TicksProtocol
+import TicksReceipts
+
+/// The status of an own message as its sender sees it: pending, failed, sent
+/// (✓), delivered (✓✓) or read (blue ✓✓). SPEC §2's diagram.
+public typealias DeliveryStatus = TicksReceipts.DeliveryStatus
+/// When a group message counts as delivered or read: `.anyMember` (Stream,
+/// the default) or `.allMembers` (WhatsApp's group ticks).
+public typealias GroupPolicy = TicksReceipts.GroupPolicy
+
+/// A channel's identity, `type:id` (Stream's `cid`).
+public struct ChannelID: Hashable, Sendable, Codable, CustomStringConvertible {
+    public let type: String
+    public let id: String
+
+    public init(type: String, id: String) {
+        self.type = type
+        self.id = id
+    }
+
+    /// Parses `"messaging:trip"`; nil when there is no `:` or either side is empty.
+    public init?(cid: String) {
+        let parts = cid.split(separator: ":", maxSplits: 1).map(String.init)
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { return nil }
+        self.init(type: parts[0], id: parts[1])
+    }
+
+    public var rawValue: String { "\(type):\(id)" }
+    public var description: String { rawValue }
+}
+
+/// A user as the app shows them.
+public struct ChatUser: Sendable, Hashable, Identifiable {
+    public var id: String
+    public var name: String?
+    public var imageURL: URL?
+    /// Whether others may see this user's reads (their privacy settings, R10).
+    public var sharesReadReceipts: Bool
+    /// Whether others may see that this user's devices received messages.
+    public var sharesDeliveryReceipts: Bool
+
+    public init(
+        id: String, name: String? = nil, imageURL: URL? = nil, sharesReadReceipts: Bool = true,
+        sharesDeliveryReceipts: Bool = true
+    ) {
+        self.id = id
+        self.name = name
+        self.imageURL = imageURL
+        self.sharesReadReceipts = sharesReadReceipts
+        self.sharesDeliveryReceipts = sharesDeliveryReceipts
+    }
+
+    init(_ user: User) {
+        self.init(
+            id: user.id, name: user.name, imageURL: user.image.flatMap(URL.init(string:)),
+            sharesReadReceipts: user.sharesReadReceipts, sharesDeliveryReceipts: user.sharesDeliveryReceipts)
+    }
+
+    /// The name, or the id when there is none.
+    public var displayName: String { name.flatMap { $0.isEmpty ? nil : $0 } ?? id }
+
+    /// Up to two letters for an avatar placeholder: "AL" for "Alice Liddell", "B" for "bob".
+    public var initials: String {
+        let words = displayName.split(whereSeparator: { $0 == " " || $0 == "-" || $0 == "_" })
+        return words.prefix(2).compactMap(\.first).map { String($0).uppercased() }.joined()
+    }
+}
+
+/// Where an own message stands before the server has stored it.
+public enum LocalMessageState: Sendable, Equatable {
+    /// In the outbox, being sent or waiting to be.
+    case pending
+    /// The retry budget ran out, or the server refused it; `ChatClient.resend(messageId:)` tries again.
+    case failed(reason: String)
+}
+
+/// A message as the app shows it.
+public struct ChatMessage: Sendable, Equatable, Identifiable {
+    public var id: String
+    public var cid: ChannelID
+    public var text: String
+    public var author: ChatUser
+    public var createdAt: Date
+    /// Fields the app added to the message (Stream's custom data).
+    public var extraData: [String: JSONValue]
+    public var isSentByCurrentUser: Bool
+    /// Set while the message is only in the local outbox; nil once the server has it.
+    public var localState: LocalMessageState?
+    /// The status of an own message (SPEC §2); nil for others' messages and
+    /// when the channel type has read events off (R8).
+    public var deliveryStatus: DeliveryStatus?
+    /// How many members other than the author have read it.
+    public var readCount: Int
+    /// How many members other than the author have received it (reading counts).
+    public var deliveredCount: Int
+    /// Where the message is in the loaded part of the channel (1 = oldest
+    /// loaded); nil while it is only local.
+    let position: Seq?
+}
+
+/// One member's read state, as far as the current user may see it (R8, R10).
+public struct ChatChannelRead: Sendable, Equatable {
+    public var user: ChatUser
+    /// When the read cursor last moved.
+    public var lastReadAt: Date?
+    public var lastReadMessageId: String?
+    /// Only for the current user's own read state.
+    public var unreadMessagesCount: Int?
+    /// When the delivered cursor last moved.
+    public var lastDeliveredAt: Date?
+    public var lastDeliveredMessageId: String?
+}
+
+/// What a channel type turns on (its `config`).
+public struct ChatChannelConfig: Sendable, Equatable {
+    public var name: String
+    /// Off: nobody sees anyone's reads and read indicators are hidden (R8).
+    public var readEvents: Bool
+    /// Off: no delivered state anywhere (R9).
+    public var deliveryEvents: Bool
+    public var maxMessageLength: Int
+
+    init(_ config: ChannelConfig) {
+        name = config.name
+        readEvents = config.readEvents
+        deliveryEvents = config.deliveryEvents
+        maxMessageLength = config.maxMessageLength
+    }
+
+    public init(name: String, readEvents: Bool, deliveryEvents: Bool, maxMessageLength: Int = 5000) {
+        self.name = name
+        self.readEvents = readEvents
+        self.deliveryEvents = deliveryEvents
+        self.maxMessageLength = maxMessageLength
+    }
+}
+
+/// A received receipt: a member's device got a message, or the member read it
+/// (CometChat's `onMessagesDelivered` / `onMessagesRead`). Receipts cover every
+/// message up to and including `messageId` (R3).
+public struct MessageReceipt: Sendable, Equatable {
+    public enum ReceiptType: String, Sendable, Equatable {
+        case delivered
+        case read
+    }
+
+    public var messageId: String
+    public var cid: ChannelID
+    public var user: ChatUser
+    public var receiptType: ReceiptType
+    public var deliveredAt: Date?
+    public var readAt: Date?
+}
+
+/// Every member's receipt for one message, with exact times (`GET /messages/{id}/receipts`).
+public struct MessageReceipts: Sendable, Equatable {
+    /// Most recent first; `.read` entries also carry when the message was delivered.
+    public var receipts: [MessageReceipt]
+    public var readCount: Int
+    public var deliveredCount: Int
+
+    /// The members who read it, most recent first.
+    public var readBy: [MessageReceipt] { receipts.filter { $0.receiptType == .read } }
+    /// The members whose devices have it but who have not read it.
+    public var deliveredOnlyTo: [MessageReceipt] { receipts.filter { $0.receiptType == .delivered } }
+}
+
+/// The state of the client's WebSocket.
+public enum ConnectionStatus: Sendable, Equatable {
+    case disconnected
+    case connecting
+    case connected(connectionID: String)
+    /// The server refused the credentials; the client stops trying.
+    case refused(TicksClientError)
+
+    public var isConnected: Bool {
+        if case .connected = self { return true }
+        return false
+    }
+}

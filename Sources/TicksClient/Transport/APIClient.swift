@@ -1,0 +1,224 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import TicksProtocol
+
+/// Ticks' HTTP API as the SDK uses it: Stream's REST calls with a user token.
+struct APIClient: Sendable {
+    let baseURL: String
+    let apiKey: String
+    let token: String
+    let timeout: Duration
+    let http: HTTPClient
+
+    init(baseURL: URL, apiKey: String, token: String, timeout: Duration, http: HTTPClient = .ticks) {
+        var base = baseURL.absoluteString
+        while base.hasSuffix("/") { base.removeLast() }
+        self.baseURL = base
+        self.apiKey = apiKey
+        self.token = token
+        self.timeout = timeout
+        self.http = http
+    }
+
+    // MARK: Calls
+
+    struct Pagination: Encodable {
+        var limit: Int
+    }
+
+    struct ChannelData: Encodable {
+        var members: [String]?
+    }
+
+    struct ChannelQuery: Encodable {
+        var state = true
+        var watch = true
+        var presence = false
+        var messages: Pagination
+        var data: ChannelData?
+    }
+
+    /// The channel's state; creates it with `members` when it does not exist and members are given.
+    func queryChannel(_ cid: ChannelID, messageLimit: Int, members: [String]?) async throws -> ChannelState {
+        try await call(
+            .POST, "/channels/\(cid.type)/\(cid.id)/query",
+            body: ChannelQuery(messages: Pagination(limit: messageLimit), data: members.map { ChannelData(members: $0) }))
+    }
+
+    struct ChannelsQuery: Encodable {
+        struct Filter: Encodable {
+            struct In: Encodable {
+                var values: [String]
+                enum CodingKeys: String, CodingKey { case values = "$in" }
+            }
+            var members: In
+        }
+        var filterConditions: Filter
+        var limit: Int
+        var messageLimit: Int
+        var state = true
+        var watch = true
+
+        enum CodingKeys: String, CodingKey {
+            case filterConditions = "filter_conditions"
+            case limit
+            case messageLimit = "message_limit"
+            case state, watch
+        }
+    }
+
+    struct ChannelList: Decodable {
+        var channels: [ChannelState]
+    }
+
+    /// The user's channels, most recently active first.
+    func queryChannels(of userID: String, limit: Int, messageLimit: Int) async throws -> [ChannelState] {
+        let query = ChannelsQuery(
+            filterConditions: .init(members: .init(values: [userID])), limit: limit, messageLimit: messageLimit)
+        let list: ChannelList = try await call(.POST, "/channels", body: query)
+        return list.channels
+    }
+
+    struct NewMessage: Encodable {
+        var id: String
+        var text: String
+        var custom: [String: JSONValue]
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: AnyCodingKey.self)
+            for (key, value) in custom where !Message.reserved.contains(key) {
+                try container.encode(value, forKey: AnyCodingKey(key))
+            }
+            try container.encode(id, forKey: AnyCodingKey("id"))
+            try container.encode(text, forKey: AnyCodingKey("text"))
+        }
+    }
+
+    struct SendMessage: Encodable {
+        var message: NewMessage
+    }
+
+    struct MessageReply: Decodable {
+        var message: Message
+    }
+
+    /// Sends a message with a client-made id: sending it again returns the stored one (R11).
+    func sendMessage(id: String, text: String, custom: [String: JSONValue], to cid: ChannelID) async throws -> Message {
+        let reply: MessageReply = try await call(
+            .POST, "/channels/\(cid.type)/\(cid.id)/message",
+            body: SendMessage(message: NewMessage(id: id, text: text, custom: custom)))
+        return reply.message
+    }
+
+    struct MarkRead: Encodable {
+        var messageID: String?
+        enum CodingKeys: String, CodingKey { case messageID = "message_id" }
+    }
+
+    struct EventReply: Decodable {
+        var event: Event
+    }
+
+    /// R3: up to and including `messageID`, or the newest message when nil.
+    func markRead(_ cid: ChannelID, upTo messageID: String?) async throws -> Event {
+        let reply: EventReply = try await call(
+            .POST, "/channels/\(cid.type)/\(cid.id)/read", body: MarkRead(messageID: messageID))
+        return reply.event
+    }
+
+    struct Ignored: Decodable {}
+
+    func markUnread(_ cid: ChannelID, from messageID: String) async throws {
+        let _: Ignored = try await call(
+            .POST, "/channels/\(cid.type)/\(cid.id)/unread", body: MarkRead(messageID: messageID))
+    }
+
+    struct Delivered: Encodable {
+        struct Entry: Encodable {
+            var cid: String
+            var id: String
+        }
+        var latestDeliveredMessages: [Entry]
+        enum CodingKeys: String, CodingKey { case latestDeliveredMessages = "latest_delivered_messages" }
+    }
+
+    /// Marks each channel delivered up to its message (at most 100 entries).
+    func markDelivered(_ latest: [(cid: ChannelID, messageID: String)]) async throws {
+        let body = Delivered(latestDeliveredMessages: latest.map { .init(cid: $0.cid.rawValue, id: $0.messageID) })
+        let _: Ignored = try await call(.POST, "/channels/delivered", body: body)
+    }
+
+    /// A channel type's config (any token may read it).
+    func channelType(named name: String) async throws -> ChannelConfig {
+        try await call(.GET, "/channeltypes/\(name)", body: Optional<MarkRead>.none)
+    }
+
+    func receipts(for messageID: String) async throws -> ReceiptsResponse {
+        try await call(.GET, "/messages/\(messageID)/receipts", body: Optional<MarkRead>.none)
+    }
+
+    // MARK: Transport
+
+    /// One request; every failure becomes a `TicksClientError`.
+    func call<Body: Encodable, Reply: Decodable>(_ method: HTTPMethod, _ path: String, body: Body?) async throws -> Reply
+    {
+        let apiKey = apiKey.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? apiKey
+        var request = HTTPClientRequest(url: baseURL + path + "?api_key=" + apiKey)
+        request.method = method
+        request.headers.add(name: "Authorization", value: token)
+        request.headers.add(name: "stream-auth-type", value: "jwt")
+        request.headers.add(name: "X-Stream-Client", value: "ticks-swift-client")
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: try JSONEncoder().encode(body)))
+        }
+        let response: HTTPClientResponse
+        let bytes: ByteBuffer
+        do {
+            response = try await http.execute(request, timeout: .init(timeout))
+            bytes = try await response.body.collect(upTo: 16 << 20)
+        } catch let error as HTTPClientError {
+            throw TicksClientError.unreachable(String(describing: error))
+        } catch let error as TicksClientError {
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw TicksClientError.unreachable(String(describing: error))
+        }
+        let data = Data(bytes.readableBytesView)
+        guard (200..<300).contains(Int(response.status.code)) else {
+            if let body = try? JSONDecoder().decode(APIErrorBody.self, from: data) {
+                throw TicksClientError.api(statusCode: body.statusCode, code: body.code, message: body.message)
+            }
+            throw TicksClientError.api(
+                statusCode: Int(response.status.code), code: -1, message: String(decoding: data.prefix(200), as: UTF8.self))
+        }
+        do {
+            return try JSONDecoder().decode(Reply.self, from: data)
+        } catch {
+            throw TicksClientError.invalidResponse("\(method) \(path): \(error)")
+        }
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}
+
+extension HTTPClient {
+    /// The SDK's HTTP client, for the life of the process. It does not retry
+    /// failed connection attempts itself: a server that is down is reported
+    /// at once, and the outbox decides when to try again.
+    static let ticks: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.timeout.connect = .seconds(5)
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
+}

@@ -1,0 +1,74 @@
+import Foundation
+import TicksClient
+
+/// How ticks-chat writes a channel as lines of text: pure functions, so the
+/// screen and the plain log print the same thing.
+struct Renderer {
+    var colors: Bool
+    var width: Int = 100
+
+    static let blue = "\u{1B}[94m"
+    static let red = "\u{1B}[91m"
+    static let dim = "\u{1B}[2m"
+    static let reset = "\u{1B}[0m"
+
+    func paint(_ text: String, _ color: String) -> String {
+        colors ? color + text + Self.reset : text
+    }
+
+    /// `[3] 12:00:01 alice: hello  ✓✓ 2`, the indicator on own messages only.
+    func line(number: Int, message: ChatMessage, in channel: ChatChannel) -> String {
+        let time = Self.clock.string(from: message.createdAt)
+        var line = "[\(number)] \(time) \(message.author.displayName): \(message.text)"
+        let indicator = channel.readIndicator(for: message)
+        switch indicator.state {
+        case .hidden:
+            break
+        case .read:
+            line += "  " + paint(indicator.symbol, Self.blue)
+            if let count = indicator.readCount { line += " \(count)" }
+        case .failed:
+            line += "  " + paint(indicator.symbol, Self.red) + " (type /resend \(number))"
+        default:
+            line += "  " + indicator.symbol
+        }
+        return line
+    }
+
+    func lines(of channel: ChatChannel) -> [String] {
+        channel.messages.enumerated().map { line(number: $0.offset + 1, message: $0.element, in: channel) }
+    }
+
+    func status(_ status: ConnectionStatus) -> String {
+        switch status {
+        case .connected: return "connected"
+        case .connecting: return "connecting…"
+        case .disconnected: return "offline, retrying"
+        case .refused(let error): return "refused: \(error)"
+        }
+    }
+
+    /// Who read and who only received a message, with exact times.
+    func receipts(_ receipts: MessageReceipts, number: Int) -> [String] {
+        var lines = ["receipts of [\(number)]: read by \(receipts.readCount), delivered to \(receipts.deliveredCount)"]
+        for receipt in receipts.readBy {
+            lines.append("  read by \(receipt.user.displayName) at \(Self.exact(receipt.readAt))")
+        }
+        for receipt in receipts.deliveredOnlyTo {
+            lines.append("  delivered to \(receipt.user.displayName) at \(Self.exact(receipt.deliveredAt))")
+        }
+        if receipts.receipts.isEmpty { lines.append("  nobody has received it yet") }
+        return lines
+    }
+
+    static let clock: DateFormatter = {
+        let formatter = DateFormatter()
+        formatter.dateFormat = "HH:mm:ss"
+        return formatter
+    }()
+
+    static func exact(_ date: Date?) -> String {
+        guard let date else { return "?" }
+        return date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true))
+    }
+}

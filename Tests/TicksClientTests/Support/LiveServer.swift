@@ -1,0 +1,223 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+import Testing
+import TicksClient
+import TicksProtocol
+import TicksServer
+
+/// A real Ticks server in this process on a loopback port, with its SQLite
+/// file in a folder of its own. It can be stopped and started again on the
+/// same port with the same data, as a server restart would.
+final class LiveServer: Sendable {
+    static let apiKey = "clienttests"
+    static let apiSecret = "a-secret-for-the-client-tests-of-ticks-0123456789"
+
+    let folder: URL
+    let databasePath: String
+    private let running = Mutex<Running?>(nil)
+    private let boundPort = Mutex<Int>(0)
+
+    private struct Running: Sendable {
+        let group: ServiceGroup
+        let task: Task<Void, any Error>
+        let services: TicksServices
+    }
+
+    private init() throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("ticks-client-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        databasePath = folder.appendingPathComponent("ticks.sqlite").path
+    }
+
+    /// Starts a server, runs `body`, and stops the server whatever happens.
+    static func with<Value: Sendable>(_ body: (LiveServer) async throws -> Value) async throws -> Value {
+        let server = try LiveServer()
+        try await server.start()
+        do {
+            let value = try await body(server)
+            try await server.stop()
+            try? FileManager.default.removeItem(at: server.folder)
+            return value
+        } catch {
+            try? await server.stop()
+            throw error
+        }
+    }
+
+    var port: Int { boundPort.withLock { $0 } }
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    var isRunning: Bool { running.withLock { $0 != nil } }
+
+    /// Starts (again) on the port of the first start, with the same database.
+    func start() async throws {
+        guard !isRunning else { return }
+        var logger = Logger(label: "ticks-live")
+        logger.logLevel = .critical
+        let (ready, readyContinuation) = AsyncStream.makeStream(of: Int.self)
+        var configuration = TicksServerConfiguration(
+            host: "127.0.0.1", port: port,
+            credentials: try Credentials(apiKey: Self.apiKey, apiSecret: Self.apiSecret),
+            pingInterval: .seconds(5))
+        configuration.onServerRunning = { port in
+            readyContinuation.yield(port)
+            readyContinuation.finish()
+        }
+        let store = try SQLiteStore.open(path: databasePath)
+        let (application, services) = await buildApplication(configuration: configuration, store: store, logger: logger)
+        let group = ServiceGroup(
+            configuration: .init(services: [application], gracefulShutdownSignals: [], logger: logger))
+        let task = Task { try await group.run() }
+        running.withLock { $0 = Running(group: group, task: task, services: services) }
+        var iterator = ready.makeAsyncIterator()
+        guard let port = await iterator.next() else {
+            try await task.value
+            throw TicksClientError.unreachable("the test server did not start")
+        }
+        boundPort.withLock { $0 = port }
+    }
+
+    /// Stops gracefully: open sockets are closed, as on SIGTERM.
+    func stop() async throws {
+        guard let current = running.withLock({ value -> Running? in
+            defer { value = nil }
+            return value
+        }) else { return }
+        await current.group.triggerGracefulShutdown()
+        try await current.task.value
+    }
+
+    var services: TicksServices? { running.withLock { $0?.services } }
+
+    func token(_ userID: String) async throws -> String {
+        let credentials = try Credentials(apiKey: Self.apiKey, apiSecret: Self.apiSecret)
+        return try await TokenAuthority(credentials: credentials).userToken(for: userID)
+    }
+
+    /// A client for `userID` on this server, with test-sized timings.
+    func client(
+        _ userID: String, outbox: OutboxLocation = .inMemory, configure: (inout ChatClientConfiguration) -> Void = { _ in }
+    ) async throws -> ChatClient {
+        var configuration = ChatClientConfiguration(baseURL: baseURL, apiKey: Self.apiKey, outbox: outbox)
+        configuration.requestTimeout = .seconds(5)
+        configuration.sendBackoff = Backoff(initialDelay: .milliseconds(50), maxDelay: .milliseconds(200))
+        configuration.reconnectBackoff = Backoff(initialDelay: .milliseconds(50), maxDelay: .milliseconds(300))
+        configure(&configuration)
+        return try ChatClient(configuration: configuration)
+    }
+
+    /// A connected client for `userID`.
+    func connected(
+        _ userID: String, outbox: OutboxLocation = .inMemory, configure: (inout ChatClientConfiguration) -> Void = { _ in }
+    ) async throws -> ChatClient {
+        let client = try await client(userID, outbox: outbox, configure: configure)
+        try await client.connect(userID: userID, token: try await token(userID))
+        #expect(await client.connectionStatus.isConnected)
+        return client
+    }
+
+    // MARK: The server's side, through its HTTP API with a server token
+
+    struct Failure: Error, CustomStringConvertible {
+        let status: Int
+        let body: String
+        var description: String { "HTTP \(status): \(body)" }
+    }
+
+    enum Verb {
+        case GET, POST
+    }
+
+    @discardableResult
+    func call(_ verb: Verb, _ path: String, _ body: String? = nil) async throws -> JSONValue {
+        let credentials = try Credentials(apiKey: Self.apiKey, apiSecret: Self.apiSecret)
+        let token = try await TokenAuthority(credentials: credentials).serverToken()
+        let separator = path.contains("?") ? "&" : "?"
+        var request = HTTPClientRequest(url: "\(baseURL.absoluteString)\(path)\(separator)api_key=\(Self.apiKey)")
+        request.method = verb == .GET ? .GET : .POST
+        request.headers.add(name: "Authorization", value: token)
+        request.headers.add(name: "stream-auth-type", value: "jwt")
+        if let body { request.body = .bytes(ByteBuffer(string: body)) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        let bytes = try await response.body.collect(upTo: 16 << 20)
+        let text = String(buffer: bytes)
+        guard (200..<300).contains(Int(response.status.code)) else {
+            throw Failure(status: Int(response.status.code), body: text)
+        }
+        return try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+    }
+
+    func upsert(_ ids: String..., privateReads: Set<String> = [], privateDeliveries: Set<String> = []) async throws {
+        let users = ids.map { id in
+            var privacy: [String] = []
+            if privateReads.contains(id) { privacy.append("\"read_receipts\": {\"enabled\": false}") }
+            if privateDeliveries.contains(id) { privacy.append("\"delivery_receipts\": {\"enabled\": false}") }
+            return "\"\(id)\": {\"id\": \"\(id)\", \"name\": \"\(id.capitalized)\", \"privacy_settings\": {\(privacy.joined(separator: ","))}}"
+        }
+        try await call(.POST, "/users", "{\"users\": {\(users.joined(separator: ","))}}")
+    }
+
+    func createChannel(_ cid: String, members: [String]) async throws {
+        let list = members.map { "\"\($0)\"" }.joined(separator: ",")
+        try await call(.POST, "/channels/\(path(cid))/query", "{\"data\": {\"members\": [\(list)]}}")
+    }
+
+    @discardableResult
+    func send(_ cid: String, id: String, from user: String, text: String = "hello") async throws -> JSONValue {
+        try await call(
+            .POST, "/channels/\(path(cid))/message",
+            "{\"message\": {\"id\": \"\(id)\", \"text\": \"\(text)\", \"user\": {\"id\": \"\(user)\"}}}")
+    }
+
+    func markRead(_ cid: String, _ user: String, upTo messageID: String? = nil) async throws {
+        let message = messageID.map { ", \"message_id\": \"\($0)\"" } ?? ""
+        try await call(.POST, "/channels/\(path(cid))/read", "{\"user\": {\"id\": \"\(user)\"}\(message)}")
+    }
+
+    func markDelivered(_ user: String, _ cid: String, _ id: String) async throws {
+        try await call(
+            .POST, "/channels/delivered?user_id=\(user)",
+            "{\"latest_delivered_messages\": [{\"cid\": \"\(cid)\", \"id\": \"\(id)\"}], \"user_id\": \"\(user)\"}")
+    }
+
+    func addMembers(_ cid: String, _ ids: [String]) async throws {
+        let list = ids.map { "\"\($0)\"" }.joined(separator: ",")
+        try await call(.POST, "/channels/\(path(cid))", "{\"add_members\": [\(list)]}")
+    }
+
+    func removeMembers(_ cid: String, _ ids: [String]) async throws {
+        let list = ids.map { "\"\($0)\"" }.joined(separator: ",")
+        try await call(.POST, "/channels/\(path(cid))", "{\"remove_members\": [\(list)]}")
+    }
+
+    func createChannelType(_ name: String, readEvents: Bool, deliveryEvents: Bool) async throws {
+        try await call(
+            .POST, "/channeltypes",
+            "{\"name\": \"\(name)\", \"read_events\": \(readEvents), \"delivery_events\": \(deliveryEvents)}")
+    }
+
+    /// The ids of the channel's messages as the server has them, oldest first.
+    func messageIDs(_ cid: String) async throws -> [String] {
+        let state = try await call(.POST, "/channels/\(path(cid))/query", "{\"messages\": {\"limit\": 300}}")
+        guard case .object(let object) = state, case .array(let messages)? = object["messages"] else { return [] }
+        return messages.compactMap { message in
+            guard case .object(let fields) = message else { return nil }
+            return fields["id"]?.stringValue
+        }
+    }
+
+    /// How many times a route was answered (with `status`, if given), from the server's own metrics.
+    func requestCount(route: String, status: Int? = nil) -> Int {
+        guard let text = services?.metrics.registry.emitToString() else { return 0 }
+        return text.split(separator: "\n")
+            .filter { $0.hasPrefix("ticks_http_requests_total") && $0.contains("route=\"\(route)\"") }
+            .filter { line in status.map { line.contains("status=\"\($0)\"") } ?? true }
+            .compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
+            .reduce(0, +)
+    }
+
+    func path(_ cid: String) -> String { cid.replacingOccurrences(of: ":", with: "/") }
+}
