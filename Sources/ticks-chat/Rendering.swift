@@ -67,8 +67,19 @@ struct Renderer {
         return formatter
     }()
 
+    /// `2026-11-22 20:23:01.662518`: local time, to the microsecond the server keeps.
     static func exact(_ date: Date?) -> String {
         guard let date else { return "?" }
-        return date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true))
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        let micros = Int(((date.timeIntervalSince1970 - seconds) * 1_000_000).rounded())
+        let whole = Date(timeIntervalSince1970: seconds)
+        let fraction = String(min(micros, 999_999))
+        return day.string(from: whole) + "." + String(repeating: "0", count: 6 - fraction.count) + fraction
     }
+
+    static let day: DateFormatter = {
+        let formatter = DateFormatter()
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        return formatter
+    }()
 }
