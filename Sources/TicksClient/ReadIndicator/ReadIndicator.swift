@@ -50,9 +50,14 @@ public struct ReadIndicator: Sendable, Equatable {
         }
     }
 
-    public static let hidden = ReadIndicator(
-        state: .hidden, checkmarks: 0, tint: .none, readCount: nil, lastReaders: [], moreReadersCount: 0,
-        accessibilityLabel: "")
+    public static let hidden = plain(.hidden, checkmarks: 0, tint: .none, label: "")
+
+    /// An indicator without readers.
+    static func plain(_ state: State, checkmarks: Int, tint: Tint, label: String) -> ReadIndicator {
+        ReadIndicator(
+            state: state, checkmarks: checkmarks, tint: tint, readCount: nil, lastReaders: [], moreReadersCount: 0,
+            accessibilityLabel: label)
+    }
 }
 
 /// How read indicators are built, customisable the way Stream's layout
@@ -92,22 +97,10 @@ extension ChatChannel {
             return .hidden
         }
         switch status {
-        case .pending:
-            return ReadIndicator(
-                state: .pending, checkmarks: 0, tint: .grey, readCount: nil, lastReaders: [], moreReadersCount: 0,
-                accessibilityLabel: "Sending")
-        case .failed:
-            return ReadIndicator(
-                state: .failed, checkmarks: 0, tint: .error, readCount: nil, lastReaders: [], moreReadersCount: 0,
-                accessibilityLabel: "Not sent")
-        case .sent:
-            return ReadIndicator(
-                state: .sent, checkmarks: 1, tint: .grey, readCount: nil, lastReaders: [], moreReadersCount: 0,
-                accessibilityLabel: "Sent")
-        case .delivered:
-            return ReadIndicator(
-                state: .delivered, checkmarks: 2, tint: .grey, readCount: nil, lastReaders: [], moreReadersCount: 0,
-                accessibilityLabel: "Delivered")
+        case .pending: return .plain(.pending, checkmarks: 0, tint: .grey, label: "Sending")
+        case .failed: return .plain(.failed, checkmarks: 0, tint: .error, label: "Not sent")
+        case .sent: return .plain(.sent, checkmarks: 1, tint: .grey, label: "Sent")
+        case .delivered: return .plain(.delivered, checkmarks: 2, tint: .grey, label: "Delivered")
         case .read:
             let readers = reads(for: message).map(\.user)
             let shown = Array(readers.prefix(max(options.maxReaders, 0)))
