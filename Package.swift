@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "TicksServer", targets: ["TicksServer"]),
         .library(name: "TicksClient", targets: ["TicksClient"]),
         .executable(name: "ticks-chat", targets: ["ticks-chat"]),
+        .executable(name: "ticks-bench", targets: ["ticks-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -27,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // Wire types shared by server and SDK: Foundation only.
@@ -66,6 +68,19 @@ let package = Package(
             name: "ticks-chat",
             dependencies: [
                 "TicksClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The load generator: drives a running Ticks (or Synapse) over real HTTP and WebSocket.
+        .executableTarget(
+            name: "ticks-bench",
+            dependencies: [
+                "TicksProtocol",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings

@@ -79,7 +79,7 @@ func buildRouter(services: TicksServices, logger: Logger) -> Router<TicksRequest
     router.get("metrics") { _, _ in
         Response(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-            body: .init(byteBuffer: .init(string: services.metrics.registry.emitToString())))
+            body: .init(byteBuffer: .init(string: await services.metrics.exposition(store: services.store))))
     }
 
     let api = router.group().add(middleware: AuthMiddleware(authority: services.authority))

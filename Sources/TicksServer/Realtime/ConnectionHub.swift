@@ -84,6 +84,7 @@ public final class ConnectionHub: Sendable {
             if enqueue(frame, on: outbox) { delivered += 1 }
         }
         metrics.framesSent.increment(by: delivered)
+        metrics.bytesSent.increment(by: delivered * frame.utf8.count)
         return delivered
     }
 

@@ -204,4 +204,8 @@ public protocol TicksStore: Sendable {
     func markDelivered(_ userID: String, _ targets: [DeliveredTarget], now: Timestamp) async throws -> [CursorOutcome]
     func unreadTotals(of userID: String) async throws -> UnreadTotals
     func receipts(forMessage id: String) async throws -> MessageReceipts?
+
+    // Operations
+    /// How many bytes the stored data takes (for `/metrics` and the storage benchmark).
+    func storageBytes() async throws -> Int64
 }

@@ -1,4 +1,5 @@
 import CoreMetrics
+import Foundation
 import Metrics
 import Prometheus
 
@@ -10,6 +11,9 @@ public struct ServerMetrics: Sendable {
 
     let connections: CoreMetrics.Meter
     let framesSent: CoreMetrics.Counter
+    let bytesSent: CoreMetrics.Counter
+    let residentMemory: CoreMetrics.Gauge
+    let storeSize: CoreMetrics.Gauge
     let slowConnectionsClosed: CoreMetrics.Counter
     let eventsPublished: CoreMetrics.Counter
     let readMoves: CoreMetrics.Counter
@@ -27,6 +31,9 @@ public struct ServerMetrics: Sendable {
         self.factory = factory
         connections = CoreMetrics.Meter(label: "ticks_ws_connections", dimensions: [], factory: factory)
         framesSent = CoreMetrics.Counter(label: "ticks_ws_frames_sent_total", dimensions: [], factory: factory)
+        bytesSent = CoreMetrics.Counter(label: "ticks_ws_bytes_sent_total", dimensions: [], factory: factory)
+        residentMemory = CoreMetrics.Gauge(label: "ticks_process_resident_memory_bytes", dimensions: [], factory: factory)
+        storeSize = CoreMetrics.Gauge(label: "ticks_store_size_bytes", dimensions: [], factory: factory)
         slowConnectionsClosed = CoreMetrics.Counter(label: "ticks_ws_slow_connections_closed_total", dimensions: [], factory: factory)
         eventsPublished = CoreMetrics.Counter(label: "ticks_events_published_total", dimensions: [], factory: factory)
         readMoves = CoreMetrics.Counter(label: "ticks_cursor_moves_total", dimensions: [("kind", "read")], factory: factory)
@@ -44,5 +51,22 @@ public struct ServerMetrics: Sendable {
         CoreMetrics.Timer(
             label: "ticks_http_request_duration_seconds", dimensions: [("route", route), ("method", method)],
             factory: factory)
+    }
+}
+
+extension ServerMetrics {
+    /// The Prometheus text, with the gauges that are read on demand brought up to date first.
+    func exposition(store: any TicksStore) async -> String {
+        if let resident = Self.residentMemoryBytes() { residentMemory.record(resident) }
+        if let size = try? await store.storageBytes() { storeSize.record(size) }
+        return registry.emitToString()
+    }
+
+    /// This process's resident set size, from /proc (Linux); nil elsewhere.
+    static func residentMemoryBytes() -> Int64? {
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
+        let fields = statm.split(separator: " ")
+        guard fields.count > 1, let pages = Int64(fields[1]) else { return nil }
+        return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
     }
 }

@@ -672,6 +672,17 @@ public final class SQLiteStore: TicksStore {
         return result
     }
 
+    // MARK: Operations
+
+    /// The database's pages (WAL content included) times the page size.
+    public func storageBytes() async throws -> Int64 {
+        try await writer.read { db in
+            let pages = try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+            let size = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+            return pages * size
+        }
+    }
+
     /// The raw receipt log of one member (tests compare it with `ReceiptRules.reachedAt`).
     func loggedMoves(channelPK: Int64, userID: String, kind: CursorKind) async throws -> [LoggedMove] {
         try await writer.read { db in

@@ -1,0 +1,99 @@
+import Foundation
+
+/// Scenario 1: readers mark delivered and read at a total rate; latency is
+/// from a reader's request start to its sender's connection seeing the receipt.
+struct ReceiptsScenario {
+    struct Parameters: Codable, Sendable {
+        var target: String
+        var channels: Int
+        var members: Int
+        var rate: Int
+        var duration: Double
+        var kinds: [ReceiptKind]
+    }
+
+    struct Result: Codable, Sendable {
+        var scenario = "receipts"
+        var params: Parameters
+        var achieved_rate: Double
+        var latency_ms: LatencySummary
+        var errors: Int
+        /// Receipts whose event never reached the sender within the grace period.
+        var missing: Int
+        var setup_seconds: Double
+    }
+
+    let target: any ReceiptTarget
+    let parameters: Parameters
+
+    func run() async throws -> Result {
+        let readersPerChannel = parameters.members - 1
+        let readerCount = parameters.channels * readersPerChannel
+        let totalOps = Int((Double(parameters.rate) * parameters.duration).rounded())
+        let opsPerReader = (totalOps + readerCount - 1) / readerCount
+        let kinds = parameters.kinds
+        let messagesPerChannel = opsPerReader / kinds.count + 2
+
+        let setupStart = ContinuousClock.now
+        let channels = try await target.prepare(
+            channels: parameters.channels, readersPerChannel: readersPerChannel, messagesPerChannel: messagesPerChannel,
+            prefix: runPrefix())
+        let book = LatencyBook()
+        let listening = try await target.listen(to: channels) { key in book.seen(key) }
+        let setupSeconds = (ContinuousClock.now - setupStart).seconds
+
+        let errors = Counter()
+        let completed = Counter()
+        // Each reader works through its own schedule, one request at a time (its
+        // marks must reach the server in order), so the total is the target rate.
+        let interval = Duration.seconds(Double(readerCount) / Double(parameters.rate))
+        let start = ContinuousClock.now + .milliseconds(200)
+        let end = start + .seconds(parameters.duration)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (channel, reader) in channels.flatMap({ channel in channel.readers.indices.map { (channel, $0) } }) {
+                let offset = interval * Double.random(in: 0..<1)
+                group.addTask {
+                    var op = 0
+                    while true {
+                        let due = start + offset + interval * op
+                        guard due < end else { break }
+                        if due > .now { try await Task.sleep(until: due) }
+                        let kind = kinds[op % kinds.count]
+                        let message = op / kinds.count
+                        let key = receiptKey(reader: channel.readers[reader], message: channel.messageIDs[message], kind: kind)
+                        book.start(key)
+                        do {
+                            try await target.mark(kind, channel: channel, reader: reader, message: message)
+                            completed.increment()
+                        } catch {
+                            book.cancel(key)
+                            errors.increment()
+                        }
+                        op += 1
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let elapsed = max((ContinuousClock.now - start).seconds, parameters.duration)
+        // Give the last events a moment to arrive.
+        let grace = ContinuousClock.now + .seconds(3)
+        while book.outstanding > 0, ContinuousClock.now < grace { try await Task.sleep(for: .milliseconds(20)) }
+        await listening.stop()
+        return Result(
+            params: parameters, achieved_rate: (Double(completed.value) / elapsed * 10).rounded() / 10,
+            latency_ms: book.summary, errors: errors.value, missing: book.outstanding,
+            setup_seconds: (setupSeconds * 10).rounded() / 10)
+    }
+
+    static func describe(_ result: Result) -> [String] {
+        let p = result.params
+        return [
+            "receipts on \(p.target): \(p.channels) channels of \(p.members), target \(p.rate)/s for \(p.duration)s"
+                + " (\(p.kinds.map(\.rawValue).joined(separator: "+")))",
+            "  achieved \(result.achieved_rate)/s, errors \(result.errors), missing events \(result.missing)"
+                + " (set-up \(result.setup_seconds)s)",
+            "  reader → sender latency: \(result.latency_ms.text)",
+        ]
+    }
+}

@@ -1,0 +1,177 @@
+import AsyncHTTPClient
+import Foundation
+import Histogram
+import JWTKit
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// JSON over HTTP for the load generator: one client with a connection pool
+/// sized for the load.
+struct HTTP: Sendable {
+    let client: HTTPClient
+
+    init(connections: Int) {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(
+            idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
+        configuration.timeout = .init(connect: .seconds(5), read: .seconds(30))
+        client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let status: Int
+        let body: String
+        var description: String { "HTTP \(status): \(body.prefix(300))" }
+    }
+
+    /// Sends a request; a non-2xx answer throws. Returns the body.
+    @discardableResult
+    func call(
+        _ method: HTTPMethod, _ url: String, headers: [(String, String)] = [], json: String? = nil,
+        timeout: Duration = .seconds(30)
+    ) async throws -> ByteBuffer {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let json {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: json))
+        }
+        let response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000))
+        let body = try await response.body.collect(upTo: 64 << 20)
+        guard (200..<300).contains(Int(response.status.code)) else {
+            throw Failure(status: Int(response.status.code), body: String(buffer: body))
+        }
+        return body
+    }
+
+    func json(_ method: HTTPMethod, _ url: String, headers: [(String, String)] = [], json body: String? = nil)
+        async throws -> [String: Any]
+    {
+        let buffer = try await call(method, url, headers: headers, json: body)
+        return (try JSONSerialization.jsonObject(with: Data(buffer.readableBytesView)) as? [String: Any]) ?? [:]
+    }
+
+    func shutdown() async {
+        try? await client.shutdown()
+    }
+}
+
+/// Signs HS256 tokens the way `ticks token` does, from the app secret.
+struct Tokens: Sendable {
+    let keys: JWTKeyCollection
+
+    init(secret: String) async {
+        keys = JWTKeyCollection()
+        await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
+    }
+
+    struct Claims: JWTPayload {
+        var server: Bool?
+        var user_id: String?
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    func user(_ id: String) async throws -> String { try await keys.sign(Claims(server: nil, user_id: id)) }
+    func server() async throws -> String { try await keys.sign(Claims(server: true, user_id: nil)) }
+}
+
+/// Latencies from the moment a request starts to the moment its effect is
+/// seen elsewhere, matched by key.
+final class LatencyBook: Sendable {
+    private struct State {
+        var started: [String: ContinuousClock.Instant] = [:]
+        var histogram = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+        var seenWithoutStart = 0
+    }
+    private let state = Mutex(State())
+
+    func start(_ key: String, at instant: ContinuousClock.Instant = .now) {
+        state.withLock { $0.started[key] = instant }
+    }
+
+    /// The request failed: nothing will be seen for it.
+    func cancel(_ key: String) {
+        _ = state.withLock { $0.started.removeValue(forKey: key) }
+    }
+
+    func seen(_ key: String, at instant: ContinuousClock.Instant = .now) {
+        state.withLock { state in
+            guard let started = state.started.removeValue(forKey: key) else {
+                state.seenWithoutStart += 1
+                return
+            }
+            _ = state.histogram.record(UInt64(max((instant - started).microseconds, 1)))
+        }
+    }
+
+    var outstanding: Int { state.withLock { $0.started.count } }
+    var summary: LatencySummary { state.withLock { LatencySummary($0.histogram) } }
+}
+
+/// p50, p90, p99 and max in milliseconds.
+struct LatencySummary: Codable, Sendable {
+    var count: UInt64
+    var p50: Double
+    var p90: Double
+    var p99: Double
+    var max: Double
+
+    init(_ histogram: Histogram<UInt64>) {
+        count = histogram.totalCount
+        func ms(_ micros: UInt64) -> Double { (Double(micros) / 1000 * 1000).rounded() / 1000 }
+        p50 = count == 0 ? 0 : ms(histogram.valueAtPercentile(50))
+        p90 = count == 0 ? 0 : ms(histogram.valueAtPercentile(90))
+        p99 = count == 0 ? 0 : ms(histogram.valueAtPercentile(99))
+        max = count == 0 ? 0 : ms(histogram.max)
+    }
+
+    var text: String { "p50 \(p50) ms, p90 \(p90) ms, p99 \(p99) ms, max \(max) ms (\(count) samples)" }
+}
+
+extension Duration {
+    var microseconds: Int64 { components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000 }
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+/// Runs `body` for each element with at most `width` running at once.
+func forEachConcurrently<Element: Sendable>(
+    _ elements: [Element], width: Int, _ body: @escaping @Sendable (Element) async throws -> Void
+) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        var iterator = elements.makeIterator()
+        for _ in 0..<width {
+            guard let element = iterator.next() else { break }
+            group.addTask { try await body(element) }
+        }
+        while try await group.next() != nil {
+            guard let element = iterator.next() else { continue }
+            group.addTask { try await body(element) }
+        }
+    }
+}
+
+/// Prints the human summary to stderr when --json goes to stdout.
+func report(_ lines: [String], json: (any Encodable)?, asJSON: Bool) throws {
+    if asJSON, let json {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        FileHandle.standardOutput.write(try encoder.encode(json) + Data("\n".utf8))
+        FileHandle.standardError.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+    } else {
+        print(lines.joined(separator: "\n"))
+    }
+}
+
+/// A fresh id prefix so runs against the same server never collide.
+func runPrefix() -> String {
+    "b" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+}
+
+/// A value shared between tasks, behind a lock.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<Result: Sendable>(_ body: (inout Value) -> Result) -> Result { mutex.withLock { body(&$0) } }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import HummingbirdWSClient
+import Logging
+import NIOHTTP1
+import Synchronization
+
+/// Ticks over its Stream-compatible HTTP API and WebSocket.
+struct TicksTarget: ReceiptTarget {
+    let name = "ticks"
+    let supportsDelivered = true
+    let baseURL: String
+    let apiKey: String
+    let tokens: Tokens
+    let http: HTTP
+
+    func url(_ path: String) -> String { "\(baseURL)\(path)?api_key=\(apiKey)" }
+
+    func headers(_ token: String) -> [(String, String)] {
+        [("Authorization", token), ("stream-auth-type", "jwt")]
+    }
+
+    /// Calls made as the server (set-up only).
+    func admin(_ method: HTTPMethod, _ path: String, _ json: String?) async throws {
+        try await http.call(method, url(path), headers: headers(try await tokens.server()), json: json)
+    }
+
+    func upsertUsers(_ ids: [String]) async throws {
+        for batch in stride(from: 0, to: ids.count, by: 100).map({ Array(ids[$0..<min($0 + 100, ids.count)]) }) {
+            let users = batch.map { "\"\($0)\": {\"id\": \"\($0)\"}" }.joined(separator: ",")
+            try await admin(.POST, "/users", "{\"users\": {\(users)}}")
+        }
+    }
+
+    func prepare(channels count: Int, readersPerChannel: Int, messagesPerChannel: Int, prefix: String) async throws
+        -> [BenchChannel]
+    {
+        let plans = (0..<count).map { index in
+            (index: index, sender: "\(prefix)s\(index)", readers: (0..<readersPerChannel).map { "\(prefix)r\(index)x\($0)" })
+        }
+        try await upsertUsers(plans.flatMap { [$0.sender] + $0.readers })
+        let made = Locked<[BenchChannel]>([])
+        try await forEachConcurrently(plans, width: 16) { plan in
+            let id = "\(prefix)c\(plan.index)"
+            let members = ([plan.sender] + plan.readers).map { "\"\($0)\"" }.joined(separator: ",")
+            try await admin(
+                .POST, "/channels/messaging/\(id)/query",
+                "{\"data\": {\"members\": [\(members)], \"created_by\": {\"id\": \"\(plan.sender)\"}}}")
+            let senderToken = try await tokens.user(plan.sender)
+            var messageIDs: [String] = []
+            // One after the other, so the log's order is the ids' order.
+            for number in 0..<messagesPerChannel {
+                let messageID = "\(id)m\(number)"
+                try await http.call(
+                    .POST, url("/channels/messaging/\(id)/message"), headers: headers(senderToken),
+                    json: "{\"message\": {\"id\": \"\(messageID)\", \"text\": \"message \(number)\"}}")
+                messageIDs.append(messageID)
+            }
+            var readerTokens: [String] = []
+            for reader in plan.readers { readerTokens.append(try await tokens.user(reader)) }
+            let channel = BenchChannel(
+                index: plan.index, id: id, sender: plan.sender, senderToken: senderToken, readers: plan.readers,
+                readerTokens: readerTokens, messageIDs: messageIDs)
+            made.withLock { $0.append(channel) }
+        }
+        return made.withLock { $0 }.sorted { $0.index < $1.index }
+    }
+
+    func listen(to channels: [BenchChannel], seen: @escaping @Sendable (String) -> Void) async throws -> Listening {
+        let connected = Counter()
+        let tasks = channels.map { channel in
+            Task {
+                await runSocket(user: channel.sender, token: channel.senderToken, connected: connected) { frame in
+                    guard let key = Self.receiptSeen(in: frame) else { return }
+                    seen(key)
+                }
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while connected.value < channels.count {
+            guard ContinuousClock.now < deadline else {
+                throw HTTP.Failure(status: 0, body: "only \(connected.value) of \(channels.count) senders connected")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return Listening(tasks: tasks)
+    }
+
+    /// Keeps one WebSocket open as `user`, handing every text frame to `onFrame`.
+    func runSocket(user: String, token: String, connected: Counter, onFrame: @escaping @Sendable (String) -> Void)
+        async
+    {
+        let json = "{\"user_id\":\"\(user)\"}".addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+        let wsBase = baseURL.replacingOccurrences(of: "http://", with: "ws://")
+        var logger = Logger(label: "bench-socket")
+        logger.logLevel = .critical
+        _ = try? await WebSocketClient.connect(
+            url: "\(wsBase)/connect?api_key=\(apiKey)&json=\(json)&authorization=\(token)",
+            configuration: .init(maxFrameSize: 1 << 20), logger: logger
+        ) { inbound, _, _ in
+            var first = true
+            for try await message in inbound.messages(maxSize: 1 << 20) {
+                guard case .text(let text) = message else { continue }
+                if first {
+                    first = false
+                    connected.increment()
+                }
+                onFrame(text)
+            }
+        }
+    }
+
+    private struct Frame: Decodable {
+        struct User: Decodable { let id: String }
+        let type: String
+        let user: User?
+        let last_read_message_id: String?
+        let last_delivered_message_id: String?
+    }
+
+    static func receiptSeen(in text: String) -> String? {
+        guard text.contains("message.read") || text.contains("message.delivered"),
+            let frame = try? JSONDecoder().decode(Frame.self, from: Data(text.utf8)), let user = frame.user?.id
+        else { return nil }
+        switch frame.type {
+        case "message.read": return frame.last_read_message_id.map { receiptKey(reader: user, message: $0, kind: .read) }
+        case "message.delivered":
+            return frame.last_delivered_message_id.map { receiptKey(reader: user, message: $0, kind: .delivered) }
+        default: return nil
+        }
+    }
+
+    func mark(_ kind: ReceiptKind, channel: BenchChannel, reader: Int, message: Int) async throws {
+        let token = channel.readerTokens[reader]
+        let messageID = channel.messageIDs[message]
+        switch kind {
+        case .read:
+            try await http.call(
+                .POST, url("/channels/messaging/\(channel.id)/read"), headers: headers(token),
+                json: "{\"message_id\": \"\(messageID)\"}")
+        case .delivered:
+            try await http.call(
+                .POST, url("/channels/delivered"), headers: headers(token),
+                json: "{\"latest_delivered_messages\": [{\"cid\": \"messaging:\(channel.id)\", \"id\": \"\(messageID)\"}]}")
+        }
+    }
+
+    /// A number from the server's `/metrics` (0 when absent), summed over label sets.
+    func metric(_ name: String) async throws -> Double {
+        let text = String(buffer: try await http.call(.GET, "\(baseURL)/metrics"))
+        return text.split(separator: "\n")
+            .filter { $0.hasPrefix(name + " ") || $0.hasPrefix(name + "{") }
+            .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+            .reduce(0, +)
+    }
+}
+
+/// A thread-safe count.
+final class Counter: Sendable {
+    private let count = Atomic<Int>(0)
+    func increment(by amount: Int = 1) { count.add(amount, ordering: .relaxed) }
+    var value: Int { count.load(ordering: .relaxed) }
+}
