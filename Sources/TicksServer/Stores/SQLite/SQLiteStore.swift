@@ -4,11 +4,14 @@ import TicksProtocol
 import TicksReceipts
 
 /// The embedded store: SQLite through GRDB. Writes go through GRDB's single
-/// writer, one transaction per call, so each call sees and changes a consistent
+/// writer, grouped by `GroupCommitter` (concurrent calls share a transaction,
+/// each in a savepoint of its own), so each call sees and changes a consistent
 /// state; cursor UPDATEs are guarded as well (`WHERE read_seq < :new`), so they
 /// would stay monotonic (R2) even without that serialisation.
 public final class SQLiteStore: TicksStore {
     let writer: any DatabaseWriter
+    /// Every write goes through here: concurrent writes share a commit.
+    let committer: GroupCommitter
 
     /// Opens (creating if needed) the database file at `path`, in WAL mode.
     public static func open(path: String) throws -> SQLiteStore {
@@ -29,6 +32,7 @@ public final class SQLiteStore: TicksStore {
 
     init(writer: any DatabaseWriter) throws {
         self.writer = writer
+        self.committer = GroupCommitter(writer: writer)
         try SQLiteSchema.migrator.migrate(writer)
         try writer.write { db in try Self.seedChannelTypes(db) }
     }
@@ -54,7 +58,7 @@ public final class SQLiteStore: TicksStore {
     // MARK: Users
 
     public func upsertUsers(_ users: [User], now: Timestamp) async throws -> [User] {
-        try await writer.write { db in
+        try await committer.write { db in
             try users.map { incoming in
                 var user = incoming
                 let existing = try Row.fetchOne(
@@ -110,7 +114,7 @@ public final class SQLiteStore: TicksStore {
     }
 
     public func createChannelType(_ config: ChannelConfig) async throws -> ChannelConfig {
-        try await writer.write { db in
+        try await committer.write { db in
             try db.execute(
                 sql: "INSERT OR IGNORE INTO channel_type (name, config) VALUES (?, ?)",
                 arguments: [config.name, try JSONCoding.string(config)])
@@ -124,7 +128,7 @@ public final class SQLiteStore: TicksStore {
     public func updateChannelType(named name: String, _ patch: ChannelTypePatch, now: Timestamp) async throws
         -> ChannelConfig
     {
-        try await writer.write { db in
+        try await committer.write { db in
             guard var config = try Self.channelType(db, name) else {
                 throw APIError.notFound("channel type '\(name)' does not exist")
             }
@@ -177,7 +181,7 @@ public final class SQLiteStore: TicksStore {
         type: String, id: String, createdBy: String?, memberIDs: [String], custom: [String: JSONValue],
         now: Timestamp
     ) async throws -> (channel: ChannelRecord, created: Bool) {
-        try await writer.write { db in
+        try await committer.write { db in
             if let existing = try Self.channel(db, type: type, id: id) { return (existing, false) }
             guard try Self.channelType(db, type) != nil else {
                 throw APIError.input("channel type '\(type)' does not exist")
@@ -340,6 +344,14 @@ public final class SQLiteStore: TicksStore {
         }
     }
 
+    public func authors(in channelPK: Int64, after: Seq, through: Seq) async throws -> [String] {
+        try await writer.read { db in
+            try String.fetchAll(
+                db, sql: "SELECT DISTINCT user_id FROM message WHERE channel_pk = ? AND seq > ? AND seq <= ?",
+                arguments: [channelPK, after, through])
+        }
+    }
+
     public func isMember(_ userID: String, of channelPK: Int64) async throws -> Bool {
         try await writer.read { db in try Self.isMember(db, userID, channelPK) }
     }
@@ -353,7 +365,7 @@ public final class SQLiteStore: TicksStore {
     public func addMembers(_ userIDs: [String], to channel: ChannelRecord, now: Timestamp) async throws
         -> [MemberState]
     {
-        try await writer.write { db in
+        try await committer.write { db in
             try Self.requireUsers(db, userIDs)
             let current = try Self.channel(db, pk: channel.pk)
             var added: [MemberState] = []
@@ -369,7 +381,7 @@ public final class SQLiteStore: TicksStore {
     public func removeMembers(_ userIDs: [String], from channel: ChannelRecord, now: Timestamp) async throws
         -> [String]
     {
-        try await writer.write { db in
+        try await committer.write { db in
             var removed: [String] = []
             for userID in userIDs.uniqued() {
                 try db.execute(
@@ -407,7 +419,7 @@ public final class SQLiteStore: TicksStore {
     public func sendMessage(_ new: NewMessage, to channel: ChannelRecord, now: Timestamp) async throws
         -> SendOutcome
     {
-        try await writer.write { db in
+        try await committer.write { db in
             if let row = try Row.fetchOne(db, sql: "SELECT * FROM message WHERE id = ?", arguments: [new.id]) {
                 // R11: a retried send returns what is stored.
                 let stored = try Self.message(from: row, cid: channel.cid)
@@ -512,7 +524,7 @@ public final class SQLiteStore: TicksStore {
     public func markRead(_ userID: String, in channel: ChannelRecord, upTo messageID: String?, now: Timestamp)
         async throws -> CursorOutcome
     {
-        try await writer.write { db in
+        try await committer.write { db in
             let current = try Self.channel(db, pk: channel.pk)
             var target = current.lastSeq
             if let messageID {
@@ -530,7 +542,7 @@ public final class SQLiteStore: TicksStore {
     public func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp)
         async throws -> CursorOutcome
     {
-        try await writer.write { db in
+        try await committer.write { db in
             guard let seq = try Self.seq(db, of: messageID, in: channel.pk) else {
                 throw APIError.input("message '\(messageID)' is not in channel \(channel.cid)")
             }
@@ -544,7 +556,7 @@ public final class SQLiteStore: TicksStore {
     }
 
     public func markAllRead(_ userID: String, now: Timestamp) async throws -> [CursorOutcome] {
-        try await writer.write { db in
+        try await committer.write { db in
             let rows = try Row.fetchAll(
                 db,
                 sql: "SELECT c.pk, c.last_seq FROM member m JOIN channel c ON c.pk = m.channel_pk WHERE m.user_id = ?",
@@ -565,7 +577,7 @@ public final class SQLiteStore: TicksStore {
     public func markDelivered(_ userID: String, _ targets: [DeliveredTarget], now: Timestamp) async throws
         -> [CursorOutcome]
     {
-        try await writer.write { db in
+        try await committer.write { db in
             // Resolve and check every entry first: all or nothing.
             var best: [Int64: (seq: Seq, newest: Seq)] = [:]
             var order: [Int64] = []
