@@ -15,6 +15,9 @@ public struct TicksServerConfiguration: Sendable {
     public var connectionBufferCapacity: Int
     /// How often the server pings each WebSocket; one that does not answer is closed.
     public var pingInterval: Duration
+    /// In channels with more members than this, read and delivered events go
+    /// only to the authors of the messages they cover (SPEC §7).
+    public var largeChannelMembers = 100
     /// Called once the server listens, with the port it got (useful with port 0).
     public var onServerRunning: @Sendable (_ port: Int) async -> Void = { _ in }
 
@@ -47,7 +50,7 @@ public func buildApplication(
         bufferCapacity: configuration.connectionBufferCapacity, metrics: metrics, logger: logger)
     let authority = await TokenAuthority(credentials: configuration.credentials)
     let services = TicksServices(store: store, hub: hub, metrics: metrics, authority: authority)
-    let router = buildRouter(services: services, logger: logger)
+    let router = buildRouter(services: services, configuration: configuration, logger: logger)
     let webSocketResponder = router.buildResponder()
     let application = Application(
         router: router,
@@ -68,7 +71,9 @@ public func buildApplication(
 }
 
 /// Every route: `/health` and `/metrics` are open, the Stream API needs a token.
-func buildRouter(services: TicksServices, logger: Logger) -> Router<TicksRequestContext> {
+func buildRouter(services: TicksServices, configuration: TicksServerConfiguration, logger: Logger)
+    -> Router<TicksRequestContext>
+{
     let router = Router(context: TicksRequestContext.self)
     router.add(middleware: StreamErrorMiddleware())
     router.add(middleware: RequestMetricsMiddleware(metrics: services.metrics))
@@ -83,7 +88,9 @@ func buildRouter(services: TicksServices, logger: Logger) -> Router<TicksRequest
     }
 
     let api = router.group().add(middleware: AuthMiddleware(authority: services.authority))
-    let events = EventPublisher(store: services.store, hub: services.hub, metrics: services.metrics, logger: logger)
+    let events = EventPublisher(
+        store: services.store, hub: services.hub, metrics: services.metrics, logger: logger,
+        largeChannelMembers: configuration.largeChannelMembers)
     UsersController(store: services.store).addRoutes(to: api)
     ChannelTypesController(store: services.store).addRoutes(to: api)
     ChannelsController(store: services.store, hub: services.hub, events: events).addRoutes(to: api)

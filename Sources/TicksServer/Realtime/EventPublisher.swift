@@ -10,6 +10,8 @@ struct EventPublisher: Sendable {
     let hub: ConnectionHub
     let metrics: ServerMetrics
     let logger: Logger
+    /// Channels with more members than this get targeted receipt events (see `receiptRecipients`).
+    let largeChannelMembers: Int
 
     /// `message.new` to every member, each with their own unread counts.
     func messageNew(_ outcome: SendOutcome, channel: ChannelRecord, users: [String: User]) throws {
@@ -40,11 +42,11 @@ struct EventPublisher: Sendable {
         for move in outcome.update.moves {
             (move.kind == .read ? metrics.readMoves : metrics.deliveredMoves).increment()
         }
-        let members = try await store.memberIDs(of: outcome.channel.pk)
         let visibility = ReceiptVisibility(config: config, users: [reader.id: reader], viewer: nil)
         let own = [reader.id]
-        if outcome.update.moved(.read) {
-            try send(Self.messageRead(outcome, reader: reader), to: visibility.readVisible(reader.id) ? members : own)
+        if let read = outcome.update.moves.first(where: { $0.kind == .read }) {
+            let members = visibility.readVisible(reader.id) ? try await receiptRecipients(outcome, read) : own
+            try send(Self.messageRead(outcome, reader: reader), to: members)
             var notification = Event(
                 type: .notificationMarkRead, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
             notification.lastReadMessageID = outcome.state.lastReadMessageID
@@ -52,12 +54,27 @@ struct EventPublisher: Sendable {
             notification.totalUnreadCount = outcome.totals.messages
             notification.unreadChannels = outcome.totals.channels
             try send(notification, to: own)
-        } else if outcome.update.moved(.delivered), config.deliveryEvents {
+        } else if let delivered = outcome.update.moves.first(where: { $0.kind == .delivered }), config.deliveryEvents {
             var event = Event(type: .messageDelivered, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
             event.lastDeliveredAt = outcome.state.deliveredAt
             event.lastDeliveredMessageID = outcome.state.lastDeliveredMessageID
-            try send(event, to: visibility.deliveredVisible(reader.id) ? members : own)
+            let members = visibility.deliveredVisible(reader.id) ? try await receiptRecipients(outcome, delivered) : own
+            try send(event, to: members)
         }
+    }
+
+    /// Who gets a member's read or delivered event: in a channel of up to
+    /// `largeChannelMembers` members, every member (as Stream does). In a larger
+    /// one only the authors of the messages the move covered, and the member's
+    /// own devices: nobody else shows a status for those messages, and a
+    /// channel of M members where everyone reads sends O(M) frames, not O(M²)
+    /// (SPEC §7).
+    func receiptRecipients(_ outcome: CursorOutcome, _ move: CursorMove) async throws -> [String] {
+        guard outcome.channel.memberCount > largeChannelMembers else {
+            return try await store.memberIDs(of: outcome.channel.pk)
+        }
+        let authors = try await store.authors(in: outcome.channel.pk, after: move.from, through: move.to)
+        return Array(Set(authors).union([outcome.userID]))
     }
 
     /// `notification.mark_unread` to the reader's own connections.

@@ -181,6 +181,8 @@ public protocol TicksStore: Sendable {
     func snapshot(of channel: ChannelRecord, messageLimit: Int, beforeMessageID: String?) async throws -> ChannelSnapshot
     func channels(matching filter: ChannelFilter, limit: Int, offset: Int) async throws -> [ChannelRecord]
     func memberIDs(of channelPK: Int64) async throws -> [String]
+    /// The distinct authors of the messages with `seq` in `(after, through]`.
+    func authors(in channelPK: Int64, after: Seq, through: Seq) async throws -> [String]
     func isMember(_ userID: String, of channelPK: Int64) async throws -> Bool
     /// Adds the users not yet members (R5); returns the new members' states.
     func addMembers(_ userIDs: [String], to channel: ChannelRecord, now: Timestamp) async throws -> [MemberState]

@@ -139,6 +139,36 @@ struct EventTests {
         }
     }
 
+    @Test("large channels: read and delivered events go only to the authors of the messages they cover")
+    func largeChannelTargeting() async throws {
+        try await TestServer.run(.memory, .live, largeChannelMembers: 3) { server in
+            try await server.upsert("alice", "bob", "carol", "dave")
+            try await server.createChannel("messaging:big", members: ["alice", "bob", "carol", "dave"])
+            try await server.createChannel("messaging:barrier", members: ["alice", "bob", "carol", "dave"])
+            try await server.send("messaging:big", id: "b1", from: "alice")
+            try await server.send("messaging:big", id: "b2", from: "carol")
+            let sockets = try await ["alice", "bob", "carol", "dave"].asyncMap { try await TestSocket.connect(server, as: $0) }
+            defer { sockets.forEach { $0.close() } }
+            let (alice, bob, carol, dave) = (sockets[0], sockets[1], sockets[2], sockets[3])
+
+            // Bob's read covers alice's b1 only: alice hears of it, carol and dave do not.
+            try await server.markRead("messaging:big", "bob", upTo: "b1")
+            #expect(try await alice.next("message.read")["user"]["id"].string == "bob")
+            _ = try await bob.next("message.read")
+            try await barrier(server, alice, bob, carol, dave)
+            for socket in [carol, dave] {
+                #expect(!socket.pending.contains { $0["type"].string == "message.read" }, "\(socket.userID)")
+            }
+            // Dave's delivery covers both: alice and carol hear of it.
+            try await server.markDelivered("dave", [("messaging:big", "b2")])
+            for author in [alice, carol] {
+                #expect(try await author.next("message.delivered")["user"]["id"].string == "dave")
+            }
+            try await barrier(server, bob)
+            #expect(!bob.pending.contains { $0["type"].string == "message.delivered" })
+        }
+    }
+
     @Test("notification.mark_unread to the reader's own connections only")
     func markUnread() async throws {
         try await TestServer.run(.memory, .live) { server in
@@ -260,5 +290,13 @@ struct EventTests {
             defer { socket.close() }
             #expect(try await server.store.users(ids: ["newbie"])["newbie"]?.name == "New")
         }
+    }
+}
+
+extension Array {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var result: [T] = []
+        for element in self { result.append(try await transform(element)) }
+        return result
     }
 }

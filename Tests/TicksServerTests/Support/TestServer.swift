@@ -45,13 +45,14 @@ struct TestServer: Sendable {
     /// listens on a loopback port (needed for WebSockets).
     static func run<Value: Sendable>(
         _ kind: StoreKind = .memory, _ setup: TestingSetup = .router, bufferCapacity: Int = 1024,
-        _ body: @Sendable (TestServer) async throws -> Value
+        largeChannelMembers: Int = 100, _ body: @Sendable (TestServer) async throws -> Value
     ) async throws -> Value {
         var logger = Logger(label: "ticks-test")
         logger.logLevel = .warning
-        let configuration = TicksServerConfiguration(
+        var configuration = TicksServerConfiguration(
             host: "127.0.0.1", port: 0,
             credentials: try Credentials(apiKey: TestKeys.apiKey, apiSecret: TestKeys.apiSecret), connectionBufferCapacity: bufferCapacity)
+        configuration.largeChannelMembers = largeChannelMembers
         let (application, services) = await buildApplication(
             configuration: configuration, store: try kind.make(), logger: logger)
         let serverToken = try await services.authority.serverToken()
