@@ -286,9 +286,8 @@ struct ChannelsController {
         let body = try await request.decodeJSON(MarkReadRequest.self)
         let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
         let outcome = try await store.markRead(reader, in: channel, upTo: body.messageID, now: .now())
-        let (user, config) = try await readerAndConfig(reader, channel)
-        try await events.cursorMoved(outcome, reader: user, config: config)
-        return try context.respond(EventResponse(event: EventPublisher.messageRead(outcome, reader: user)))
+        try await events.cursorMoved(outcome)
+        return try context.respond(EventResponse(event: EventPublisher.messageRead(outcome)))
     }
 
     @Sendable func markUnread(_ request: Request, context: TicksRequestContext) async throws -> Response {
@@ -298,8 +297,7 @@ struct ChannelsController {
         let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
         guard let messageID = body.messageID else { throw APIError.input("message_id is required") }
         let outcome = try await store.markUnread(reader, in: channel, from: messageID, now: .now())
-        let (user, _) = try await readerAndConfig(reader, channel)
-        try events.markedUnread(outcome, reader: user)
+        try events.markedUnread(outcome)
         return try context.respond(Empty())
     }
 
@@ -308,8 +306,7 @@ struct ChannelsController {
         let body = try await request.decodeJSON(ActingUserFields.self)
         let reader = try context.requireActingUser(named: body.named)
         for outcome in try await store.markAllRead(reader, now: .now()) {
-            let (user, config) = try await readerAndConfig(reader, outcome.channel)
-            try await events.cursorMoved(outcome, reader: user, config: config)
+            try await events.cursorMoved(outcome)
         }
         return try context.respond(Empty())
     }
@@ -352,8 +349,7 @@ struct ChannelsController {
         let outcomes = try await store.markDelivered(
             reader, entries.map { DeliveredTarget(cid: $0.cid, messageID: $0.id) }, now: .now())
         for outcome in outcomes {
-            let (user, config) = try await readerAndConfig(reader, outcome.channel)
-            try await events.cursorMoved(outcome, reader: user, config: config)
+            try await events.cursorMoved(outcome)
         }
         return try context.respond(Empty())
     }
@@ -371,10 +367,16 @@ struct ChannelsController {
     /// The channel of the path; a user token must belong to it.
     func loadChannel(_ context: TicksRequestContext) async throws -> ChannelRecord {
         let (type, id) = try channelPath(context)
-        guard let channel = try await store.channel(type: type, id: id) else {
+        guard case .user(let userID) = try context.requirePrincipal() else {
+            guard let channel = try await store.channel(type: type, id: id) else {
+                throw APIError.notFound("channel \(type):\(id) does not exist")
+            }
+            return channel
+        }
+        guard let (channel, isMember) = try await store.channel(type: type, id: id, member: userID) else {
             throw APIError.notFound("channel \(type):\(id) does not exist")
         }
-        try await store.requireAccess(context, to: channel)
+        guard isMember else { throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)") }
         return channel
     }
 
@@ -384,13 +386,5 @@ struct ChannelsController {
             throw APIError.input("messages.limit must be between 0 and \(Self.maxMessageLimit)")
         }
         return limit
-    }
-
-    func readerAndConfig(_ userID: String, _ channel: ChannelRecord) async throws -> (User, ChannelConfig) {
-        let users = try await store.users(ids: [userID])
-        guard let config = try await store.channelType(named: channel.type) else {
-            throw APIError.notFound("channel type '\(channel.type)' does not exist")
-        }
-        return (Presenter.user(userID, users), config)
     }
 }

@@ -29,16 +29,17 @@ struct EventPublisher: Sendable {
     }
 
     /// The `message.read` event for a read state (also the answer to mark read).
-    static func messageRead(_ outcome: CursorOutcome, reader: User) -> Event {
-        var event = Event(type: .messageRead, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
+    static func messageRead(_ outcome: CursorOutcome) -> Event {
+        var event = Event(type: .messageRead, createdAt: outcome.at, cid: outcome.channel.cid, user: outcome.reader)
         event.lastReadMessageID = outcome.state.lastReadMessageID
         return event
     }
 
     /// Events for a cursor that moved: `message.read` / `message.delivered` to
     /// the members who may see it, and `notification.mark_read` to the reader.
-    func cursorMoved(_ outcome: CursorOutcome, reader: User, config: ChannelConfig) async throws {
+    func cursorMoved(_ outcome: CursorOutcome) async throws {
         guard outcome.update.changed else { return }
+        let (reader, config) = (outcome.reader, outcome.config)
         for move in outcome.update.moves {
             (move.kind == .read ? metrics.readMoves : metrics.deliveredMoves).increment()
         }
@@ -46,7 +47,7 @@ struct EventPublisher: Sendable {
         let own = [reader.id]
         if let read = outcome.update.moves.first(where: { $0.kind == .read }) {
             let members = visibility.readVisible(reader.id) ? try await receiptRecipients(outcome, read) : own
-            try send(Self.messageRead(outcome, reader: reader), to: members)
+            try send(Self.messageRead(outcome), to: members)
             var notification = Event(
                 type: .notificationMarkRead, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
             notification.lastReadMessageID = outcome.state.lastReadMessageID
@@ -74,12 +75,13 @@ struct EventPublisher: Sendable {
             return try await store.memberIDs(of: outcome.channel.pk)
         }
         let authors = try await store.authors(in: outcome.channel.pk, after: move.from, through: move.to)
-        return Array(Set(authors).union([outcome.userID]))
+        return Array(Set(authors).union([outcome.reader.id]))
     }
 
     /// `notification.mark_unread` to the reader's own connections.
-    func markedUnread(_ outcome: CursorOutcome, reader: User) throws {
+    func markedUnread(_ outcome: CursorOutcome) throws {
         guard outcome.update.changed else { return }
+        let reader = outcome.reader
         var event = Event(type: .notificationMarkUnread, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
         event.firstUnreadMessageID = outcome.state.firstUnreadMessageID
         event.lastReadAt = outcome.state.readAt

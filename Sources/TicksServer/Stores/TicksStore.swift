@@ -84,7 +84,9 @@ public struct RecipientUnread: Sendable, Equatable {
 /// A cursor change of one member in one channel, committed.
 public struct CursorOutcome: Sendable {
     public var channel: ChannelRecord
-    public var userID: String
+    public var config: ChannelConfig
+    /// The member whose cursor moved.
+    public var reader: User
     public var update: CursorUpdate
     public var state: MemberState
     public var totals: UnreadTotals
@@ -174,6 +176,9 @@ public protocol TicksStore: Sendable {
 
     // Channels and members
     func channel(type: String, id: String) async throws -> ChannelRecord?
+    /// The channel and whether `userID` is one of its members, in one look-up.
+    func channel(type: String, id: String, member userID: String) async throws
+        -> (channel: ChannelRecord, isMember: Bool)?
     /// Creates the channel with its first members (R5) unless it exists; returns it and whether it was made.
     func createChannel(
         type: String, id: String, createdBy: String?, memberIDs: [String], custom: [String: JSONValue], now: Timestamp

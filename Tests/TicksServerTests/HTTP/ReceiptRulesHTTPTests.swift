@@ -180,6 +180,26 @@ struct ReceiptRulesHTTPTests {
         }
     }
 
+    @Test("R9: a channel type changed while serving applies to the next receipt", arguments: StoreKind.allCases)
+    func channelTypeChangeApplies(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await server.upsert("alice", "bob")
+            try await server.createChannel("messaging:t", members: ["alice", "bob"])
+            try await server.send("messaging:t", id: "t1", from: "alice")
+            try await server.markDelivered("bob", [("messaging:t", "t1")])
+            #expect(try await server.receipts("t1", as: "alice")["delivered_count"].int == 1)
+
+            try await server.ok(.put, "/channeltypes/messaging", #"{"delivery_events": false}"#)
+            try await server.send("messaging:t", id: "t2", from: "alice")
+            try await server.markDelivered("bob", [("messaging:t", "t2")])
+            #expect(try await server.receipts("t2", as: "alice")["delivered_count"].int == 0)
+
+            try await server.ok(.put, "/channeltypes/messaging", #"{"delivery_events": true}"#)
+            try await server.markDelivered("bob", [("messaging:t", "t2")])
+            #expect(try await server.receipts("t2", as: "alice")["delivered_count"].int == 1)
+        }
+    }
+
     @Test("R10: private read receipts: own unread counts kept, nobody else sees the read", arguments: StoreKind.allCases)
     func privateReceipts(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in

@@ -12,6 +12,7 @@ public final class SQLiteStore: TicksStore {
     let writer: any DatabaseWriter
     /// Every write goes through here: concurrent writes share a commit.
     let committer: GroupCommitter
+    let types = ChannelTypeCache()
 
     /// Opens (creating if needed) the database file at `path`, in WAL mode.
     public static func open(path: String) throws -> SQLiteStore {
@@ -49,8 +50,7 @@ public final class SQLiteStore: TicksStore {
                 connectEvents: false, createdAt: now, updatedAt: now),
         ]
         for config in builtIns {
-            try db.execute(
-                sql: "INSERT OR IGNORE INTO channel_type (name, config) VALUES (?, ?)",
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO channel_type (name, config) VALUES (?, ?)").execute(
                 arguments: [config.name, try JSONCoding.string(config)])
         }
     }
@@ -62,15 +62,17 @@ public final class SQLiteStore: TicksStore {
             try users.map { incoming in
                 var user = incoming
                 let existing = try Row.fetchOne(
-                    db, sql: "SELECT created_at FROM user WHERE id = ?", arguments: [user.id])
+                    db.cachedStatement(sql: "SELECT created_at FROM user WHERE id = ?"), arguments: [user.id])
                 user.createdAt = existing.map { Timestamp(microseconds: $0["created_at"]) } ?? now
                 user.updatedAt = now
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         INSERT INTO user (id, body, created_at, updated_at) VALUES (?, ?, ?, ?)
                         ON CONFLICT (id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at
-                        """,
-                    arguments: [user.id, try JSONCoding.string(user), user.createdAt!.microseconds, now.microseconds])
+                        """
+                ).execute(arguments: [
+                    user.id, try JSONCoding.string(user), user.createdAt!.microseconds, now.microseconds,
+                ])
                 return user
             }
         }
@@ -84,9 +86,10 @@ public final class SQLiteStore: TicksStore {
         guard !ids.isEmpty else { return [:] }
         var result: [String: User] = [:]
         for chunk in Array(Set(ids)).chunked(500) {
-            let rows = try Row.fetchAll(
-                db, sql: "SELECT body FROM user WHERE id IN (\(placeholders(chunk.count)))",
-                arguments: StatementArguments(chunk))
+            let sql = "SELECT body FROM user WHERE id IN (\(placeholders(chunk.count)))"
+            // Keep the single look-up compiled: every receipt names its reader.
+            let statement = chunk.count == 1 ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
+            let rows = try Row.fetchAll(statement, arguments: StatementArguments(chunk))
             for row in rows {
                 let user = try JSONCoding.decode(User.self, from: row["body"] as String)
                 result[user.id] = user
@@ -99,24 +102,31 @@ public final class SQLiteStore: TicksStore {
 
     public func channelTypes() async throws -> [ChannelConfig] {
         try await writer.read { db in
-            try String.fetchAll(db, sql: "SELECT config FROM channel_type ORDER BY name")
+            try String.fetchAll(db.cachedStatement(sql: "SELECT config FROM channel_type ORDER BY name"))
                 .map { try JSONCoding.decode(ChannelConfig.self, from: $0) }
         }
     }
 
     public func channelType(named name: String) async throws -> ChannelConfig? {
-        try await writer.read { db in try Self.channelType(db, name) }
+        if let cached = types.cached(name) { return cached }
+        return try await writer.read { db in try self.channelType(db, name) }
     }
 
-    static func channelType(_ db: Database, _ name: String) throws -> ChannelConfig? {
-        try String.fetchOne(db, sql: "SELECT config FROM channel_type WHERE name = ?", arguments: [name])
-            .map { try JSONCoding.decode(ChannelConfig.self, from: $0) }
+    /// The channel type `name`, from the cache when it holds it.
+    func channelType(_ db: Database, _ name: String) throws -> ChannelConfig? {
+        try types.config(named: name) { try Self.loadChannelType(db, name) }
+    }
+
+    static func loadChannelType(_ db: Database, _ name: String) throws -> ChannelConfig? {
+        try String.fetchOne(
+            db.cachedStatement(sql: "SELECT config FROM channel_type WHERE name = ?"), arguments: [name]
+        )
+        .map { try JSONCoding.decode(ChannelConfig.self, from: $0) }
     }
 
     public func createChannelType(_ config: ChannelConfig) async throws -> ChannelConfig {
         try await committer.write { db in
-            try db.execute(
-                sql: "INSERT OR IGNORE INTO channel_type (name, config) VALUES (?, ?)",
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO channel_type (name, config) VALUES (?, ?)").execute(
                 arguments: [config.name, try JSONCoding.string(config)])
             guard db.changesCount == 1 else {
                 throw APIError.conflict("channel type '\(config.name)' already exists")
@@ -128,15 +138,17 @@ public final class SQLiteStore: TicksStore {
     public func updateChannelType(named name: String, _ patch: ChannelTypePatch, now: Timestamp) async throws
         -> ChannelConfig
     {
-        try await committer.write { db in
-            guard var config = try Self.channelType(db, name) else {
+        // Also when the commit fails: a write later in the same group may have cached the uncommitted row.
+        defer { types.invalidate() }
+        return try await committer.write { db in
+            guard var config = try Self.loadChannelType(db, name) else {
                 throw APIError.notFound("channel type '\(name)' does not exist")
             }
             patch.apply(to: &config)
             config.updatedAt = now
-            try db.execute(
-                sql: "UPDATE channel_type SET config = ? WHERE name = ?",
-                arguments: [try JSONCoding.string(config), name])
+            try db.cachedStatement(sql: "UPDATE channel_type SET config = ? WHERE name = ?").execute(arguments: [
+                try JSONCoding.string(config), name,
+            ])
             return config
         }
     }
@@ -161,14 +173,15 @@ public final class SQLiteStore: TicksStore {
 
     static func channel(_ db: Database, type: String, id: String) throws -> ChannelRecord? {
         try Row.fetchOne(
-            db, sql: "SELECT \(channelColumns) FROM channel c WHERE c.type = ? AND c.id = ?", arguments: [type, id]
+            db.cachedStatement(sql: "SELECT \(channelColumns) FROM channel c WHERE c.type = ? AND c.id = ?"),
+            arguments: [type, id]
         ).map(channel(from:))
     }
 
     static func channel(_ db: Database, pk: Int64) throws -> ChannelRecord {
         guard
             let row = try Row.fetchOne(
-                db, sql: "SELECT \(channelColumns) FROM channel c WHERE c.pk = ?", arguments: [pk])
+                db.cachedStatement(sql: "SELECT \(channelColumns) FROM channel c WHERE c.pk = ?"), arguments: [pk])
         else { throw APIError.notFound("channel does not exist") }
         return try channel(from: row)
     }
@@ -177,22 +190,39 @@ public final class SQLiteStore: TicksStore {
         try await writer.read { db in try Self.channel(db, type: type, id: id) }
     }
 
+    public func channel(type: String, id: String, member userID: String) async throws
+        -> (channel: ChannelRecord, isMember: Bool)?
+    {
+        try await writer.read { db in
+            let sql = """
+                SELECT \(Self.channelColumns),
+                  EXISTS (SELECT 1 FROM member m WHERE m.channel_pk = c.pk AND m.user_id = ?) AS is_member
+                FROM channel c WHERE c.type = ? AND c.id = ?
+                """
+            return try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [userID, type, id]).map { row in
+                (try Self.channel(from: row), row["is_member"])
+            }
+        }
+    }
+
     public func createChannel(
         type: String, id: String, createdBy: String?, memberIDs: [String], custom: [String: JSONValue],
         now: Timestamp
     ) async throws -> (channel: ChannelRecord, created: Bool) {
         try await committer.write { db in
             if let existing = try Self.channel(db, type: type, id: id) { return (existing, false) }
-            guard try Self.channelType(db, type) != nil else {
+            guard try self.channelType(db, type) != nil else {
                 throw APIError.input("channel type '\(type)' does not exist")
             }
             try Self.requireUsers(db, memberIDs + (createdBy.map { [$0] } ?? []))
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO channel (type, id, created_by, custom, created_at, updated_at)
                     VALUES (?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [type, id, createdBy, try JSONCoding.string(custom), now.microseconds, now.microseconds])
+                    """
+            ).execute(arguments: [
+                type, id, createdBy, try JSONCoding.string(custom), now.microseconds, now.microseconds,
+            ])
             let pk = db.lastInsertedRowID
             for userID in Set(memberIDs) {
                 try Self.insertMember(db, userID: userID, channelPK: pk, newest: 0, now: now)
@@ -211,15 +241,15 @@ public final class SQLiteStore: TicksStore {
     /// R5: a new member has received and read everything already in the channel.
     static func insertMember(_ db: Database, userID: String, channelPK: Int64, newest: Seq, now: Timestamp) throws {
         let cursors = Cursors.joining(newest: newest)
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO member (channel_pk, user_id, read_seq, read_at, delivered_seq, delivered_at, created_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
-                """,
-            arguments: [
-                channelPK, userID, cursors.read, now.microseconds, cursors.delivered, now.microseconds,
-                now.microseconds,
-            ])
+                """
+        ).execute(arguments: [
+            channelPK, userID, cursors.read, now.microseconds, cursors.delivered, now.microseconds,
+            now.microseconds,
+        ])
         if newest > 0 {
             for kind in CursorKind.allCases {
                 try logMove(db, channelPK: channelPK, userID: userID, kind: kind, seq: newest, at: now)
@@ -230,9 +260,9 @@ public final class SQLiteStore: TicksStore {
     static func logMove(_ db: Database, channelPK: Int64, userID: String, kind: CursorKind, seq: Seq, at: Timestamp)
         throws
     {
-        try db.execute(
-            sql: "INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at) VALUES (?, ?, ?, ?, ?)",
-            arguments: [channelPK, userID, kind.rawValue, seq, at.microseconds])
+        try db.cachedStatement(
+            sql: "INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at) VALUES (?, ?, ?, ?, ?)"
+        ).execute(arguments: [channelPK, userID, kind.rawValue, seq, at.microseconds])
     }
 
     public func snapshot(of channel: ChannelRecord, messageLimit: Int, beforeMessageID: String?) async throws
@@ -240,7 +270,7 @@ public final class SQLiteStore: TicksStore {
     {
         try await writer.read { db in
             let channel = try Self.channel(db, pk: channel.pk)
-            guard let config = try Self.channelType(db, channel.type) else {
+            guard let config = try self.channelType(db, channel.type) else {
                 throw APIError.notFound("channel type '\(channel.type)' does not exist")
             }
             var beforeSeq = channel.lastSeq + 1
@@ -285,7 +315,7 @@ public final class SQLiteStore: TicksStore {
             arguments += [userID]
         }
         sql += " ORDER BY m.created_at, m.user_id"
-        return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+        return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { row in
             MemberState(
                 userID: row["user_id"], joinedAt: Timestamp(microseconds: row["created_at"]),
                 cursors: Cursors(read: row["read_seq"], delivered: row["delivered_seq"]),
@@ -340,14 +370,16 @@ public final class SQLiteStore: TicksStore {
 
     public func memberIDs(of channelPK: Int64) async throws -> [String] {
         try await writer.read { db in
-            try String.fetchAll(db, sql: "SELECT user_id FROM member WHERE channel_pk = ?", arguments: [channelPK])
+            try String.fetchAll(
+                db.cachedStatement(sql: "SELECT user_id FROM member WHERE channel_pk = ?"), arguments: [channelPK])
         }
     }
 
     public func authors(in channelPK: Int64, after: Seq, through: Seq) async throws -> [String] {
         try await writer.read { db in
             try String.fetchAll(
-                db, sql: "SELECT DISTINCT user_id FROM message WHERE channel_pk = ? AND seq > ? AND seq <= ?",
+                db.cachedStatement(
+                    sql: "SELECT DISTINCT user_id FROM message WHERE channel_pk = ? AND seq > ? AND seq <= ?"),
                 arguments: [channelPK, after, through])
         }
     }
@@ -358,7 +390,7 @@ public final class SQLiteStore: TicksStore {
 
     static func isMember(_ db: Database, _ userID: String, _ channelPK: Int64) throws -> Bool {
         try Bool.fetchOne(
-            db, sql: "SELECT EXISTS (SELECT 1 FROM member WHERE channel_pk = ? AND user_id = ?)",
+            db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM member WHERE channel_pk = ? AND user_id = ?)"),
             arguments: [channelPK, userID]) ?? false
     }
 
@@ -384,12 +416,11 @@ public final class SQLiteStore: TicksStore {
         try await committer.write { db in
             var removed: [String] = []
             for userID in userIDs.uniqued() {
-                try db.execute(
-                    sql: "DELETE FROM member WHERE channel_pk = ? AND user_id = ?", arguments: [channel.pk, userID])
+                try db.cachedStatement(sql: "DELETE FROM member WHERE channel_pk = ? AND user_id = ?").execute(
+                    arguments: [channel.pk, userID])
                 guard db.changesCount > 0 else { continue }
                 // R6: the read state goes, and with it every receipt it gave.
-                try db.execute(
-                    sql: "DELETE FROM cursor_move WHERE channel_pk = ? AND user_id = ?",
+                try db.cachedStatement(sql: "DELETE FROM cursor_move WHERE channel_pk = ? AND user_id = ?").execute(
                     arguments: [channel.pk, userID])
                 removed.append(userID)
             }
@@ -399,7 +430,9 @@ public final class SQLiteStore: TicksStore {
     }
 
     static func touch(_ db: Database, _ channelPK: Int64, _ now: Timestamp) throws {
-        try db.execute(sql: "UPDATE channel SET updated_at = ? WHERE pk = ?", arguments: [now.microseconds, channelPK])
+        try db.cachedStatement(sql: "UPDATE channel SET updated_at = ? WHERE pk = ?").execute(arguments: [
+            now.microseconds, channelPK,
+        ])
     }
 
     // MARK: Messages
@@ -413,14 +446,17 @@ public final class SQLiteStore: TicksStore {
 
     static func seq(_ db: Database, of messageID: String, in channelPK: Int64) throws -> Seq? {
         try Seq.fetchOne(
-            db, sql: "SELECT seq FROM message WHERE id = ? AND channel_pk = ?", arguments: [messageID, channelPK])
+            db.cachedStatement(sql: "SELECT seq FROM message WHERE id = ? AND channel_pk = ?"),
+            arguments: [messageID, channelPK])
     }
 
     public func sendMessage(_ new: NewMessage, to channel: ChannelRecord, now: Timestamp) async throws
         -> SendOutcome
     {
         try await committer.write { db in
-            if let row = try Row.fetchOne(db, sql: "SELECT * FROM message WHERE id = ?", arguments: [new.id]) {
+            if let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM message WHERE id = ?"), arguments: [new.id])
+            {
                 // R11: a retried send returns what is stored.
                 let stored = try Self.message(from: row, cid: channel.cid)
                 guard stored.channelPK == channel.pk else {
@@ -434,21 +470,22 @@ public final class SQLiteStore: TicksStore {
             // A channel's messages are ordered the same by seq and by created_at
             // (strictly increasing), so clients can order them by time alone.
             let previous = try Int64.fetchOne(
-                db, sql: "SELECT last_message_at FROM channel WHERE pk = ?", arguments: [channel.pk])
+                db.cachedStatement(sql: "SELECT last_message_at FROM channel WHERE pk = ?"), arguments: [channel.pk])
             let createdAt = Timestamp(microseconds: max(now.microseconds, (previous ?? 0) + 1))
-            try db.execute(
-                sql: "UPDATE channel SET last_seq = last_seq + 1, last_message_at = ?, updated_at = ? WHERE pk = ?",
-                arguments: [createdAt.microseconds, createdAt.microseconds, channel.pk])
-            let seq = try Seq.fetchOne(db, sql: "SELECT last_seq FROM channel WHERE pk = ?", arguments: [channel.pk])!
-            try db.execute(
+            try db.cachedStatement(
+                sql: "UPDATE channel SET last_seq = last_seq + 1, last_message_at = ?, updated_at = ? WHERE pk = ?"
+            ).execute(arguments: [createdAt.microseconds, createdAt.microseconds, channel.pk])
+            let seq = try Seq.fetchOne(
+                db.cachedStatement(sql: "SELECT last_seq FROM channel WHERE pk = ?"), arguments: [channel.pk])!
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO message (channel_pk, seq, id, user_id, text, custom, created_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    channel.pk, seq, new.id, new.userID, new.text, try JSONCoding.string(new.custom),
-                    createdAt.microseconds,
-                ])
+                    """
+            ).execute(arguments: [
+                channel.pk, seq, new.id, new.userID, new.text, try JSONCoding.string(new.custom),
+                createdAt.microseconds,
+            ])
             // R4: the author has read their own message, and everything before it.
             _ = try Self.applyRead(
                 db, channelPK: channel.pk, userID: new.userID, target: seq, newest: seq, now: createdAt)
@@ -467,7 +504,8 @@ public final class SQLiteStore: TicksStore {
         try await writer.read { db in
             try Row.fetchOne(
                 db,
-                sql: "SELECT g.*, c.type || ':' || c.id AS cid FROM message g JOIN channel c ON c.pk = g.channel_pk WHERE g.id = ?",
+                sql:
+                    "SELECT g.*, c.type || ':' || c.id AS cid FROM message g JOIN channel c ON c.pk = g.channel_pk WHERE g.id = ?",
                 arguments: [id]
             ).map { try Self.message(from: $0, cid: $0["cid"]) }
         }
@@ -477,7 +515,7 @@ public final class SQLiteStore: TicksStore {
 
     static func cursors(_ db: Database, channelPK: Int64, userID: String) throws -> Cursors? {
         try Row.fetchOne(
-            db, sql: "SELECT read_seq, delivered_seq FROM member WHERE channel_pk = ? AND user_id = ?",
+            db.cachedStatement(sql: "SELECT read_seq, delivered_seq FROM member WHERE channel_pk = ? AND user_id = ?"),
             arguments: [channelPK, userID]
         ).map { Cursors(read: $0["read_seq"], delivered: $0["delivered_seq"]) }
     }
@@ -488,12 +526,12 @@ public final class SQLiteStore: TicksStore {
         for move in update.moves {
             let column = move.kind == .read ? "read" : "delivered"
             let guardSQL = move.to > move.from ? "\(column)_seq < :to" : "\(column)_seq > :to"
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE member SET \(column)_seq = :to, \(column)_at = :at
                     WHERE channel_pk = :channel AND user_id = :user AND \(guardSQL)
-                    """,
-                arguments: ["to": move.to, "at": now.microseconds, "channel": channelPK, "user": userID])
+                    """
+            ).execute(arguments: ["to": move.to, "at": now.microseconds, "channel": channelPK, "user": userID])
             try logMove(db, channelPK: channelPK, userID: userID, kind: move.kind, seq: move.to, at: now)
         }
     }
@@ -509,16 +547,20 @@ public final class SQLiteStore: TicksStore {
         return update
     }
 
-    static func outcome(
+    func outcome(
         _ db: Database, channelPK: Int64, userID: String, update: CursorUpdate, now: Timestamp
     ) throws -> CursorOutcome {
-        let channel = try channel(db, pk: channelPK)
-        guard let state = try memberState(db, channelPK: channelPK, userID: userID) else {
+        let channel = try Self.channel(db, pk: channelPK)
+        guard let state = try Self.memberState(db, channelPK: channelPK, userID: userID) else {
             throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
         }
+        guard let config = try channelType(db, channel.type) else {
+            throw APIError.notFound("channel type '\(channel.type)' does not exist")
+        }
+        let reader = try Self.users(db, ids: [userID])[userID] ?? User(id: userID)
         return CursorOutcome(
-            channel: channel, userID: userID, update: update, state: state, totals: try unreadTotals(db, userID),
-            at: now)
+            channel: channel, config: config, reader: reader, update: update, state: state,
+            totals: try Self.unreadTotals(db, userID), at: now)
     }
 
     public func markRead(_ userID: String, in channel: ChannelRecord, upTo messageID: String?, now: Timestamp)
@@ -535,7 +577,7 @@ public final class SQLiteStore: TicksStore {
             }
             let update = try Self.applyRead(
                 db, channelPK: channel.pk, userID: userID, target: target, newest: current.lastSeq, now: now)
-            return try Self.outcome(db, channelPK: channel.pk, userID: userID, update: update, now: now)
+            return try self.outcome(db, channelPK: channel.pk, userID: userID, update: update, now: now)
         }
     }
 
@@ -551,7 +593,7 @@ public final class SQLiteStore: TicksStore {
             }
             let update = ReceiptRules.markUnread(current, from: seq)
             try Self.write(db, update, channelPK: channel.pk, userID: userID, now: now)
-            return try Self.outcome(db, channelPK: channel.pk, userID: userID, update: update, now: now)
+            return try self.outcome(db, channelPK: channel.pk, userID: userID, update: update, now: now)
         }
     }
 
@@ -565,9 +607,10 @@ public final class SQLiteStore: TicksStore {
             for row in rows {
                 let pk: Int64 = row["pk"]
                 let newest: Seq = row["last_seq"]
-                let update = try Self.applyRead(db, channelPK: pk, userID: userID, target: newest, newest: newest, now: now)
+                let update = try Self.applyRead(
+                    db, channelPK: pk, userID: userID, target: newest, newest: newest, now: now)
                 if update.changed {
-                    outcomes.append(try Self.outcome(db, channelPK: pk, userID: userID, update: update, now: now))
+                    outcomes.append(try self.outcome(db, channelPK: pk, userID: userID, update: update, now: now))
                 }
             }
             return outcomes
@@ -593,7 +636,7 @@ public final class SQLiteStore: TicksStore {
                     throw APIError.forbidden("user '\(userID)' is not a member of channel \(target.cid)")
                 }
                 // R9: channel types without delivery events accept and ignore it.
-                guard try Self.channelType(db, channel.type)?.deliveryEvents == true else { continue }
+                guard try self.channelType(db, channel.type)?.deliveryEvents == true else { continue }
                 if let seen = best[channel.pk] {
                     best[channel.pk] = (max(seen.seq, seq), seen.newest)
                 } else {
@@ -609,7 +652,7 @@ public final class SQLiteStore: TicksStore {
                 let update = ReceiptRules.markDelivered(current, upTo: target.seq, newest: target.newest)
                 guard update.changed else { continue }
                 try Self.write(db, update, channelPK: pk, userID: userID, now: now)
-                outcomes.append(try Self.outcome(db, channelPK: pk, userID: userID, update: update, now: now))
+                outcomes.append(try self.outcome(db, channelPK: pk, userID: userID, update: update, now: now))
             }
             return outcomes
         }
@@ -639,11 +682,11 @@ public final class SQLiteStore: TicksStore {
         try await writer.read { db in
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT g.*, '' AS cid FROM message g WHERE g.id = ?", arguments: [id])
+                    db.cachedStatement(sql: "SELECT g.*, '' AS cid FROM message g WHERE g.id = ?"), arguments: [id])
             else { return nil }
             let channel = try Self.channel(db, pk: row["channel_pk"])
             let message = try Self.message(from: row, cid: channel.cid)
-            guard let config = try Self.channelType(db, channel.type) else { return nil }
+            guard let config = try self.channelType(db, channel.type) else { return nil }
             let read = try Self.reachedTimes(db, channelPK: channel.pk, seq: message.seq, kind: .read)
             let delivered = try Self.reachedTimes(db, channelPK: channel.pk, seq: message.seq, kind: .delivered)
             let userIDs = Set(read.keys).union(delivered.keys).subtracting([message.userID])
@@ -700,7 +743,8 @@ public final class SQLiteStore: TicksStore {
         try await writer.read { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT id, seq, at FROM cursor_move WHERE channel_pk = ? AND user_id = ? AND kind = ? ORDER BY id",
+                sql:
+                    "SELECT id, seq, at FROM cursor_move WHERE channel_pk = ? AND user_id = ? AND kind = ? ORDER BY id",
                 arguments: [channelPK, userID, kind.rawValue]
             ).map { LoggedMove(id: $0["id"], kind: kind, seq: $0["seq"], at: $0["at"]) }
         }
