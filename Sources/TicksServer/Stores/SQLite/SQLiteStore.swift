@@ -31,6 +31,17 @@ public final class SQLiteStore: TicksStore {
         try SQLiteStore(writer: DatabaseQueue())
     }
 
+    /// Runs `body` in a read transaction on the calling thread.
+    ///
+    /// Deliberately synchronous: in WAL mode a reader never waits for the
+    /// writer, and every read here is a few indexed look-ups (tens of
+    /// microseconds) — less than the two thread switches an asynchronous hop to
+    /// GRDB's reader queue costs. At most one read runs per cooperative thread,
+    /// fewer than the pool's readers, so none waits for a free connection.
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        try writer.read(body)
+    }
+
     init(writer: any DatabaseWriter) throws {
         self.writer = writer
         self.committer = GroupCommitter(writer: writer)
@@ -79,7 +90,7 @@ public final class SQLiteStore: TicksStore {
     }
 
     public func users(ids: [String]) async throws -> [String: User] {
-        try await writer.read { db in try Self.users(db, ids: ids) }
+        try read { db in try Self.users(db, ids: ids) }
     }
 
     static func users(_ db: Database, ids: some Collection<String>) throws -> [String: User] {
@@ -101,7 +112,7 @@ public final class SQLiteStore: TicksStore {
     // MARK: Channel types
 
     public func channelTypes() async throws -> [ChannelConfig] {
-        try await writer.read { db in
+        try read { db in
             try String.fetchAll(db.cachedStatement(sql: "SELECT config FROM channel_type ORDER BY name"))
                 .map { try JSONCoding.decode(ChannelConfig.self, from: $0) }
         }
@@ -109,7 +120,7 @@ public final class SQLiteStore: TicksStore {
 
     public func channelType(named name: String) async throws -> ChannelConfig? {
         if let cached = types.cached(name) { return cached }
-        return try await writer.read { db in try self.channelType(db, name) }
+        return try read { db in try self.channelType(db, name) }
     }
 
     /// The channel type `name`, from the cache when it holds it.
@@ -187,13 +198,13 @@ public final class SQLiteStore: TicksStore {
     }
 
     public func channel(type: String, id: String) async throws -> ChannelRecord? {
-        try await writer.read { db in try Self.channel(db, type: type, id: id) }
+        try read { db in try Self.channel(db, type: type, id: id) }
     }
 
     public func channel(type: String, id: String, member userID: String) async throws
         -> (channel: ChannelRecord, isMember: Bool)?
     {
-        try await writer.read { db in
+        try read { db in
             let sql = """
                 SELECT \(Self.channelColumns),
                   EXISTS (SELECT 1 FROM member m WHERE m.channel_pk = c.pk AND m.user_id = ?) AS is_member
@@ -268,7 +279,7 @@ public final class SQLiteStore: TicksStore {
     public func snapshot(of channel: ChannelRecord, messageLimit: Int, beforeMessageID: String?) async throws
         -> ChannelSnapshot
     {
-        try await writer.read { db in
+        try read { db in
             let channel = try Self.channel(db, pk: channel.pk)
             guard let config = try self.channelType(db, channel.type) else {
                 throw APIError.notFound("channel type '\(channel.type)' does not exist")
@@ -331,7 +342,7 @@ public final class SQLiteStore: TicksStore {
     }
 
     public func channels(matching filter: ChannelFilter, limit: Int, offset: Int) async throws -> [ChannelRecord] {
-        try await writer.read { db in
+        try read { db in
             var clauses: [String] = []
             var arguments = StatementArguments()
             if let member = filter.requiredMember {
@@ -369,14 +380,14 @@ public final class SQLiteStore: TicksStore {
     }
 
     public func memberIDs(of channelPK: Int64) async throws -> [String] {
-        try await writer.read { db in
+        try read { db in
             try String.fetchAll(
                 db.cachedStatement(sql: "SELECT user_id FROM member WHERE channel_pk = ?"), arguments: [channelPK])
         }
     }
 
     public func authors(in channelPK: Int64, after: Seq, through: Seq) async throws -> [String] {
-        try await writer.read { db in
+        try read { db in
             try String.fetchAll(
                 db.cachedStatement(
                     sql: "SELECT DISTINCT user_id FROM message WHERE channel_pk = ? AND seq > ? AND seq <= ?"),
@@ -385,7 +396,7 @@ public final class SQLiteStore: TicksStore {
     }
 
     public func isMember(_ userID: String, of channelPK: Int64) async throws -> Bool {
-        try await writer.read { db in try Self.isMember(db, userID, channelPK) }
+        try read { db in try Self.isMember(db, userID, channelPK) }
     }
 
     static func isMember(_ db: Database, _ userID: String, _ channelPK: Int64) throws -> Bool {
@@ -501,7 +512,7 @@ public final class SQLiteStore: TicksStore {
     }
 
     public func message(id: String) async throws -> MessageRecord? {
-        try await writer.read { db in
+        try read { db in
             try Row.fetchOne(
                 db,
                 sql:
@@ -659,7 +670,7 @@ public final class SQLiteStore: TicksStore {
     }
 
     public func unreadTotals(of userID: String) async throws -> UnreadTotals {
-        try await writer.read { db in try Self.unreadTotals(db, userID) }
+        try read { db in try Self.unreadTotals(db, userID) }
     }
 
     /// R7 summed over every channel of the user.
@@ -679,7 +690,7 @@ public final class SQLiteStore: TicksStore {
     // MARK: Receipts
 
     public func receipts(forMessage id: String) async throws -> MessageReceipts? {
-        try await writer.read { db in
+        try read { db in
             guard
                 let row = try Row.fetchOne(
                     db.cachedStatement(sql: "SELECT g.*, '' AS cid FROM message g WHERE g.id = ?"), arguments: [id])
@@ -731,7 +742,7 @@ public final class SQLiteStore: TicksStore {
 
     /// The database's pages (WAL content included) times the page size.
     public func storageBytes() async throws -> Int64 {
-        try await writer.read { db in
+        try read { db in
             let pages = try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0
             let size = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 0
             return pages * size
@@ -740,7 +751,7 @@ public final class SQLiteStore: TicksStore {
 
     /// The raw receipt log of one member (tests compare it with `ReceiptRules.reachedAt`).
     func loggedMoves(channelPK: Int64, userID: String, kind: CursorKind) async throws -> [LoggedMove] {
-        try await writer.read { db in
+        try read { db in
             try Row.fetchAll(
                 db,
                 sql:
