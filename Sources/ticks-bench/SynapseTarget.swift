@@ -64,6 +64,9 @@ struct SynapseTarget: ReceiptTarget {
         """.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
 
     func listen(to channels: [BenchChannel], seen: @escaping @Sendable (String) -> Void) async throws -> Listening {
+        // The long polls get connections of their own: in the readers' pool
+        // they would hold connections the receipts need.
+        let polls = HTTP(connections: channels.count + 4)
         // A first sync for each sender, to start long-polling from now.
         let since = Locked<[Int: String]>([:])
         try await forEachConcurrently(channels, width: 16) { channel in
@@ -78,8 +81,8 @@ struct SynapseTarget: ReceiptTarget {
                 var token = start
                 while !Task.isCancelled {
                     guard
-                        let reply = try? await http.json(
-                            .GET, api("/sync?timeout=30000&since=\(token)&filter=\(Self.filter)"),
+                        let reply = try? await polls.json(
+                            .GET, api("/sync?timeout=20000&since=\(token)&filter=\(Self.filter)"),
                             headers: auth(channel.senderToken))
                     else {
                         try? await Task.sleep(for: .milliseconds(50))
@@ -90,7 +93,7 @@ struct SynapseTarget: ReceiptTarget {
                 }
             }
         }
-        return Listening(tasks: tasks)
+        return Listening(tasks: tasks, client: polls)
     }
 
     /// `m.receipt` content: `{event_id: {"m.read": {user_id: {"ts": …}}}}`.

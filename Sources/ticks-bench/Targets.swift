@@ -40,9 +40,12 @@ protocol ReceiptTarget: Sendable {
 /// The senders' open connections (sockets or long polls); `stop` ends them.
 struct Listening: Sendable {
     let tasks: [Task<Void, Never>]
+    /// A client of the listeners' own, shut down once they stopped.
+    var client: HTTP? = nil
 
     func stop() async {
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
+        await client?.shutdown()
     }
 }
