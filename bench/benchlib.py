@@ -1,0 +1,83 @@
+"""Shared by bench/compare and bench/scenarios: build, start and stop servers, run ticks-bench."""
+import json
+import os
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TICKS_PORT = 3040
+TICKS_URL = f"http://127.0.0.1:{TICKS_PORT}"
+
+
+def log(text):
+    print(text, file=sys.stderr, flush=True)
+
+
+def raise_open_files(wanted=20000):
+    """Thousands of sockets need thousands of descriptors, in the server and the generator alike."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+def build_release():
+    for product in ("ticks", "ticks-bench"):
+        subprocess.run(["swift", "build", "-c", "release", "--product", product], cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_for(url, seconds, process):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{url}: the server exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"{url} did not answer within {seconds}s")
+
+
+def start_ticks(data_dir):
+    """A release Ticks server on TICKS_PORT with a fresh SQLite database in data_dir."""
+    process = subprocess.Popen(
+        [os.path.join(ROOT, ".build/release/ticks"), "serve", "--port", str(TICKS_PORT), "--data-dir", data_dir,
+         "--log-level", "warning"], stdout=subprocess.DEVNULL, stderr=open(os.path.join(data_dir, "log"), "w"))
+    wait_for(f"{TICKS_URL}/health", 30, process)
+    return process
+
+
+def stop(process):
+    if process and process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def bench(arguments, data_dir):
+    """One `ticks-bench … --json` run against the Ticks server; its JSON result."""
+    command = [os.path.join(ROOT, ".build/release/ticks-bench"), *arguments, "--json", "--url", TICKS_URL,
+               "--data-dir", data_dir]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr}")
+    return json.loads(result.stdout)
+
+
+def median(results, key):
+    return statistics.median(key(r) for r in results)
+
+
+def save(name, payload):
+    os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench/results", name), "w") as out:
+        json.dump(payload, out, indent=1)
