@@ -94,6 +94,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TicksProtocolTests",
+            dependencies: ["TicksProtocol"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TicksReceiptsTests",
             dependencies: ["TicksReceipts"],
             swiftSettings: swiftSettings

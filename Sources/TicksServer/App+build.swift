@@ -89,8 +89,8 @@ func buildRouter(services: TicksServices, configuration: TicksServerConfiguratio
 
     let api = router.group().add(middleware: AuthMiddleware(authority: services.authority))
     let events = EventPublisher(
-        store: services.store, hub: services.hub, metrics: services.metrics, logger: logger,
-        largeChannelMembers: configuration.largeChannelMembers)
+        hub: services.hub, metrics: services.metrics, logger: logger,
+        audience: ReceiptAudience(fullChannelLimit: configuration.largeChannelMembers))
     UsersController(store: services.store).addRoutes(to: api)
     ChannelTypesController(store: services.store).addRoutes(to: api)
     ChannelsController(store: services.store, hub: services.hub, events: events).addRoutes(to: api)

@@ -1,5 +1,6 @@
 import Foundation
 import JWTKit
+import Synchronization
 
 /// Who is making a request.
 public enum Principal: Sendable, Equatable {
@@ -30,6 +31,9 @@ struct TicksClaims: JWTPayload, Equatable {
 public struct TokenAuthority: Sendable {
     public let credentials: Credentials
     private let keys: JWTKeyCollection
+    /// Tokens whose signature checked out, with their expiry: clients send the
+    /// same token on every call, and the check is most of a small request's cost.
+    private let verified = VerifiedTokens(capacity: 100_000)
 
     public init(credentials: Credentials) async {
         self.credentials = credentials
@@ -39,6 +43,7 @@ public struct TokenAuthority: Sendable {
 
     /// Checks the token's signature, expiry and shape.
     public func principal(for token: String) async throws(APIError) -> Principal {
+        if let known = verified.principal(for: token, at: Date()) { return known }
         let claims: TicksClaims
         do {
             claims = try await keys.verify(token, as: TicksClaims.self)
@@ -47,11 +52,16 @@ public struct TokenAuthority: Sendable {
         } catch {
             throw .unauthorized("token signature is invalid")
         }
-        if claims.server == true { return .server }
-        guard let userID = claims.userID, !userID.isEmpty else {
+        let principal: Principal
+        if claims.server == true {
+            principal = .server
+        } else if let userID = claims.userID, !userID.isEmpty {
+            principal = .user(userID)
+        } else {
             throw .unauthorized("token has neither \"server\": true nor a user_id")
         }
-        return .user(userID)
+        verified.remember(token, principal, expires: claims.exp?.value)
+        return principal
     }
 
     /// A user token, optionally expiring.
@@ -63,5 +73,37 @@ public struct TokenAuthority: Sendable {
     /// A server token.
     public func serverToken() async throws -> String {
         try await keys.sign(TicksClaims(server: true, userID: nil, exp: nil))
+    }
+}
+
+/// Verified tokens and what they grant, until they expire. Bounded: when full
+/// it starts afresh, and tokens are simply verified again.
+final class VerifiedTokens: Sendable {
+    private struct Entry {
+        let principal: Principal
+        let expires: Date?
+    }
+    private let entries = Mutex<[String: Entry]>([:])
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// The principal of a token verified before and not expired at `now`.
+    func principal(for token: String, at now: Date) -> Principal? {
+        entries.withLock { entries in
+            guard let entry = entries[token] else { return nil }
+            if let expires = entry.expires, expires <= now {
+                entries[token] = nil
+                return nil
+            }
+            return entry.principal
+        }
+    }
+
+    func remember(_ token: String, _ principal: Principal, expires: Date?) {
+        entries.withLock { entries in
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            entries[token] = Entry(principal: principal, expires: expires)
+        }
     }
 }

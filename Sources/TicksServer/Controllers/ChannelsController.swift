@@ -285,8 +285,9 @@ struct ChannelsController {
         var request = request
         let body = try await request.decodeJSON(MarkReadRequest.self)
         let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
-        let outcome = try await store.markRead(reader, in: channel, upTo: body.messageID, now: .now())
-        try await events.cursorMoved(outcome)
+        let outcome = try await store.markRead(
+            reader, in: channel, upTo: body.messageID, audience: events.audience, now: .now())
+        try events.cursorMoved(outcome)
         return try context.respond(EventResponse(event: EventPublisher.messageRead(outcome)))
     }
 
@@ -305,8 +306,8 @@ struct ChannelsController {
         var request = request
         let body = try await request.decodeJSON(ActingUserFields.self)
         let reader = try context.requireActingUser(named: body.named)
-        for outcome in try await store.markAllRead(reader, now: .now()) {
-            try await events.cursorMoved(outcome)
+        for outcome in try await store.markAllRead(reader, audience: events.audience, now: .now()) {
+            try events.cursorMoved(outcome)
         }
         return try context.respond(Empty())
     }
@@ -347,9 +348,10 @@ struct ChannelsController {
             guard entry.cid.utf8.count <= 2 * Identifier.maxLength + 1 else { throw APIError.input("cid is too long") }
         }
         let outcomes = try await store.markDelivered(
-            reader, entries.map { DeliveredTarget(cid: $0.cid, messageID: $0.id) }, now: .now())
+            reader, entries.map { DeliveredTarget(cid: $0.cid, messageID: $0.id) }, audience: events.audience,
+            now: .now())
         for outcome in outcomes {
-            try await events.cursorMoved(outcome)
+            try events.cursorMoved(outcome)
         }
         return try context.respond(Empty())
     }

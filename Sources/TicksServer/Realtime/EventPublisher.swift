@@ -6,12 +6,11 @@ import TicksReceipts
 /// connections allowed to see it (SPEC §4, R8–R10). Called after the store
 /// has committed (R12).
 struct EventPublisher: Sendable {
-    let store: any TicksStore
     let hub: ConnectionHub
     let metrics: ServerMetrics
     let logger: Logger
-    /// Channels with more members than this get targeted receipt events (see `receiptRecipients`).
-    let largeChannelMembers: Int
+    /// Who hears of receipts; the store applies it when it commits a move.
+    let audience: ReceiptAudience
 
     /// `message.new` to every member, each with their own unread counts.
     func messageNew(_ outcome: SendOutcome, channel: ChannelRecord, users: [String: User]) throws {
@@ -37,7 +36,7 @@ struct EventPublisher: Sendable {
 
     /// Events for a cursor that moved: `message.read` / `message.delivered` to
     /// the members who may see it, and `notification.mark_read` to the reader.
-    func cursorMoved(_ outcome: CursorOutcome) async throws {
+    func cursorMoved(_ outcome: CursorOutcome) throws {
         guard outcome.update.changed else { return }
         let (reader, config) = (outcome.reader, outcome.config)
         for move in outcome.update.moves {
@@ -45,8 +44,8 @@ struct EventPublisher: Sendable {
         }
         let visibility = ReceiptVisibility(config: config, users: [reader.id: reader], viewer: nil)
         let own = [reader.id]
-        if let read = outcome.update.moves.first(where: { $0.kind == .read }) {
-            let members = visibility.readVisible(reader.id) ? try await receiptRecipients(outcome, read) : own
+        if outcome.update.moves.contains(where: { $0.kind == .read }) {
+            let members = visibility.readVisible(reader.id) ? outcome.recipients : own
             try send(Self.messageRead(outcome), to: members)
             var notification = Event(
                 type: .notificationMarkRead, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
@@ -55,27 +54,13 @@ struct EventPublisher: Sendable {
             notification.totalUnreadCount = outcome.totals.messages
             notification.unreadChannels = outcome.totals.channels
             try send(notification, to: own)
-        } else if let delivered = outcome.update.moves.first(where: { $0.kind == .delivered }), config.deliveryEvents {
+        } else if outcome.update.moves.contains(where: { $0.kind == .delivered }), config.deliveryEvents {
             var event = Event(type: .messageDelivered, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
             event.lastDeliveredAt = outcome.state.deliveredAt
             event.lastDeliveredMessageID = outcome.state.lastDeliveredMessageID
-            let members = visibility.deliveredVisible(reader.id) ? try await receiptRecipients(outcome, delivered) : own
+            let members = visibility.deliveredVisible(reader.id) ? outcome.recipients : own
             try send(event, to: members)
         }
-    }
-
-    /// Who gets a member's read or delivered event: in a channel of up to
-    /// `largeChannelMembers` members, every member (as Stream does). In a larger
-    /// one only the authors of the messages the move covered, and the member's
-    /// own devices: nobody else shows a status for those messages, and a
-    /// channel of M members where everyone reads sends O(M) frames, not O(M²)
-    /// (SPEC §7).
-    func receiptRecipients(_ outcome: CursorOutcome, _ move: CursorMove) async throws -> [String] {
-        guard outcome.channel.memberCount > largeChannelMembers else {
-            return try await store.memberIDs(of: outcome.channel.pk)
-        }
-        let authors = try await store.authors(in: outcome.channel.pk, after: move.from, through: move.to)
-        return Array(Set(authors).union([outcome.reader.id]))
     }
 
     /// `notification.mark_unread` to the reader's own connections.

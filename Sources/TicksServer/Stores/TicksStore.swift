@@ -81,6 +81,17 @@ public struct RecipientUnread: Sendable, Equatable {
     public var totals: UnreadTotals
 }
 
+/// Who hears of a member's read and delivered receipts (SPEC §7): in a
+/// channel of up to `fullChannelLimit` members every member, as Stream does;
+/// in a larger one only the authors of the messages the move covered and the
+/// member's own devices — nobody else shows a status for those messages, and a
+/// channel of M members where everyone reads sends O(M) frames, not O(M²).
+public struct ReceiptAudience: Sendable, Equatable {
+    public var fullChannelLimit: Int
+
+    public init(fullChannelLimit: Int) { self.fullChannelLimit = fullChannelLimit }
+}
+
 /// A cursor change of one member in one channel, committed.
 public struct CursorOutcome: Sendable {
     public var channel: ChannelRecord
@@ -91,6 +102,9 @@ public struct CursorOutcome: Sendable {
     public var state: MemberState
     public var totals: UnreadTotals
     public var at: Timestamp
+    /// Who may be told of the move by `ReceiptAudience`, read in the same
+    /// transaction (before privacy and channel-type rules); empty when nothing moved.
+    public var recipients: [String]
 }
 
 /// A mark delivered request entry after its ids were resolved.
@@ -185,9 +199,6 @@ public protocol TicksStore: Sendable {
     ) async throws -> (channel: ChannelRecord, created: Bool)
     func snapshot(of channel: ChannelRecord, messageLimit: Int, beforeMessageID: String?) async throws -> ChannelSnapshot
     func channels(matching filter: ChannelFilter, limit: Int, offset: Int) async throws -> [ChannelRecord]
-    func memberIDs(of channelPK: Int64) async throws -> [String]
-    /// The distinct authors of the messages with `seq` in `(after, through]`.
-    func authors(in channelPK: Int64, after: Seq, through: Seq) async throws -> [String]
     func isMember(_ userID: String, of channelPK: Int64) async throws -> Bool
     /// Adds the users not yet members (R5); returns the new members' states.
     func addMembers(_ userIDs: [String], to channel: ChannelRecord, now: Timestamp) async throws -> [MemberState]
@@ -201,14 +212,16 @@ public protocol TicksStore: Sendable {
 
     // Cursors
     /// R1–R3: marks read up to `messageID`, or the newest message when nil.
-    func markRead(_ userID: String, in channel: ChannelRecord, upTo messageID: String?, now: Timestamp) async throws
-        -> CursorOutcome
+    func markRead(
+        _ userID: String, in channel: ChannelRecord, upTo messageID: String?, audience: ReceiptAudience, now: Timestamp
+    ) async throws -> CursorOutcome
     func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp) async throws
         -> CursorOutcome
     /// Marks every channel of the user read; returns the channels whose cursors moved.
-    func markAllRead(_ userID: String, now: Timestamp) async throws -> [CursorOutcome]
+    func markAllRead(_ userID: String, audience: ReceiptAudience, now: Timestamp) async throws -> [CursorOutcome]
     /// All-or-nothing: every target must name a message of a channel the user is a member of.
-    func markDelivered(_ userID: String, _ targets: [DeliveredTarget], now: Timestamp) async throws -> [CursorOutcome]
+    func markDelivered(_ userID: String, _ targets: [DeliveredTarget], audience: ReceiptAudience, now: Timestamp)
+        async throws -> [CursorOutcome]
     func unreadTotals(of userID: String) async throws -> UnreadTotals
     func receipts(forMessage id: String) async throws -> MessageReceipts?
 

@@ -23,8 +23,10 @@ public struct TicksRequestContext: RequestContext, WebSocketRequestContext {
     /// Stream's `duration`, e.g. `"1.23ms"`.
     var duration: String {
         let elapsed = ContinuousClock.now - startedAt
-        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-        return String(format: "%.2fms", milliseconds)
+        let nanoseconds = elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
+        let hundredths = (nanoseconds + 5_000) / 10_000
+        let fraction = hundredths % 100
+        return "\(hundredths / 100).\(fraction < 10 ? "0" : "")\(fraction)ms"
     }
 
     /// The principal of an authenticated route.
@@ -140,6 +142,10 @@ extension Request {
     }
 
     private static func formDecode(_ text: Substring) -> String? {
-        text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+        // Most names and values (api_key, tokens) have nothing to decode.
+        guard text.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "%") }) else {
+            return String(text)
+        }
+        return text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
     }
 }

@@ -62,6 +62,19 @@ struct AuthTests {
         }
     }
 
+    @Test("a token that worked is refused once it expires (verified tokens are remembered only until then)")
+    func expiresWhileInUse() async throws {
+        try await TestServer.run { server in
+            try await setUp(server)
+            let token = try await server.services.authority.userToken(for: "alice", expiresIn: 2)
+            #expect(try await server.call(.post, "/channels/messaging/ab/query", body: "{}", token: token).status == 200)
+            try await Task.sleep(for: .seconds(2.5))
+            let reply = try await server.call(.post, "/channels/messaging/ab/query", body: "{}", token: token)
+            try reply.expectError(401, code: 5)
+            #expect(try reply.json()["message"].string?.contains("expired") == true)
+        }
+    }
+
     @Test("a user token cannot act for another user", arguments: [
         ("/channels/messaging/ab/read", #"{"user": {"id": "bob"}}"#),
         ("/channels/messaging/ab/unread", #"{"user_id": "bob", "message_id": "ab1"}"#),

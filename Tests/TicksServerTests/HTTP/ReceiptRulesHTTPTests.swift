@@ -254,7 +254,8 @@ struct ReceiptRulesHTTPTests {
         let (channel, _) = try await store.createChannel(
             type: "messaging", id: "d", createdBy: nil, memberIDs: ["alice", "bob"], custom: [:], now: now)
         _ = try await store.sendMessage(NewMessage(id: "d1", userID: "alice", text: "hi", custom: [:]), to: channel, now: now)
-        _ = try await store.markRead("bob", in: channel, upTo: "d1", now: now)
+        _ = try await store.markRead(
+            "bob", in: channel, upTo: "d1", audience: ReceiptAudience(fullChannelLimit: 100), now: now)
 
         let reopened = try SQLiteStore.open(path: path)
         let receipts = try #require(try await reopened.receipts(forMessage: "d1"))

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 import TicksProtocol
 import TicksReceipts
@@ -8,6 +9,7 @@ import TicksReceipts
 /// The store's SQL must agree with the pure rules in TicksReceipts.
 @Suite("SQLite store agrees with ReceiptRules")
 struct SQLiteStoreTests {
+    let everyone = ReceiptAudience(fullChannelLimit: 100)
     /// A small deterministic generator, so a failure can be replayed from its seed.
     struct SplitMix: RandomNumberGenerator {
         var state: UInt64
@@ -43,10 +45,12 @@ struct SQLiteStoreTests {
                 _ = try await store.sendMessage(NewMessage(id: id, userID: user, text: "t", custom: [:]), to: channel, now: tick())
                 messages.append((id, user))
             case 3..<5:
-                _ = try await store.markRead(user, in: channel, upTo: pick, now: tick())
+                let outcome = try await store.markRead(user, in: channel, upTo: pick, audience: everyone, now: tick())
+                #expect(Set(outcome.recipients) == (outcome.update.changed ? Set(users) : []))
             case 5..<8:
                 if let pick {
-                    _ = try await store.markDelivered(user, [DeliveredTarget(cid: channel.cid, messageID: pick)], now: tick())
+                    _ = try await store.markDelivered(
+                        user, [DeliveredTarget(cid: channel.cid, messageID: pick)], audience: everyone, now: tick())
                 }
             default:
                 if let pick { _ = try await store.markUnread(user, in: channel, from: pick, now: tick()) }
@@ -71,10 +75,44 @@ struct SQLiteStoreTests {
             let expected = ReceiptRules.unread(in: log, for: state.userID, read: state.cursors.read)
             #expect(state.unread == expected.count)
             #expect(state.firstUnreadMessageID == expected.firstUnreadSeq.map { messages[Int($0) - 1].id })
+            let totals = try await store.unreadTotals(of: state.userID)
+            #expect(totals == UnreadTotals(messages: expected.count, channels: expected.count > 0 ? 1 : 0))
             // R1 holds after any history.
             #expect(state.cursors.read <= state.cursors.delivered)
             #expect(state.cursors.delivered <= Seq(messages.count))
         }
+    }
+
+    @Test("the member count kept on the channel follows adds and removes")
+    func memberCount() async throws {
+        let store = try SQLiteStore.inMemory()
+        let now = Timestamp.now()
+        _ = try await store.upsertUsers(["a", "b", "c", "d", "e"].map { User(id: $0) }, now: now)
+        let (channel, _) = try await store.createChannel(
+            type: "messaging", id: "count", createdBy: nil, memberIDs: ["a", "b", "b", "c"], custom: [:], now: now)
+        #expect(channel.memberCount == 3)
+        _ = try await store.addMembers(["c", "d", "e"], to: channel, now: now)
+        _ = try await store.removeMembers(["a", "x"], from: channel, now: now)
+        let current = try #require(try await store.channel(type: "messaging", id: "count"))
+        let snapshot = try await store.snapshot(of: current, messageLimit: 0, beforeMessageID: nil)
+        #expect(current.memberCount == 4)
+        #expect(snapshot.members.count == 4)
+    }
+
+    @Test("a database made before member counts were kept gets them counted on opening")
+    func migratesMemberCounts() async throws {
+        let queue = try DatabaseQueue()
+        try SQLiteSchema.migrator.migrate(queue, upTo: "v1-receipts")
+        try await queue.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO channel (pk, type, id, created_at, updated_at) VALUES (1, 'messaging', 'old', 0, 0);
+                    INSERT INTO member (channel_pk, user_id, read_seq, read_at, delivered_seq, delivered_at, created_at)
+                    VALUES (1, 'a', 0, 0, 0, 0, 0), (1, 'b', 0, 0, 0, 0, 0);
+                    """)
+        }
+        let store = try SQLiteStore(writer: queue)
+        #expect(try await store.channel(type: "messaging", id: "old")?.memberCount == 2)
     }
 
     @Test("R2: a cursor update computed from a stale read cannot move the cursor back")
@@ -90,7 +128,7 @@ struct SQLiteStoreTests {
         // Two requests read the cursor at 0; the one for message 3 commits first.
         let stale = Cursors(read: 0, delivered: 0)
         let toTwo = ReceiptRules.markRead(stale, upTo: 2, newest: 3)
-        _ = try await store.markRead("b", in: channel, upTo: "3", now: now)
+        _ = try await store.markRead("b", in: channel, upTo: "3", audience: everyone, now: now)
         try await store.writer.write { db in
             try SQLiteStore.write(db, toTwo, channelPK: channel.pk, userID: "b", now: now)
         }

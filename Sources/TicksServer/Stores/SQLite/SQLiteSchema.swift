@@ -65,6 +65,18 @@ enum SQLiteSchema {
                     CREATE INDEX cursor_move_by_member ON cursor_move(channel_pk, user_id, kind, id);
                     """)
         }
+        // Unread counts from the dense sequence numbers (a channel's messages are
+        // numbered 1, 2, 3, … with no gaps): messages after a cursor are
+        // `last_seq - read_seq`, less the member's own, found by author. And the
+        // member count kept on the channel rather than counted on every read.
+        migrator.registerMigration("v2-counts") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE channel ADD COLUMN member_count INTEGER NOT NULL DEFAULT 0;
+                    UPDATE channel SET member_count = (SELECT COUNT(*) FROM member m WHERE m.channel_pk = channel.pk);
+                    CREATE INDEX message_by_author ON message(channel_pk, user_id, seq);
+                    """)
+        }
         return migrator
     }
 }

@@ -21,6 +21,10 @@ public final class SQLiteStore: TicksStore {
         configuration.prepareDatabase { db in
             // R12: a commit is on disk before the answer goes out.
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // Readers map the file instead of copying each page with a read()
+            // call: every write invalidates their page caches, so hot reads
+            // would otherwise go back to the kernel all the time.
+            try db.execute(sql: "PRAGMA mmap_size = 268435456")
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
         return try SQLiteStore(writer: pool)
@@ -40,6 +44,13 @@ public final class SQLiteStore: TicksStore {
     /// fewer than the pool's readers, so none waits for a free connection.
     func read<T>(_ body: (Database) throws -> T) throws -> T {
         try writer.read(body)
+    }
+
+    /// Runs `body`, one SELECT, outside an explicit transaction: a single
+    /// statement reads one consistent snapshot anyway, and this saves the
+    /// BEGIN and COMMIT that cost as much as the look-up itself.
+    func readOne<T>(_ body: (Database) throws -> T) throws -> T {
+        try writer.unsafeRead(body)
     }
 
     init(writer: any DatabaseWriter) throws {
@@ -93,6 +104,9 @@ public final class SQLiteStore: TicksStore {
         try read { db in try Self.users(db, ids: ids) }
     }
 
+    /// Users decoded from their stored JSON: every event names its user.
+    static let decodedUsers = DecodedCache<User>(capacity: 100_000)
+
     static func users(_ db: Database, ids: some Collection<String>) throws -> [String: User] {
         guard !ids.isEmpty else { return [:] }
         var result: [String: User] = [:]
@@ -102,7 +116,7 @@ public final class SQLiteStore: TicksStore {
             let statement = chunk.count == 1 ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
             let rows = try Row.fetchAll(statement, arguments: StatementArguments(chunk))
             for row in rows {
-                let user = try JSONCoding.decode(User.self, from: row["body"] as String)
+                let user = try decodedUsers.value(for: row["body"]) { try JSONCoding.decode(User.self, from: $0) }
                 result[user.id] = user
             }
         }
@@ -168,13 +182,18 @@ public final class SQLiteStore: TicksStore {
 
     static let channelColumns = """
         c.pk, c.type, c.id, c.created_by, c.custom, c.last_seq, c.last_message_at, c.created_at, c.updated_at,
-        (SELECT COUNT(*) FROM member m WHERE m.channel_pk = c.pk) AS member_count
+        c.member_count
         """
+
+    /// Custom fields as stored: nearly always none, which needs no decoder.
+    static func customFields(_ text: String) throws -> [String: JSONValue] {
+        text == "{}" ? [:] : try JSONCoding.decode([String: JSONValue].self, from: text)
+    }
 
     static func channel(from row: Row) throws -> ChannelRecord {
         ChannelRecord(
             pk: row["pk"], type: row["type"], id: row["id"], createdBy: row["created_by"],
-            custom: try JSONCoding.decode([String: JSONValue].self, from: row["custom"] as String),
+            custom: try customFields(row["custom"]),
             lastSeq: row["last_seq"],
             lastMessageAt: (row["last_message_at"] as Int64?).map(Timestamp.init(microseconds:)),
             memberCount: row["member_count"],
@@ -198,13 +217,13 @@ public final class SQLiteStore: TicksStore {
     }
 
     public func channel(type: String, id: String) async throws -> ChannelRecord? {
-        try read { db in try Self.channel(db, type: type, id: id) }
+        try readOne { db in try Self.channel(db, type: type, id: id) }
     }
 
     public func channel(type: String, id: String, member userID: String) async throws
         -> (channel: ChannelRecord, isMember: Bool)?
     {
-        try read { db in
+        try readOne { db in
             let sql = """
                 SELECT \(Self.channelColumns),
                   EXISTS (SELECT 1 FROM member m WHERE m.channel_pk = c.pk AND m.user_id = ?) AS is_member
@@ -261,6 +280,8 @@ public final class SQLiteStore: TicksStore {
             channelPK, userID, cursors.read, now.microseconds, cursors.delivered, now.microseconds,
             now.microseconds,
         ])
+        try db.cachedStatement(sql: "UPDATE channel SET member_count = member_count + 1 WHERE pk = ?").execute(
+            arguments: [channelPK])
         if newest > 0 {
             for kind in CursorKind.allCases {
                 try logMove(db, channelPK: channelPK, userID: userID, kind: kind, seq: newest, at: now)
@@ -313,12 +334,11 @@ public final class SQLiteStore: TicksStore {
             SELECT m.user_id, m.created_at, m.read_seq, m.read_at, m.delivered_seq, m.delivered_at,
               (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.read_seq) AS read_id,
               (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.delivered_seq) AS delivered_id,
-              (SELECT COUNT(*) FROM message g
-                 WHERE g.channel_pk = m.channel_pk AND g.seq > m.read_seq AND g.user_id <> m.user_id) AS unread,
+              \(unreadSQL) AS unread,
               (SELECT id FROM message g
                  WHERE g.channel_pk = m.channel_pk AND g.seq > m.read_seq AND g.user_id <> m.user_id
                  ORDER BY g.seq LIMIT 1) AS first_unread_id
-            FROM member m WHERE m.channel_pk = ?
+            FROM member m JOIN channel c ON c.pk = m.channel_pk WHERE m.channel_pk = ?
             """
         var arguments: StatementArguments = [channelPK]
         if let userID {
@@ -336,6 +356,15 @@ public final class SQLiteStore: TicksStore {
                 unread: row["unread"], firstUnreadMessageID: row["first_unread_id"])
         }
     }
+
+    /// R7 for member `m` of channel `c`: the messages after the read cursor
+    /// (sequence numbers are dense, so `last_seq - read_seq` of them) less the
+    /// member's own among them — none unless they marked unread before their
+    /// own messages (R4) — found through `message_by_author`.
+    static let unreadSQL = """
+        ((c.last_seq - m.read_seq) - (SELECT COUNT(*) FROM message g
+            WHERE g.channel_pk = m.channel_pk AND g.user_id = m.user_id AND g.seq > m.read_seq))
+        """
 
     static func memberState(_ db: Database, channelPK: Int64, userID: String) throws -> MemberState? {
         try memberStates(db, channelPK: channelPK, userID: userID).first
@@ -379,24 +408,8 @@ public final class SQLiteStore: TicksStore {
         }
     }
 
-    public func memberIDs(of channelPK: Int64) async throws -> [String] {
-        try read { db in
-            try String.fetchAll(
-                db.cachedStatement(sql: "SELECT user_id FROM member WHERE channel_pk = ?"), arguments: [channelPK])
-        }
-    }
-
-    public func authors(in channelPK: Int64, after: Seq, through: Seq) async throws -> [String] {
-        try read { db in
-            try String.fetchAll(
-                db.cachedStatement(
-                    sql: "SELECT DISTINCT user_id FROM message WHERE channel_pk = ? AND seq > ? AND seq <= ?"),
-                arguments: [channelPK, after, through])
-        }
-    }
-
     public func isMember(_ userID: String, of channelPK: Int64) async throws -> Bool {
-        try read { db in try Self.isMember(db, userID, channelPK) }
+        try readOne { db in try Self.isMember(db, userID, channelPK) }
     }
 
     static func isMember(_ db: Database, _ userID: String, _ channelPK: Int64) throws -> Bool {
@@ -430,6 +443,8 @@ public final class SQLiteStore: TicksStore {
                 try db.cachedStatement(sql: "DELETE FROM member WHERE channel_pk = ? AND user_id = ?").execute(
                     arguments: [channel.pk, userID])
                 guard db.changesCount > 0 else { continue }
+                try db.cachedStatement(sql: "UPDATE channel SET member_count = member_count - 1 WHERE pk = ?")
+                    .execute(arguments: [channel.pk])
                 // R6: the read state goes, and with it every receipt it gave.
                 try db.cachedStatement(sql: "DELETE FROM cursor_move WHERE channel_pk = ? AND user_id = ?").execute(
                     arguments: [channel.pk, userID])
@@ -451,7 +466,7 @@ public final class SQLiteStore: TicksStore {
     static func message(from row: Row, cid: String) throws -> MessageRecord {
         MessageRecord(
             id: row["id"], channelPK: row["channel_pk"], cid: cid, seq: row["seq"], userID: row["user_id"],
-            text: row["text"], custom: try JSONCoding.decode([String: JSONValue].self, from: row["custom"] as String),
+            text: row["text"], custom: try customFields(row["custom"]),
             createdAt: Timestamp(microseconds: row["created_at"]))
     }
 
@@ -558,10 +573,12 @@ public final class SQLiteStore: TicksStore {
         return update
     }
 
+    /// What a cursor move's events and answer need; `channel` is its current row when the caller has it.
     func outcome(
-        _ db: Database, channelPK: Int64, userID: String, update: CursorUpdate, now: Timestamp
+        _ db: Database, channelPK: Int64, userID: String, update: CursorUpdate, now: Timestamp,
+        audience: ReceiptAudience?, channel known: ChannelRecord? = nil
     ) throws -> CursorOutcome {
-        let channel = try Self.channel(db, pk: channelPK)
+        let channel = try known ?? Self.channel(db, pk: channelPK)
         guard let state = try Self.memberState(db, channelPK: channelPK, userID: userID) else {
             throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
         }
@@ -569,14 +586,33 @@ public final class SQLiteStore: TicksStore {
             throw APIError.notFound("channel type '\(channel.type)' does not exist")
         }
         let reader = try Self.users(db, ids: [userID])[userID] ?? User(id: userID)
+        var recipients: [String] = []
+        if let audience, let move = update.moves.first(where: { $0.kind == .read }) ?? update.moves.first {
+            recipients = try Self.recipients(db, of: move, by: userID, in: channel, audience)
+        }
         return CursorOutcome(
             channel: channel, config: config, reader: reader, update: update, state: state,
-            totals: try Self.unreadTotals(db, userID), at: now)
+            totals: try Self.unreadTotals(db, userID), at: now, recipients: recipients)
     }
 
-    public func markRead(_ userID: String, in channel: ChannelRecord, upTo messageID: String?, now: Timestamp)
-        async throws -> CursorOutcome
-    {
+    /// `ReceiptAudience` applied to one move.
+    static func recipients(
+        _ db: Database, of move: CursorMove, by userID: String, in channel: ChannelRecord, _ audience: ReceiptAudience
+    ) throws -> [String] {
+        guard channel.memberCount > audience.fullChannelLimit else {
+            return try String.fetchAll(
+                db.cachedStatement(sql: "SELECT user_id FROM member WHERE channel_pk = ?"), arguments: [channel.pk])
+        }
+        let authors = try String.fetchAll(
+            db.cachedStatement(
+                sql: "SELECT DISTINCT user_id FROM message WHERE channel_pk = ? AND seq > ? AND seq <= ?"),
+            arguments: [channel.pk, min(move.from, move.to), max(move.from, move.to)])
+        return Array(Set(authors).union([userID]))
+    }
+
+    public func markRead(
+        _ userID: String, in channel: ChannelRecord, upTo messageID: String?, audience: ReceiptAudience, now: Timestamp
+    ) async throws -> CursorOutcome {
         try await committer.write { db in
             let current = try Self.channel(db, pk: channel.pk)
             var target = current.lastSeq
@@ -588,7 +624,9 @@ public final class SQLiteStore: TicksStore {
             }
             let update = try Self.applyRead(
                 db, channelPK: channel.pk, userID: userID, target: target, newest: current.lastSeq, now: now)
-            return try self.outcome(db, channelPK: channel.pk, userID: userID, update: update, now: now)
+            return try self.outcome(
+                db, channelPK: channel.pk, userID: userID, update: update, now: now, audience: audience,
+                channel: current)
         }
     }
 
@@ -604,11 +642,13 @@ public final class SQLiteStore: TicksStore {
             }
             let update = ReceiptRules.markUnread(current, from: seq)
             try Self.write(db, update, channelPK: channel.pk, userID: userID, now: now)
-            return try self.outcome(db, channelPK: channel.pk, userID: userID, update: update, now: now)
+            return try self.outcome(db, channelPK: channel.pk, userID: userID, update: update, now: now, audience: nil)
         }
     }
 
-    public func markAllRead(_ userID: String, now: Timestamp) async throws -> [CursorOutcome] {
+    public func markAllRead(_ userID: String, audience: ReceiptAudience, now: Timestamp) async throws
+        -> [CursorOutcome]
+    {
         try await committer.write { db in
             let rows = try Row.fetchAll(
                 db,
@@ -621,19 +661,21 @@ public final class SQLiteStore: TicksStore {
                 let update = try Self.applyRead(
                     db, channelPK: pk, userID: userID, target: newest, newest: newest, now: now)
                 if update.changed {
-                    outcomes.append(try self.outcome(db, channelPK: pk, userID: userID, update: update, now: now))
+                    outcomes.append(
+                        try self.outcome(
+                            db, channelPK: pk, userID: userID, update: update, now: now, audience: audience))
                 }
             }
             return outcomes
         }
     }
 
-    public func markDelivered(_ userID: String, _ targets: [DeliveredTarget], now: Timestamp) async throws
-        -> [CursorOutcome]
-    {
+    public func markDelivered(
+        _ userID: String, _ targets: [DeliveredTarget], audience: ReceiptAudience, now: Timestamp
+    ) async throws -> [CursorOutcome] {
         try await committer.write { db in
             // Resolve and check every entry first: all or nothing.
-            var best: [Int64: (seq: Seq, newest: Seq)] = [:]
+            var best: [Int64: (seq: Seq, channel: ChannelRecord)] = [:]
             var order: [Int64] = []
             for target in targets {
                 let parts = target.cid.split(separator: ":", maxSplits: 1).map(String.init)
@@ -649,9 +691,9 @@ public final class SQLiteStore: TicksStore {
                 // R9: channel types without delivery events accept and ignore it.
                 guard try self.channelType(db, channel.type)?.deliveryEvents == true else { continue }
                 if let seen = best[channel.pk] {
-                    best[channel.pk] = (max(seen.seq, seq), seen.newest)
+                    best[channel.pk] = (max(seen.seq, seq), seen.channel)
                 } else {
-                    best[channel.pk] = (seq, channel.lastSeq)
+                    best[channel.pk] = (seq, channel)
                     order.append(channel.pk)
                 }
             }
@@ -660,29 +702,31 @@ public final class SQLiteStore: TicksStore {
                 guard let target = best[pk], let current = try Self.cursors(db, channelPK: pk, userID: userID) else {
                     continue
                 }
-                let update = ReceiptRules.markDelivered(current, upTo: target.seq, newest: target.newest)
+                let update = ReceiptRules.markDelivered(current, upTo: target.seq, newest: target.channel.lastSeq)
                 guard update.changed else { continue }
                 try Self.write(db, update, channelPK: pk, userID: userID, now: now)
-                outcomes.append(try self.outcome(db, channelPK: pk, userID: userID, update: update, now: now))
+                outcomes.append(
+                    try self.outcome(
+                        db, channelPK: pk, userID: userID, update: update, now: now, audience: audience,
+                        channel: target.channel))
             }
             return outcomes
         }
     }
 
     public func unreadTotals(of userID: String) async throws -> UnreadTotals {
-        try read { db in try Self.unreadTotals(db, userID) }
+        try readOne { db in try Self.unreadTotals(db, userID) }
     }
 
-    /// R7 summed over every channel of the user.
+    /// R7 summed over every channel of the user: one indexed look-up per channel.
     static func unreadTotals(_ db: Database, _ userID: String) throws -> UnreadTotals {
         let row = try Row.fetchOne(
-            db,
-            sql: """
-                SELECT COUNT(*) AS messages, COUNT(DISTINCT g.channel_pk) AS channels
-                FROM member m JOIN message g
-                  ON g.channel_pk = m.channel_pk AND g.seq > m.read_seq AND g.user_id <> m.user_id
-                WHERE m.user_id = ?
-                """,
+            db.cachedStatement(
+                sql: """
+                    SELECT COALESCE(SUM(unread), 0) AS messages, COALESCE(SUM(unread > 0), 0) AS channels
+                    FROM (SELECT \(unreadSQL) AS unread
+                          FROM member m JOIN channel c ON c.pk = m.channel_pk WHERE m.user_id = ?)
+                    """),
             arguments: [userID])
         return UnreadTotals(messages: row?["messages"] ?? 0, channels: row?["channels"] ?? 0)
     }

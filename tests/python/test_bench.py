@@ -1,0 +1,67 @@
+"""ticks-bench's four scenarios, each once at a tiny size against a fresh
+server: proof that the load generator still works, not a measurement."""
+
+import json
+import os
+import subprocess
+
+import pytest
+from conftest import TicksProcess
+
+BENCH_BIN = os.environ.get("TICKS_BENCH_BIN", os.path.join(os.getcwd(), ".build", "debug", "ticks-bench"))
+
+
+@pytest.fixture
+def server(tmp_path):
+    process = TicksProcess(tmp_path / "bench")
+    yield process
+    assert process.stop() == 0, process.output()
+
+
+def bench(server, *arguments):
+    result = subprocess.run(
+        [BENCH_BIN, *arguments, "--json", "--url", server.base_url, "--data-dir", server.data_dir],
+        capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_receipts_every_mark_reaches_the_sender(server):
+    result = bench(server, "receipts", "--channels", "4", "--members", "3", "--rate", "40", "--duration", "1")
+    assert result["scenario"] == "receipts"
+    assert result["errors"] == 0 and result["missing"] == 0
+    # 4 channels of one sender and two readers; 40 marks, each seen once by its sender.
+    assert result["latency_ms"]["count"] == 40
+    assert 0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p99"] <= result["latency_ms"]["max"]
+    assert result["achieved_rate"] > 20
+
+
+def test_receipts_sweep_reports_each_rate(server):
+    result = bench(server, "receipts", "--channels", "2", "--rate", "10,20", "--duration", "1", "--kinds", "read")
+    assert [run["params"]["rate"] for run in result["runs"]] == [10, 20]
+    assert all(run["missing"] == 0 and run["errors"] == 0 for run in result["runs"])
+
+
+def test_group_sender_sees_every_read_with_frames_linear_in_members(server):
+    result = bench(server, "group", "--members", "30")
+    assert result["errors"] == 0
+    assert result["time_to_read_count_ms"] > 0
+    assert result["latency_ms"]["count"] == 29
+    # Each read reaches every member in a channel this small: 29 × 30 read events,
+    # 29 own notifications and the message itself.
+    assert result["frames_sent"] >= 29 * 30
+
+
+def test_connections_are_all_counted(server):
+    result = bench(server, "connections", "--count", "50")
+    assert result["errors"] == 0
+    assert result["connect_rate"] > 0
+    assert result["server_rss_after_bytes"] > 0 and result["generator_rss_bytes"] > 0
+
+
+def test_storage_grows_with_messages_and_moves(server):
+    result = bench(server, "storage", "--messages", "200", "--channels", "4")
+    assert result["params"]["messages"] == 200
+    # Nothing was marked delivered first, so each mark read moves both cursors (R1).
+    assert result["cursor_moves"] == 400
+    assert result["bytes_per_message"] > 0 and result["bytes_per_cursor_move"] > 0
