@@ -115,6 +115,42 @@ struct SQLiteStoreTests {
         #expect(try await store.channel(type: "messaging", id: "old")?.memberCount == 2)
     }
 
+    @Test("under steady writes the write-ahead log is checkpointed beside the writer and stays short")
+    func checkpointsKeepTheLogShort() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ticks-wal-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var policy = SQLiteStore.CheckpointPolicy()
+        policy.interval = .milliseconds(20)
+        policy.restartFrames = 50
+        let store = try SQLiteStore.open(path: folder.appendingPathComponent("t.sqlite").path, checkpoints: policy)
+        _ = try await store.upsertUsers([User(id: "a"), User(id: "b")], now: .now())
+        let (channel, _) = try await store.createChannel(
+            type: "messaging", id: "wal", createdBy: nil, memberIDs: ["a", "b"], custom: [:], now: .now())
+        // Writes without pause for a second: with the automatic checkpoint off,
+        // only the catch-up on the writer lets the log start afresh.
+        let end = ContinuousClock.now + .seconds(1)
+        var written = 0
+        while ContinuousClock.now < end {
+            _ = try await store.sendMessage(
+                NewMessage(id: "w\(written)", userID: "a", text: "t", custom: [:]), to: channel, now: .now())
+            written += 1
+        }
+        var log = (walFrameCount: -1, checkpointedFrameCount: -1)
+        for _ in 0..<50 where log.walFrameCount < 0 {
+            do {
+                log = try await store.writer.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+                try await Task.sleep(for: .milliseconds(5))  // the background checkpoint is running
+            }
+        }
+        #expect(written > 100)
+        #expect(log.walFrameCount >= 0)
+        // Each write adds about ten frames: a log that was never started afresh
+        // would hold ten times `written`; this one holds the last fraction of a second.
+        #expect(log.walFrameCount < written * 3, "\(written) writes left \(log.walFrameCount) frames in the log")
+    }
+
     @Test("R2: a cursor update computed from a stale read cannot move the cursor back")
     func staleUpdateCannotRegress() async throws {
         let store = try SQLiteStore.inMemory()

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Logging
 import TicksProtocol
 import TicksReceipts
 
@@ -13,9 +14,20 @@ public final class SQLiteStore: TicksStore {
     /// Every write goes through here: concurrent writes share a commit.
     let committer: GroupCommitter
     let types = ChannelTypeCache()
+    /// On-disk databases only; stops with the store.
+    let checkpointer: WALCheckpointer?
+
+    /// When the write-ahead log is copied back into the database (`WALCheckpointer`).
+    public struct CheckpointPolicy: Sendable {
+        public var interval: Duration = .milliseconds(250)
+        /// A log longer than this is caught up on the writer, so it starts afresh.
+        public var restartFrames = 4096
+
+        public init() {}
+    }
 
     /// Opens (creating if needed) the database file at `path`, in WAL mode.
-    public static func open(path: String) throws -> SQLiteStore {
+    public static func open(path: String, checkpoints: CheckpointPolicy = .init()) throws -> SQLiteStore {
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
@@ -25,9 +37,20 @@ public final class SQLiteStore: TicksStore {
             // call: every write invalidates their page caches, so hot reads
             // would otherwise go back to the kernel all the time.
             try db.execute(sql: "PRAGMA mmap_size = 268435456")
+            // Checkpoints run beside the writer, never in its commits (WALCheckpointer),
+            // and a log that grew in a burst is cut back once it is reset.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            try db.execute(sql: "PRAGMA journal_size_limit = 67108864")
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
-        return try SQLiteStore(writer: pool)
+        let checkpointer = try WALCheckpointer(
+            path: path, configuration: configuration, interval: checkpoints.interval,
+            restartFrames: checkpoints.restartFrames,
+            logger: Logger(label: "ticks.sqlite")
+        ) { [weak pool] in
+            _ = try await pool?.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+        }
+        return try SQLiteStore(writer: pool, checkpointer: checkpointer)
     }
 
     /// A private in-memory database (tests).
@@ -53,8 +76,9 @@ public final class SQLiteStore: TicksStore {
         try writer.unsafeRead(body)
     }
 
-    init(writer: any DatabaseWriter) throws {
+    init(writer: any DatabaseWriter, checkpointer: WALCheckpointer? = nil) throws {
         self.writer = writer
+        self.checkpointer = checkpointer
         self.committer = GroupCommitter(writer: writer)
         try SQLiteSchema.migrator.migrate(writer)
         try writer.write { db in try Self.seedChannelTypes(db) }

@@ -1,0 +1,46 @@
+import GRDB
+import Logging
+
+/// Copies the write-ahead log back into the database file from a connection
+/// of its own, off the writer's path.
+///
+/// SQLite's automatic checkpoint runs inside the commit that takes the log
+/// past 1,000 pages: that commit, and every write grouped behind it, waits for
+/// the copy and its fsyncs — with receipts at 500/s that was a 10 ms stall a
+/// few times a second, the whole of the p99 (BENCHMARKS.md). The store turns
+/// the automatic checkpoint off, and this runs a PASSIVE checkpoint every
+/// `interval`, which waits for neither the writer nor the readers.
+///
+/// Under steady writes such a checkpoint never quite catches up with the
+/// writer, and the log is only started afresh once one has. So when the log
+/// holds more than `restartFrames`, `catchUp` runs one more checkpoint on the
+/// writer's own connection: it copies just the frames written since, and the
+/// next write then starts the log from the beginning.
+final class WALCheckpointer: Sendable {
+    private let task: Task<Void, Never>
+
+    init(
+        path: String, configuration: Configuration, interval: Duration, restartFrames: Int, logger: Logger,
+        catchUp: @escaping @Sendable () async throws -> Void
+    ) throws {
+        let connection = try DatabaseQueue(path: path, configuration: configuration)
+        task = Task.detached(priority: .utility) {
+            while !Task.isCancelled {
+                do {
+                    try await Task.sleep(for: interval)
+                    let log = try await connection.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+                    if log.walFrameCount > restartFrames { try await catchUp() }
+                } catch is CancellationError {
+                    return
+                } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+                    // Another checkpoint was running (SQLite allows one at a time).
+                    logger.debug("WAL checkpoint skipped: busy")
+                } catch {
+                    logger.warning("WAL checkpoint failed; the next one retries", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+    }
+
+    deinit { task.cancel() }
+}
