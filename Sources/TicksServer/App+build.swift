@@ -18,6 +18,8 @@ public struct TicksServerConfiguration: Sendable {
     /// In channels with more members than this, read and delivered events go
     /// only to the authors of the messages they cover (SPEC §7).
     public var largeChannelMembers = 100
+    /// How events reach the connections on other nodes sharing the store; nil with one node.
+    public var eventBus: (any EventBus)?
     /// Called once the server listens, with the port it got (useful with port 0).
     public var onServerRunning: @Sendable (_ port: Int) async -> Void = { _ in }
 
@@ -64,7 +66,7 @@ public func buildApplication(
                             autoPing: .enabled(timePeriod: configuration.pingInterval)))))
         },
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ticks"),
-        services: [ConnectionShutdown(hub: hub)],
+        services: [ConnectionShutdown(hub: hub)] + (configuration.eventBus.map { [EventBusService(bus: $0, hub: hub)] } ?? []),
         onServerRunning: { channel in await configuration.onServerRunning(channel.localAddress?.port ?? 0) },
         logger: logger)
     return (application, services)
@@ -89,7 +91,7 @@ func buildRouter(services: TicksServices, configuration: TicksServerConfiguratio
 
     let api = router.group().add(middleware: AuthMiddleware(authority: services.authority))
     let events = EventPublisher(
-        hub: services.hub, metrics: services.metrics, logger: logger,
+        hub: services.hub, bus: configuration.eventBus, metrics: services.metrics, logger: logger,
         audience: ReceiptAudience(fullChannelLimit: configuration.largeChannelMembers))
     UsersController(store: services.store).addRoutes(to: api)
     ChannelTypesController(store: services.store).addRoutes(to: api)
@@ -108,5 +110,17 @@ struct ConnectionShutdown: Service {
         // Returns when graceful shutdown begins; throws (and so also returns) when cancelled.
         _ = try? await gracefulShutdown()
         hub.closeAll()
+    }
+}
+
+/// Runs the event bus until graceful shutdown begins.
+struct EventBusService: Service {
+    let bus: any EventBus
+    let hub: ConnectionHub
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            try await bus.run(hub: hub)
+        }
     }
 }

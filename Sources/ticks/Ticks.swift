@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PostgresNIO
 import ServiceLifecycle
 import TicksProtocol
 import TicksServer
@@ -48,12 +49,20 @@ struct CredentialOptions: ParsableArguments {
 }
 
 struct Serve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Run the Ticks server (SQLite in the data folder).")
+    static let configuration = CommandConfiguration(
+        abstract: "Run the Ticks server (SQLite in the data folder, or PostgreSQL with --postgres-url).")
 
     @Option(help: "Address to listen on.") var host: String = "127.0.0.1"
     @Option(help: "Port to listen on.") var port: Int = 3030
     @OptionGroup var credentialOptions: CredentialOptions
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.") var logLevel: String = "info"
+    @Option(
+        name: .customLong("postgres-url"),
+        help: """
+            Keep state in PostgreSQL, shared with other nodes (or TICKS_POSTGRES_URL): \
+            postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=require][&schema=NAME]
+            """)
+    var postgresURL: String?
 
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
@@ -64,11 +73,31 @@ struct Serve: AsyncParsableCommand {
         }
         let logger = Logger(label: "ticks")
         let (credentials, source) = try credentialOptions.resolve()
-        try FileManager.default.createDirectory(at: credentialOptions.dataURL, withIntermediateDirectories: true)
-        let databasePath = credentialOptions.dataURL.appendingPathComponent("ticks.sqlite").path
-        let store = try SQLiteStore.open(path: databasePath)
+        var configuration = TicksServerConfiguration(host: host, port: port, credentials: credentials)
+        if let url = postgresURL ?? ProcessInfo.processInfo.environment["TICKS_POSTGRES_URL"] {
+            let location = try PostgresLocation(url: url)
+            let client = PostgresClient(configuration: try location.clientConfiguration(), backgroundLogger: logger)
+            try await withThrowingDiscardingTaskGroup { group in
+                group.addTask { await client.run() }
+                let store = try await PostgresStore.open(client: client, logger: logger)
+                configuration.eventBus = PostgresEventBus(
+                    client: client, configuration: try location.connectionConfiguration(), schema: location.schema,
+                    logger: logger)
+                try await serve(store: store, configuration: configuration, database: location.redacted, source: source)
+                group.cancelAll()
+            }
+        } else {
+            try FileManager.default.createDirectory(at: credentialOptions.dataURL, withIntermediateDirectories: true)
+            let databasePath = credentialOptions.dataURL.appendingPathComponent("ticks.sqlite").path
+            let store = try SQLiteStore.open(path: databasePath)
+            try await serve(store: store, configuration: configuration, database: databasePath, source: source)
+        }
+    }
 
-        let configuration = TicksServerConfiguration(host: host, port: port, credentials: credentials)
+    func serve(store: any TicksStore, configuration: TicksServerConfiguration, database: String, source: String)
+        async throws
+    {
+        let logger = Logger(label: "ticks")
         let (application, _) = await buildApplication(configuration: configuration, store: store, logger: logger)
         let tokenHint =
             credentialOptions.dataDirectory == ".ticks" ? "" : " --data-dir \(credentialOptions.dataDirectory)"
@@ -77,8 +106,8 @@ struct Serve: AsyncParsableCommand {
             Data(
                 """
             Ticks is listening on http://\(host):\(port)
-              database:   \(databasePath)
-              API key:    \(credentials.apiKey)
+              database:   \(database)
+              API key:    \(configuration.credentials.apiKey)
               API secret: \(source)
               user token: swift run ticks token USER_ID\(tokenHint)
 

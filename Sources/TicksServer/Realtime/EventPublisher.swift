@@ -7,6 +7,8 @@ import TicksReceipts
 /// has committed (R12).
 struct EventPublisher: Sendable {
     let hub: ConnectionHub
+    /// The other nodes, when several share the store.
+    let bus: (any EventBus)?
     let metrics: ServerMetrics
     let logger: Logger
     /// Who hears of receipts; the store applies it when it commits a move.
@@ -88,7 +90,9 @@ struct EventPublisher: Sendable {
 
     func send(_ event: Event, to userIDs: some Sequence<String>) throws {
         let frame = try JSONCoding.string(event)
-        hub.send(frame, to: userIDs)
+        let recipients = Array(userIDs)
+        hub.send(frame, to: recipients)
+        bus?.publish(frame, to: recipients)
         metrics.eventsPublished.increment()
     }
 }

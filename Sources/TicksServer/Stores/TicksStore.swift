@@ -229,3 +229,8 @@ public protocol TicksStore: Sendable {
     /// How many bytes the stored data takes (for `/metrics` and the storage benchmark).
     func storageBytes() async throws -> Int64
 }
+
+/// The raw receipt log of one member, oldest first (tests compare it with `ReceiptRules.reachedAt`).
+protocol ReceiptLogReading {
+    func loggedMoves(channelPK: Int64, userID: String, kind: CursorKind) async throws -> [LoggedMove]
+}

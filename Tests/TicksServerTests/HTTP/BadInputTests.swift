@@ -77,7 +77,7 @@ struct BadInputTests {
         }
     }
 
-    @Test("message text over the channel type's max_message_length", arguments: StoreKind.allCases)
+    @Test("message text over the channel type's max_message_length", arguments: StoreKind.all)
     func textTooLong(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await server.ok(.post, "/channeltypes", #"{"name": "short", "max_message_length": 10}"#)
@@ -106,7 +106,7 @@ struct BadInputTests {
 
     @Test("a body over 1 MiB is refused with 413", arguments: [false, true])
     func oversizedBody(live: Bool) async throws {
-        try await TestServer.run(.memory, live ? .live : .router) { server in
+        try await TestServer.run(.standard, live ? .live : .router) { server in
             try await setUp(server)
             let text = String(repeating: "a", count: maxRequestBodyBytes + 10)
             let body = #"{"message": {"text": "\#(text)", "user_id": "alice"}}"#

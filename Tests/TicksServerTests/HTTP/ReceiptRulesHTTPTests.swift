@@ -14,7 +14,7 @@ struct ReceiptRulesHTTPTests {
         for id in ["m1", "m2", "m3"] { try await server.send("messaging:g", id: id, from: "alice") }
     }
 
-    @Test("R1: marking read also marks delivered", arguments: StoreKind.allCases)
+    @Test("R1: marking read also marks delivered", arguments: StoreKind.all)
     func readImpliesDelivered(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await group(server)
@@ -29,7 +29,7 @@ struct ReceiptRulesHTTPTests {
         }
     }
 
-    @Test("R2: an older target changes nothing and sends no event", arguments: StoreKind.allCases)
+    @Test("R2: an older target changes nothing and sends no event", arguments: StoreKind.all)
     func monotonic(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await group(server)
@@ -45,7 +45,7 @@ struct ReceiptRulesHTTPTests {
         }
     }
 
-    @Test("R3: up to and including M; without M, up to the newest", arguments: StoreKind.allCases)
+    @Test("R3: up to and including M; without M, up to the newest", arguments: StoreKind.all)
     func upToAndIncluding(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await group(server)
@@ -64,7 +64,7 @@ struct ReceiptRulesHTTPTests {
         }
     }
 
-    @Test("R4: own messages are never unread; sending moves the sender's read cursor", arguments: StoreKind.allCases)
+    @Test("R4: own messages are never unread; sending moves the sender's read cursor", arguments: StoreKind.all)
     func ownMessages(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await group(server)
@@ -82,7 +82,7 @@ struct ReceiptRulesHTTPTests {
         }
     }
 
-    @Test("R5: a new member has read everything already in the channel", arguments: StoreKind.allCases)
+    @Test("R5: a new member has read everything already in the channel", arguments: StoreKind.all)
     func newMember(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await group(server)
@@ -99,7 +99,7 @@ struct ReceiptRulesHTTPTests {
         }
     }
 
-    @Test("R6: a removed member's reads go; a message read only by them is back to sent", arguments: StoreKind.allCases)
+    @Test("R6: a removed member's reads go; a message read only by them is back to sent", arguments: StoreKind.all)
     func removedMember(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await group(server)
@@ -119,7 +119,7 @@ struct ReceiptRulesHTTPTests {
         }
     }
 
-    @Test("R7: unread count and first unread, and mark unread moving the cursor back", arguments: StoreKind.allCases)
+    @Test("R7: unread count and first unread, and mark unread moving the cursor back", arguments: StoreKind.all)
     func unreadCount(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await group(server)
@@ -145,7 +145,7 @@ struct ReceiptRulesHTTPTests {
         }
     }
 
-    @Test("R8: read_events off keeps the reader's own state but shows others nothing", arguments: StoreKind.allCases)
+    @Test("R8: read_events off keeps the reader's own state but shows others nothing", arguments: StoreKind.all)
     func readEventsOff(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await server.upsert("alice", "bob")
@@ -162,7 +162,7 @@ struct ReceiptRulesHTTPTests {
         }
     }
 
-    @Test("R9: delivery_events off: mark delivered is accepted and ignored", arguments: StoreKind.allCases)
+    @Test("R9: delivery_events off: mark delivered is accepted and ignored", arguments: StoreKind.all)
     func deliveryEventsOff(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             let created = try await server.ok(.post, "/channeltypes", #"{"name": "quiet", "commands": ["all"]}"#)
@@ -180,7 +180,7 @@ struct ReceiptRulesHTTPTests {
         }
     }
 
-    @Test("R9: a channel type changed while serving applies to the next receipt", arguments: StoreKind.allCases)
+    @Test("R9: a channel type changed while serving applies to the next receipt", arguments: StoreKind.all)
     func channelTypeChangeApplies(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await server.upsert("alice", "bob")
@@ -200,7 +200,7 @@ struct ReceiptRulesHTTPTests {
         }
     }
 
-    @Test("R10: private read receipts: own unread counts kept, nobody else sees the read", arguments: StoreKind.allCases)
+    @Test("R10: private read receipts: own unread counts kept, nobody else sees the read", arguments: StoreKind.all)
     func privateReceipts(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await server.upsert("alice")
@@ -222,7 +222,7 @@ struct ReceiptRulesHTTPTests {
         }
     }
 
-    @Test("R11: sending an existing id returns the stored message once", arguments: StoreKind.allCases)
+    @Test("R11: sending an existing id returns the stored message once", arguments: StoreKind.all)
     func idempotentSend(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await group(server)

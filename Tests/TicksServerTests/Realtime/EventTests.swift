@@ -31,7 +31,7 @@ struct EventTests {
 
     @Test("the first frame is health.check with the connection id and me; pings are answered")
     func hello() async throws {
-        try await TestServer.run(.memory, .live) { server in
+        try await TestServer.run(.standard, .live) { server in
             try await setUp(server)
             try await server.send("messaging:g", id: "g1", from: "alice")
             for tokenInHeader in [false, true] {
@@ -53,7 +53,7 @@ struct EventTests {
 
     @Test("message.new reaches every connection of every member, with its unread counts, and no one else")
     func messageNew() async throws {
-        try await TestServer.run(.memory, .live) { server in
+        try await TestServer.run(.standard, .live) { server in
             try await setUp(server)
             let alicePhone = try await TestSocket.connect(server, as: "alice")
             let aliceLaptop = try await TestSocket.connect(server, as: "alice")
@@ -85,7 +85,7 @@ struct EventTests {
 
     @Test("message.delivered to members, with the delivered cursor")
     func messageDelivered() async throws {
-        try await TestServer.run(.memory, .live) { server in
+        try await TestServer.run(.standard, .live) { server in
             try await setUp(server)
             try await server.send("messaging:g", id: "g1", from: "alice")
             let alice = try await TestSocket.connect(server, as: "alice")
@@ -107,7 +107,7 @@ struct EventTests {
 
     @Test("message.read to members; notification.mark_read to the reader's own connections only")
     func messageRead() async throws {
-        try await TestServer.run(.memory, .live) { server in
+        try await TestServer.run(.standard, .live) { server in
             try await setUp(server)
             try await server.send("messaging:g", id: "g1", from: "alice")
             try await server.send("messaging:g", id: "g2", from: "alice")
@@ -141,7 +141,7 @@ struct EventTests {
 
     @Test("large channels: read and delivered events go only to the authors of the messages they cover")
     func largeChannelTargeting() async throws {
-        try await TestServer.run(.memory, .live, largeChannelMembers: 3) { server in
+        try await TestServer.run(.standard, .live, largeChannelMembers: 3) { server in
             try await server.upsert("alice", "bob", "carol", "dave")
             try await server.createChannel("messaging:big", members: ["alice", "bob", "carol", "dave"])
             try await server.createChannel("messaging:barrier", members: ["alice", "bob", "carol", "dave"])
@@ -171,7 +171,7 @@ struct EventTests {
 
     @Test("notification.mark_unread to the reader's own connections only")
     func markUnread() async throws {
-        try await TestServer.run(.memory, .live) { server in
+        try await TestServer.run(.standard, .live) { server in
             try await setUp(server)
             for id in ["g1", "g2", "g3"] { try await server.send("messaging:g", id: id, from: "alice") }
             try await server.markRead("messaging:g", "bob")
@@ -193,7 +193,7 @@ struct EventTests {
 
     @Test("member.added and member.removed reach the members and the member concerned")
     func membership() async throws {
-        try await TestServer.run(.memory, .live) { server in
+        try await TestServer.run(.standard, .live) { server in
             try await setUp(server)
             let alice = try await TestSocket.connect(server, as: "alice")
             let carol = try await TestSocket.connect(server, as: "carol")
@@ -224,7 +224,7 @@ struct EventTests {
 
     @Test("R8 and R10: a hidden read reaches only the reader's own connections")
     func hiddenReads() async throws {
-        try await TestServer.run(.memory, .live) { server in
+        try await TestServer.run(.standard, .live) { server in
             try await setUp(server)
             try await server.createChannel("livestream:l", members: ["alice", "bob"])
             try await server.ok(
@@ -246,7 +246,7 @@ struct EventTests {
 
     @Test("R9: no message.delivered when the channel type has delivery events off")
     func noDeliveryEvents() async throws {
-        try await TestServer.run(.memory, .live) { server in
+        try await TestServer.run(.standard, .live) { server in
             try await setUp(server)
             try await server.ok(.post, "/channeltypes", #"{"name": "quiet"}"#)
             try await server.createChannel("quiet:q", members: ["alice", "bob"])
@@ -261,7 +261,7 @@ struct EventTests {
 
     @Test("connect needs a valid user token for the user it names")
     func connectAuth() async throws {
-        try await TestServer.run(.memory, .live) { server in
+        try await TestServer.run(.standard, .live) { server in
             try await setUp(server)
             let expired = try await server.services.authority.userToken(for: "bob", expiresIn: -1)
             // Stream's way: the upgrade succeeds, the only frame is the error, then a close (1008).
@@ -269,10 +269,8 @@ struct EventTests {
                 (expired, "bob", 401, 5), ("garbage", "bob", 401, 5), (try await server.token("alice"), "bob", 403, 17),
                 (server.serverToken, "bob", 403, 17),
             ] {
-                let socket = try await TestSocket.connect(server, as: userID, token: token, reading: true, waitForHello: false)
-                let close = try await socket.closeFrame()
+                let (close, frames) = try await TestSocket.refusal(server, as: userID, token: token)
                 #expect(close?.closeCode == .policyViolation)
-                let frames = socket.pending
                 #expect(frames.count == 1)
                 #expect(frames.first?["error"]["StatusCode"].int == status)
                 #expect(frames.first?["error"]["code"].int == code)
@@ -284,7 +282,7 @@ struct EventTests {
 
     @Test("a user that does not exist yet is created on connect, with its details")
     func connectCreatesUser() async throws {
-        try await TestServer.run(.memory, .live) { server in
+        try await TestServer.run(.standard, .live) { server in
             let socket = try await TestSocket.connect(
                 server, as: "newbie", json: #"{"user_id": "newbie", "user_details": {"id": "newbie", "name": "New"}}"#)
             defer { socket.close() }

@@ -37,7 +37,7 @@ struct SlowConnectionTests {
 
     @Test("over a real socket: a client that stops reading is disconnected, a reading one is not slowed")
     func liveSlowClient() async throws {
-        try await TestServer.run(.memory, .live, bufferCapacity: 8) { server in
+        try await TestServer.run(.standard, .live, bufferCapacity: 8) { server in
             try await server.upsert("alice", "bob", "sloth")
             try await server.createChannel("messaging:s", members: ["alice", "bob", "sloth"])
             let sloth = try RawNonReadingClient(port: #require(server.client.port), token: await server.token("sloth"), userID: "sloth")

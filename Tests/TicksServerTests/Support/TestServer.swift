@@ -13,17 +13,30 @@ import TicksProtocol
 enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case memory
     case disk
+    case postgres
 
     var testDescription: String { rawValue }
 
-    func make() throws -> SQLiteStore {
+    /// The stores of this run: with `TICKS_TEST_POSTGRES_URL` set, PostgreSQL
+    /// (each test in a schema of its own); otherwise SQLite, in memory and on disk.
+    static var all: [StoreKind] { PostgresTestDatabase.url == nil ? [.memory, .disk] : [.postgres] }
+    /// What a test that does not ask for a store gets.
+    static var standard: StoreKind { all[0] }
+
+    /// Runs `body` with a new, empty store of this kind, removed afterwards.
+    func withStore<Value: Sendable>(
+        _ body: (any TicksStore) async throws -> Value
+    ) async throws -> Value {
         switch self {
         case .memory:
-            return try SQLiteStore.inMemory()
+            return try await body(try SQLiteStore.inMemory())
         case .disk:
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ticks-test-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            return try SQLiteStore.open(path: folder.appendingPathComponent("ticks.sqlite").path)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            return try await body(try SQLiteStore.open(path: folder.appendingPathComponent("ticks.sqlite").path))
+        case .postgres:
+            return try await PostgresTestDatabase.withStore { store, _ in try await body(store) }
         }
     }
 }
@@ -44,7 +57,7 @@ struct TestServer: Sendable {
     /// Builds the same application `ticks serve` runs and drives it; `.live`
     /// listens on a loopback port (needed for WebSockets).
     static func run<Value: Sendable>(
-        _ kind: StoreKind = .memory, _ setup: TestingSetup = .router, bufferCapacity: Int = 1024,
+        _ kind: StoreKind = .standard, _ setup: TestingSetup = .router, bufferCapacity: Int = 1024,
         largeChannelMembers: Int = 100, _ body: @Sendable (TestServer) async throws -> Value
     ) async throws -> Value {
         var logger = Logger(label: "ticks-test")
@@ -53,11 +66,13 @@ struct TestServer: Sendable {
             host: "127.0.0.1", port: 0,
             credentials: try Credentials(apiKey: TestKeys.apiKey, apiSecret: TestKeys.apiSecret), connectionBufferCapacity: bufferCapacity)
         configuration.largeChannelMembers = largeChannelMembers
-        let (application, services) = await buildApplication(
-            configuration: configuration, store: try kind.make(), logger: logger)
-        let serverToken = try await services.authority.serverToken()
-        return try await application.test(setup) { client in
-            try await body(TestServer(client: client, services: services, serverToken: serverToken))
+        return try await kind.withStore { store in
+            let (application, services) = await buildApplication(
+                configuration: configuration, store: store, logger: logger)
+            let serverToken = try await services.authority.serverToken()
+            return try await application.test(setup) { client in
+                try await body(TestServer(client: client, services: services, serverToken: serverToken))
+            }
         }
     }
 

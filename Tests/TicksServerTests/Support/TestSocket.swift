@@ -95,9 +95,44 @@ final class TestSocket: Sendable {
         try await outbound.write(.text(text))
     }
 
-    /// How the server closed the connection (waits for it).
-    func closeFrame() async throws -> WebSocketCloseFrame? {
-        try await task.value
+    /// How the server closed the connection, waiting up to `timeout` for it;
+    /// throws `TestSocketTimeout` when it has not.
+    func closeFrame(timeout: Duration = .seconds(10)) async throws -> WebSocketCloseFrame? {
+        let task = self.task
+        return try await withThrowingTaskGroup(of: WebSocketCloseFrame?.self) { group in
+            group.addTask { try await task.value }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                task.cancel()
+                throw TestSocketTimeout()
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+    }
+
+    /// Connects with credentials the server must refuse: how it closed, and the frames sent before.
+    ///
+    /// swift-websocket's client can lose the frames that arrive in the same
+    /// read as the 101 response: under CPU load the server had written the
+    /// error frame and the close, and the client saw neither and waited. A
+    /// refusal is written at once, so such a connection is tried again, a few
+    /// times, before the test fails.
+    static func refusal(
+        _ server: TestServer, as userID: String, token: String, attempts: Int = 4,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> (close: WebSocketCloseFrame?, frames: [JSON]) {
+        for _ in 1..<attempts {
+            let socket = try await TestSocket.connect(server, as: userID, token: token, waitForHello: false)
+            if let close = try? await socket.closeFrame(timeout: .seconds(3)) { return (close, socket.pending) }
+        }
+        let socket = try await TestSocket.connect(server, as: userID, token: token, waitForHello: false)
+        do {
+            return (try await socket.closeFrame(), socket.pending)
+        } catch is TestSocketTimeout {
+            Issue.record("\(userID): the server did not close a refused connection", sourceLocation: sourceLocation)
+            throw TestSocketTimeout()
+        }
     }
 
     func close() {
@@ -106,3 +141,5 @@ final class TestSocket: Sendable {
 
     deinit { task.cancel() }
 }
+
+struct TestSocketTimeout: Error {}

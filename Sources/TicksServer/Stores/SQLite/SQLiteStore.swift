@@ -9,7 +9,7 @@ import TicksReceipts
 /// each in a savepoint of its own), so each call sees and changes a consistent
 /// state; cursor UPDATEs are guarded as well (`WHERE read_seq < :new`), so they
 /// would stay monotonic (R2) even without that serialisation.
-public final class SQLiteStore: TicksStore {
+public final class SQLiteStore: TicksStore, ReceiptLogReading {
     let writer: any DatabaseWriter
     /// Every write goes through here: concurrent writes share a commit.
     let committer: GroupCommitter
@@ -84,18 +84,8 @@ public final class SQLiteStore: TicksStore {
         try writer.write { db in try Self.seedChannelTypes(db) }
     }
 
-    /// Built-in channel types (SPEC §3): messaging and team with receipts on,
-    /// livestream with both off.
     static func seedChannelTypes(_ db: Database) throws {
-        let now = Timestamp.now()
-        let builtIns = [
-            ChannelConfig(name: "messaging", readEvents: true, deliveryEvents: true, createdAt: now, updatedAt: now),
-            ChannelConfig(name: "team", readEvents: true, deliveryEvents: true, createdAt: now, updatedAt: now),
-            ChannelConfig(
-                name: "livestream", readEvents: false, deliveryEvents: false, typingEvents: false,
-                connectEvents: false, createdAt: now, updatedAt: now),
-        ]
-        for config in builtIns {
+        for config in BuiltInChannelTypes.all(now: .now()) {
             try db.cachedStatement(sql: "INSERT OR IGNORE INTO channel_type (name, config) VALUES (?, ?)").execute(
                 arguments: [config.name, try JSONCoding.string(config)])
         }
@@ -128,9 +118,6 @@ public final class SQLiteStore: TicksStore {
         try read { db in try Self.users(db, ids: ids) }
     }
 
-    /// Users decoded from their stored JSON: every event names its user.
-    static let decodedUsers = DecodedCache<User>(capacity: 100_000)
-
     static func users(_ db: Database, ids: some Collection<String>) throws -> [String: User] {
         guard !ids.isEmpty else { return [:] }
         var result: [String: User] = [:]
@@ -140,7 +127,7 @@ public final class SQLiteStore: TicksStore {
             let statement = chunk.count == 1 ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
             let rows = try Row.fetchAll(statement, arguments: StatementArguments(chunk))
             for row in rows {
-                let user = try decodedUsers.value(for: row["body"]) { try JSONCoding.decode(User.self, from: $0) }
+                let user = try StoredJSON.user(row["body"])
                 result[user.id] = user
             }
         }
@@ -209,15 +196,10 @@ public final class SQLiteStore: TicksStore {
         c.member_count
         """
 
-    /// Custom fields as stored: nearly always none, which needs no decoder.
-    static func customFields(_ text: String) throws -> [String: JSONValue] {
-        text == "{}" ? [:] : try JSONCoding.decode([String: JSONValue].self, from: text)
-    }
-
     static func channel(from row: Row) throws -> ChannelRecord {
         ChannelRecord(
             pk: row["pk"], type: row["type"], id: row["id"], createdBy: row["created_by"],
-            custom: try customFields(row["custom"]),
+            custom: try StoredJSON.customFields(row["custom"]),
             lastSeq: row["last_seq"],
             lastMessageAt: (row["last_message_at"] as Int64?).map(Timestamp.init(microseconds:)),
             memberCount: row["member_count"],
@@ -490,7 +472,7 @@ public final class SQLiteStore: TicksStore {
     static func message(from row: Row, cid: String) throws -> MessageRecord {
         MessageRecord(
             id: row["id"], channelPK: row["channel_pk"], cid: cid, seq: row["seq"], userID: row["user_id"],
-            text: row["text"], custom: try customFields(row["custom"]),
+            text: row["text"], custom: try StoredJSON.customFields(row["custom"]),
             createdAt: Timestamp(microseconds: row["created_at"]))
     }
 
@@ -817,7 +799,6 @@ public final class SQLiteStore: TicksStore {
         }
     }
 
-    /// The raw receipt log of one member (tests compare it with `ReceiptRules.reachedAt`).
     func loggedMoves(channelPK: Int64, userID: String, kind: CursorKind) async throws -> [LoggedMove] {
         try read { db in
             try Row.fetchAll(

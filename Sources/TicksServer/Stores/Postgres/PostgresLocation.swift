@@ -1,0 +1,89 @@
+import Foundation
+import NIOSSL
+import PostgresNIO
+
+/// Where the PostgreSQL store is, from a URL:
+/// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|require][&schema=NAME]`.
+///
+/// `schema` (default `public`) keeps Ticks' tables apart from others in the
+/// same database; it also names the event bus's notification channel.
+public struct PostgresLocation: Sendable, Equatable {
+    public var host: String
+    public var port: Int
+    public var username: String
+    public var password: String?
+    public var database: String
+    public var requireTLS: Bool
+    public var schema: String
+
+    public init(url text: String) throws {
+        guard let url = URLComponents(string: text), url.scheme == "postgres" || url.scheme == "postgresql",
+            let host = url.host, !host.isEmpty
+        else {
+            throw PostgresLocationError.invalid("'\(text)' is not a postgres://USER@HOST:PORT/DATABASE URL")
+        }
+        guard let user = url.user, !user.isEmpty else {
+            throw PostgresLocationError.invalid("the URL names no user: postgres://USER@HOST:PORT/DATABASE")
+        }
+        let database = String(url.path.drop { $0 == "/" })
+        guard !database.isEmpty else {
+            throw PostgresLocationError.invalid("the URL names no database: postgres://USER@HOST:PORT/DATABASE")
+        }
+        let query = Dictionary(
+            (url.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { _, last in last })
+        switch query["sslmode"] ?? "disable" {
+        case "disable": requireTLS = false
+        case "require", "verify-full": requireTLS = true
+        case let mode: throw PostgresLocationError.invalid("sslmode=\(mode) is not supported: use disable or require")
+        }
+        let schema = query["schema"] ?? "public"
+        guard !schema.isEmpty, schema.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+            throw PostgresLocationError.invalid("schema must be letters, digits and _")
+        }
+        self.host = host
+        self.port = url.port ?? 5432
+        self.username = user.removingPercentEncoding ?? user
+        self.password = url.password.map { $0.removingPercentEncoding ?? $0 }
+        self.database = database
+        self.schema = schema
+    }
+
+    /// The URL without the password, for logs and the start-up banner.
+    public var redacted: String {
+        "postgres://\(username)@\(host):\(port)/\(database)" + (schema == "public" ? "" : "?schema=\(schema)")
+    }
+
+    var tls: PostgresConnection.Configuration.TLS {
+        get throws {
+            requireTLS ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable
+        }
+    }
+
+    /// For the store's pool; every connection uses `schema`.
+    public func clientConfiguration() throws -> PostgresClient.Configuration {
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: username, password: password, database: database,
+            tls: requireTLS ? .require(.makeClientConfiguration()) : .disable)
+        configuration.options.additionalStartupParameters = [("search_path", schema)]
+        configuration.options.maximumConnections = 32
+        return configuration
+    }
+
+    /// For a connection of its own (the event bus's listener).
+    public func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        var configuration = PostgresConnection.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: try tls)
+        configuration.options.additionalStartupParameters = [("search_path", schema)]
+        return configuration
+    }
+}
+
+public enum PostgresLocationError: Error, CustomStringConvertible {
+    case invalid(String)
+
+    public var description: String {
+        switch self {
+        case .invalid(let message): "--postgres-url: \(message)"
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import Logging
+import PostgresNIO
+
+/// The PostgreSQL schema, as named migrations applied in order at start. A
+/// shipped migration is never edited: add a new one. Nodes starting together
+/// take turns through an advisory lock, so each migration runs once.
+enum PostgresSchema {
+    struct Migration {
+        let name: String
+        let statements: [String]
+    }
+
+    static let migrations: [Migration] = [
+        Migration(
+            name: "v1-receipts",
+            statements: [
+                """
+                CREATE TABLE app_user (
+                  id TEXT PRIMARY KEY,
+                  body TEXT NOT NULL,             -- the user as JSON
+                  created_at BIGINT NOT NULL,     -- microseconds since 1970, as every *_at
+                  updated_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE TABLE channel_type (name TEXT PRIMARY KEY, config TEXT NOT NULL)",
+                """
+                CREATE TABLE channel (
+                  pk BIGSERIAL PRIMARY KEY,
+                  type TEXT NOT NULL,
+                  id TEXT NOT NULL,
+                  created_by TEXT,
+                  custom TEXT NOT NULL DEFAULT '{}',
+                  last_seq BIGINT NOT NULL DEFAULT 0,
+                  last_message_at BIGINT,
+                  member_count BIGINT NOT NULL DEFAULT 0,
+                  created_at BIGINT NOT NULL,
+                  updated_at BIGINT NOT NULL,
+                  UNIQUE (type, id)
+                )
+                """,
+                """
+                CREATE TABLE member (
+                  channel_pk BIGINT NOT NULL REFERENCES channel(pk),
+                  user_id TEXT NOT NULL,
+                  read_seq BIGINT NOT NULL,
+                  read_at BIGINT NOT NULL,
+                  delivered_seq BIGINT NOT NULL,
+                  delivered_at BIGINT NOT NULL,
+                  created_at BIGINT NOT NULL,
+                  PRIMARY KEY (channel_pk, user_id),
+                  CHECK (read_seq <= delivered_seq)
+                )
+                """,
+                "CREATE INDEX member_by_user ON member (user_id, channel_pk)",
+                """
+                CREATE TABLE message (
+                  channel_pk BIGINT NOT NULL REFERENCES channel(pk),
+                  seq BIGINT NOT NULL,
+                  id TEXT NOT NULL UNIQUE,
+                  user_id TEXT NOT NULL,
+                  text TEXT NOT NULL,
+                  custom TEXT NOT NULL DEFAULT '{}',
+                  created_at BIGINT NOT NULL,
+                  PRIMARY KEY (channel_pk, seq)
+                )
+                """,
+                "CREATE INDEX message_by_author ON message (channel_pk, user_id, seq)",
+                """
+                CREATE TABLE cursor_move (          -- the receipt log: one row per cursor move
+                  id BIGSERIAL PRIMARY KEY,
+                  channel_pk BIGINT NOT NULL,
+                  user_id TEXT NOT NULL,
+                  kind SMALLINT NOT NULL,           -- 0 delivered, 1 read
+                  seq BIGINT NOT NULL,
+                  at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX cursor_move_by_member ON cursor_move (channel_pk, user_id, kind, id)",
+                """
+                CREATE TABLE event_batch (          -- event batches too large for a NOTIFY payload
+                  id BIGSERIAL PRIMARY KEY,
+                  body TEXT NOT NULL,
+                  created_at TIMESTAMPTZ NOT NULL DEFAULT now()
+                )
+                """,
+            ]),
+    ]
+
+    /// An arbitrary constant: the advisory lock that serialises migrations.
+    static let migrationLock: Int64 = 0x7469_636B_735F_6D67
+
+    static func migrate(_ transactions: PostgresTransactions) async throws {
+        try await transactions.run(.write) { session in
+            // Held until this transaction ends; a second node waits here.
+            try await session.execute("SELECT pg_advisory_xact_lock(\(migrationLock))")
+            try await session.execute(
+                """
+                CREATE TABLE IF NOT EXISTS ticks_migration (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())
+                """)
+            let applied = Set(try await session.values("SELECT name FROM ticks_migration", as: String.self))
+            for migration in migrations where !applied.contains(migration.name) {
+                for statement in migration.statements {
+                    try await session.execute(PostgresQuery(unsafeSQL: statement))
+                }
+                try await session.execute("INSERT INTO ticks_migration (name) VALUES (\(migration.name))")
+                transactions.logger.info("applied migration", metadata: ["migration": "\(migration.name)"])
+            }
+        }
+    }
+}

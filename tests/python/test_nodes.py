@@ -1,0 +1,222 @@
+"""Several `ticks serve --postgres-url` processes over one PostgreSQL database,
+as a team would run them behind a load balancer.
+
+Needs TICKS_TEST_POSTGRES_URL (scripts/test starts a throwaway cluster and
+sets it). Each test gets a schema of its own.
+"""
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import threading
+import time
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from conftest import TicksProcess
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+POSTGRES_URL = os.environ.get("TICKS_TEST_POSTGRES_URL")
+
+pytestmark = pytest.mark.skipif(
+    POSTGRES_URL is None and not os.environ.get("CI"),
+    reason="TICKS_TEST_POSTGRES_URL is not set (scripts/test sets it when PostgreSQL is installed)")
+
+
+def psql(sql):
+    subprocess.run(["psql", POSTGRES_URL, "-qAtc", sql], check=True, capture_output=True, text=True)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """Starts nodes on one database schema; stops them (and drops the schema) afterwards."""
+    assert POSTGRES_URL, "CI must run the PostgreSQL tests: TICKS_TEST_POSTGRES_URL is not set"
+    schema = "n_" + secrets.token_hex(6)
+    psql(f"CREATE SCHEMA {schema}")
+    credentials = {"api_key": "nodeskey", "api_secret": secrets.token_urlsafe(48)}
+    nodes = []
+
+    def start(name):
+        node = TicksProcess(
+            tmp_path / name, extra_args=["--postgres-url", f"{POSTGRES_URL}?schema={schema}"], **credentials)
+        nodes.append(node)
+        return node
+
+    yield start
+    for node in nodes:
+        if node.process.poll() is None:
+            assert node.stop() == 0, node.output()
+    psql(f"DROP SCHEMA {schema} CASCADE")
+
+
+def stream(node):
+    from stream_chat import StreamChat
+
+    return StreamChat(api_key=node.api_key, api_secret=node.api_secret, base_url=node.base_url)
+
+
+class Socket:
+    """A user's WebSocket to one node, collecting the events it receives."""
+
+    def __init__(self, node, client, user):
+        query = urllib.parse.urlencode({
+            "api_key": node.api_key, "json": json.dumps({"user_id": user}),
+            "authorization": client.create_token(user)})
+        self.socket = connect(f"ws://127.0.0.1:{node.port}/connect?{query}", open_timeout=10, max_size=2**22)
+        self.events = []
+        self.closed = threading.Event()
+        self.lock = threading.Lock()
+        hello = json.loads(self.socket.recv(timeout=10))
+        assert hello["type"] == "health.check", hello
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        try:
+            while True:
+                event = json.loads(self.socket.recv())
+                with self.lock:
+                    self.events.append(event)
+        except (ConnectionClosed, OSError):
+            self.closed.set()
+
+    def wait_for(self, predicate, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                found = [e for e in self.events if predicate(e)]
+            if found:
+                return found[0]
+            time.sleep(0.02)
+        with self.lock:
+            raise AssertionError(f"no matching event within {timeout}s; got {[e['type'] for e in self.events]}")
+
+    def close(self):
+        self.socket.close()
+
+
+def group(client, channel_id, members, creator):
+    channel = client.channel("messaging", channel_id, data={"members": members})
+    channel.create(creator)
+    return channel
+
+
+def test_a_receipt_made_through_one_node_reaches_the_sender_on_the_other(cluster):
+    a, b = cluster("a"), cluster("b")
+    via_a, via_b = stream(a), stream(b)
+    via_a.upsert_users([{"id": "alice"}, {"id": "bob"}])
+    channel = group(via_a, "trip", ["alice", "bob"], "alice")
+    alice_on_b = Socket(b, via_b, "alice")
+
+    channel.send_message({"id": "m1", "text": "who is in?"}, "alice")
+    new = alice_on_b.wait_for(lambda e: e["type"] == "message.new")
+    assert new["message"]["id"] == "m1"
+
+    via_a.mark_delivered_simple("bob", "m1", "messaging:trip")
+    delivered = alice_on_b.wait_for(lambda e: e["type"] == "message.delivered")
+    assert delivered["user"]["id"] == "bob" and delivered["last_delivered_message_id"] == "m1"
+
+    channel.mark_read("bob", message_id="m1")
+    read = alice_on_b.wait_for(lambda e: e["type"] == "message.read")
+    assert read["user"]["id"] == "bob" and read["last_read_message_id"] == "m1"
+    # Node B answers with what node A wrote.
+    receipts = via_b.get("messages/m1/receipts")
+    assert receipts["read_count"] == 1 and receipts["receipts"][0]["user"]["id"] == "bob"
+    alice_on_b.close()
+
+
+def test_concurrent_marks_on_two_nodes_never_move_a_cursor_back(cluster):
+    a, b = cluster("a"), cluster("b")
+    clients = [stream(a), stream(b)]
+    clients[0].upsert_users([{"id": "alice"}, {"id": "bob"}])
+    channel = group(clients[0], "race", ["alice", "bob"], "alice")
+    for n in range(1, 31):
+        channel.send_message({"id": f"r{n}", "text": f"{n}"}, "alice")
+
+    def mark(n):
+        client = clients[n % 2]
+        client.channel("messaging", "race").mark_read("bob", message_id=f"r{n}")
+        client.mark_delivered_simple("bob", f"r{31 - n}", "messaging:race")
+
+    order = list(range(1, 31))
+    secrets.SystemRandom().shuffle(order)
+    with ThreadPoolExecutor(12) as pool:
+        list(pool.map(mark, order))
+
+    for client in clients:
+        state = client.channel("messaging", "race").query(state=True, messages={"limit": 0})
+        bob = next(r for r in state["read"] if r["user"]["id"] == "bob")
+        assert bob["last_read_message_id"] == "r30"
+        assert bob["unread_messages"] == 0
+    # Every message is read by bob exactly once in the receipt log's view.
+    for n in (1, 15, 30):
+        receipts = clients[1].get(f"messages/r{n}/receipts")
+        assert receipts["read_count"] == 1 and receipts["delivered_count"] == 1
+
+
+def test_events_too_large_for_a_notification_arrive_whole(cluster):
+    a, b = cluster("a"), cluster("b")
+    via_a, via_b = stream(a), stream(b)
+    members = [f"u{i}" for i in range(60)]
+    via_a.upsert_users([{"id": m} for m in members])
+    channel = group(via_a, "big", members, "u0")
+    listener = Socket(b, via_b, "u59")
+    # A frame over 8,000 bytes (✓ is three bytes of UTF-8; the limit of 5,000
+    # counts characters): more than one notification can carry.
+    text = "✓" * 2900 + " ünïcode"
+    assert len(text.encode()) > 8000
+    channel.send_message({"id": "big1", "text": text}, "u0")
+    new = listener.wait_for(lambda e: e["type"] == "message.new" and e["message"]["id"] == "big1")
+    assert new["message"]["text"] == text
+    assert new["unread_count"] == 1
+    listener.close()
+
+
+def test_a_killed_node_loses_nothing_acknowledged(cluster):
+    a, b = cluster("a"), cluster("b")
+    via_a, via_b = stream(a), stream(b)
+    via_a.upsert_users([{"id": "alice"}, {"id": "bob"}])
+    channel = group(via_a, "crash", ["alice", "bob"], "alice")
+    for n in range(1, 6):
+        channel.send_message({"id": f"k{n}", "text": f"{n}"}, "alice")
+    channel.mark_read("bob", message_id="k4")
+    via_a.mark_delivered_simple("bob", "k5", "messaging:crash")
+
+    a.process.send_signal(signal.SIGKILL)
+    a.process.wait(timeout=10)
+
+    # Bob's device reconnects to node B and refreshes: every acknowledged receipt is there.
+    state = via_b.channel("messaging", "crash").query(state=True, messages={"limit": 10})
+    bob = next(r for r in state["read"] if r["user"]["id"] == "bob")
+    assert bob["last_read_message_id"] == "k4"
+    assert bob["last_delivered_message_id"] == "k5"
+    assert bob["unread_messages"] == 1
+    assert via_b.get("messages/k5/receipts")["delivered_count"] == 1
+
+
+def test_a_lost_listener_makes_clients_reconnect_and_events_flow_again(cluster):
+    a, b = cluster("a"), cluster("b")
+    via_a, via_b = stream(a), stream(b)
+    via_a.upsert_users([{"id": "alice"}, {"id": "bob"}])
+    channel = group(via_a, "drop", ["alice", "bob"], "alice")
+    alice_on_b = Socket(b, via_b, "alice")
+
+    # Cut every listener connection, as a database restart or a network blip would.
+    psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'")
+    # Node B cannot know what it missed: it closes its sockets so clients refresh.
+    assert alice_on_b.closed.wait(15), "node B kept a socket that may have missed events"
+
+    alice_again = Socket(b, via_b, "alice")
+    deadline = time.monotonic() + 15
+    while True:
+        channel.send_message({"id": f"d{secrets.token_hex(3)}", "text": "again"}, "alice")
+        channel.mark_read("bob")
+        try:
+            alice_again.wait_for(lambda e: e["type"] == "message.read" and e["user"]["id"] == "bob", timeout=1)
+            break
+        except AssertionError:
+            assert time.monotonic() < deadline, "events never flowed again after the listener came back"
+    alice_again.close()
