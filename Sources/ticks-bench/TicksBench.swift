@@ -12,6 +12,10 @@ struct TicksBench: AsyncParsableCommand {
 /// Where the Ticks server is and how to make tokens for it.
 struct ServerOptions: ParsableArguments {
     @Option(help: "The Ticks server.") var url = "http://127.0.0.1:3030"
+    @Option(
+        name: .customLong("socket-url"),
+        help: "Where the WebSockets connect, when not --url: another node of the same cluster.")
+    var socketURL: String?
     @Option(name: .customLong("api-key"), help: "API key (or TICKS_API_KEY).") var apiKey: String?
     @Option(name: .customLong("api-secret"), help: "API secret, to sign tokens (or TICKS_API_SECRET).")
     var apiSecret: String?
@@ -37,9 +41,10 @@ struct ServerOptions: ParsableArguments {
 
     func ticks(connections: Int) async throws -> TicksTarget {
         let (key, secret) = try credentials()
+        func trimmed(_ url: String) -> String { url.hasSuffix("/") ? String(url.dropLast()) : url }
         return TicksTarget(
-            baseURL: url.hasSuffix("/") ? String(url.dropLast()) : url, apiKey: key, tokens: await Tokens(secret: secret),
-            http: HTTP(connections: connections))
+            baseURL: trimmed(url), socketBaseURL: trimmed(socketURL ?? url), apiKey: key,
+            tokens: await Tokens(secret: secret), http: HTTP(connections: connections))
     }
 }
 

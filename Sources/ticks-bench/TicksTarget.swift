@@ -9,6 +9,8 @@ struct TicksTarget: ReceiptTarget {
     let name = "ticks"
     let supportsDelivered = true
     let baseURL: String
+    /// Where WebSockets connect: `baseURL`, or another node sharing its database.
+    let socketBaseURL: String
     let apiKey: String
     let tokens: Tokens
     let http: HTTP
@@ -90,7 +92,7 @@ struct TicksTarget: ReceiptTarget {
         async
     {
         let json = "{\"user_id\":\"\(user)\"}".addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
-        let wsBase = baseURL.replacingOccurrences(of: "http://", with: "ws://")
+        let wsBase = socketBaseURL.replacingOccurrences(of: "http://", with: "ws://")
         var logger = Logger(label: "bench-socket")
         logger.logLevel = .critical
         _ = try? await WebSocketClient.connect(
