@@ -1,0 +1,20 @@
+-- wrk script for bench/server-ceiling: every request marks one message read,
+-- each channel's reader moving through its messages in order.
+local channels = tonumber(os.getenv("CHANNELS"))
+local prefix = os.getenv("PREFIX")
+local key = os.getenv("API_KEY")
+local sent = 0
+
+wrk.method = "POST"
+wrk.headers["Authorization"] = os.getenv("TOKEN")
+wrk.headers["stream-auth-type"] = "jwt"
+wrk.headers["Content-Type"] = "application/json"
+
+request = function()
+  local channel = sent % channels
+  local message = math.floor(sent / channels)
+  sent = sent + 1
+  local path = "/channels/messaging/" .. prefix .. "c" .. channel .. "/read?api_key=" .. key
+  local body = string.format('{"user_id": "%sr%d", "message_id": "%sc%dm%d"}', prefix, channel, prefix, channel, message)
+  return wrk.format(nil, path, nil, body)
+end
