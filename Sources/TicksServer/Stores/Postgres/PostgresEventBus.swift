@@ -58,8 +58,8 @@ public final class PostgresEventBus: EventBus {
     }
 
     /// - Parameters:
-    ///   - client: the store's connection pool, for NOTIFY and stored batches.
-    ///   - configuration: how to open the listener's own connection.
+    ///   - client: the store's connection pool, to fetch and prune stored batches.
+    ///   - configuration: how to open the connections of its own (one to publish, one to listen).
     ///   - schema: the store's schema; it names the notification channel.
     public init(client: PostgresClient, configuration: PostgresConnection.Configuration, schema: String, logger: Logger) {
         self.client = client
@@ -95,54 +95,79 @@ public final class PostgresEventBus: EventBus {
 
     // MARK: Sending
 
-    /// Sends the queued entries in order, as few notifications as fit.
+    /// Sends the queued entries in order, as few notifications as fit, on a
+    /// connection of its own: through the store's pool, under load every
+    /// notification waited behind the receipts queued for a connection, and
+    /// the other nodes heard of events seconds late (BENCHMARKS.md).
     private func sendQueued() async {
+        var connection: PostgresConnection?
         for await _ in doorbell {
             let round = queued.withLock { queue in
                 defer { queue.removeAll(keepingCapacity: true) }
                 return queue
             }
             guard !round.isEmpty else { continue }
-            do {
-                try await send(round)
-            } catch {
-                logger.error(
-                    "could not publish events to the other nodes",
-                    metadata: ["error": "\(String(reflecting: error))", "frames": "\(round.count)"])
+            // A connection that failed is replaced and the round sent once more.
+            for attempt in 1...2 {
+                do {
+                    if connection == nil {
+                        connection = try await PostgresConnection.connect(
+                            configuration: configuration, id: 2, logger: logger)
+                    }
+                    try await send(round, on: connection!)
+                    break
+                } catch {
+                    if let failed = connection { await close(failed) }
+                    connection = nil
+                    guard attempt == 2 else { continue }
+                    logger.error(
+                        "could not publish events to the other nodes",
+                        metadata: ["error": "\(String(reflecting: error))", "frames": "\(round.count)"])
+                }
             }
         }
+        if let connection { await close(connection) }
     }
 
-    private func send(_ entries: [Entry]) async throws {
+    private func send(_ entries: [Entry], on connection: PostgresConnection) async throws {
         var batch: [Entry] = []
         var size = 0
         for entry in entries {
             let entrySize = entry.frame.utf8.count + entry.users.reduce(16) { $0 + $1.utf8.count + 3 }
             if !batch.isEmpty, size + entrySize > Self.payloadLimit {
-                try await notify(batch)
+                try await notify(batch, on: connection)
                 batch.removeAll()
                 size = 0
             }
             batch.append(entry)
             size += entrySize
         }
-        if !batch.isEmpty { try await notify(batch) }
+        if !batch.isEmpty { try await notify(batch, on: connection) }
     }
 
-    private func notify(_ entries: [Entry]) async throws {
+    private func notify(_ entries: [Entry], on connection: PostgresConnection) async throws {
         var payload = try JSONCoding.string(Batch(node: node, entries: entries))
         if payload.utf8.count > Self.payloadLimit {
             let body = payload
             guard
-                let id = try await client.query(
+                let id = try await connection.query(
                     "INSERT INTO event_batch (body) VALUES (\(body)) RETURNING id", logger: logger
                 ).collect().first?.makeRandomAccess()[0].decode(Int64.self)
             else { throw PostgresEventBusError.storeFailed }
             payload = try JSONCoding.string(Batch(node: node, stored: id))
             counters.withLock { $0.stored += 1 }
         }
-        try await client.query("SELECT pg_notify(\(channel), \(payload))", logger: logger)
+        try await connection.query("SELECT pg_notify(\(channel), \(payload))", logger: logger)
         counters.withLock { $0.published += entries.count }
+    }
+
+    /// Closes `connection`; a connection may not be dropped open.
+    private func close(_ connection: PostgresConnection) async {
+        do {
+            try await connection.close()
+        } catch {
+            logger.debug("event bus connection did not close cleanly", metadata: ["error": "\(error)"])
+        }
     }
 
     // MARK: Receiving
@@ -175,12 +200,7 @@ public final class PostgresEventBus: EventBus {
                 } catch {
                     ended = error
                 }
-                // Closed before it goes (also when cancelled): a connection may not be dropped open.
-                do {
-                    try await connection.close()
-                } catch {
-                    logger.debug("listener connection did not close cleanly", metadata: ["error": "\(error)"])
-                }
+                await close(connection)  // also when cancelled
                 throw ended
             } catch is CancellationError {
                 return
