@@ -204,8 +204,10 @@ def test_a_lost_listener_makes_clients_reconnect_and_events_flow_again(cluster):
     channel = group(via_a, "drop", ["alice", "bob"], "alice")
     alice_on_b = Socket(b, via_b, "alice")
 
-    # Cut every listener connection, as a database restart or a network blip would.
-    psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'")
+    # Cut every node's listening and publishing connections, as a database
+    # restart or a network blip would.
+    psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+         "WHERE query LIKE 'LISTEN%' OR query LIKE 'SELECT pg_notify%'")
     # Node B cannot know what it missed: it closes its sockets so clients refresh.
     assert alice_on_b.closed.wait(15), "node B kept a socket that may have missed events"
 
