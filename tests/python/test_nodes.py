@@ -104,11 +104,16 @@ def group(client, channel_id, members, creator):
     return channel
 
 
-def test_a_receipt_made_through_one_node_reaches_the_sender_on_the_other(cluster):
+def two_nodes_and_a_pair(cluster, channel_id):
+    """Nodes A and B, a client of each, and a channel of alice and bob made through A."""
     a, b = cluster("a"), cluster("b")
     via_a, via_b = stream(a), stream(b)
     via_a.upsert_users([{"id": "alice"}, {"id": "bob"}])
-    channel = group(via_a, "trip", ["alice", "bob"], "alice")
+    return a, b, via_a, via_b, group(via_a, channel_id, ["alice", "bob"], "alice")
+
+
+def test_a_receipt_made_through_one_node_reaches_the_sender_on_the_other(cluster):
+    a, b, via_a, via_b, channel = two_nodes_and_a_pair(cluster, "trip")
     alice_on_b = Socket(b, via_b, "alice")
 
     channel.send_message({"id": "m1", "text": "who is in?"}, "alice")
@@ -176,10 +181,7 @@ def test_events_too_large_for_a_notification_arrive_whole(cluster):
 
 
 def test_a_killed_node_loses_nothing_acknowledged(cluster):
-    a, b = cluster("a"), cluster("b")
-    via_a, via_b = stream(a), stream(b)
-    via_a.upsert_users([{"id": "alice"}, {"id": "bob"}])
-    channel = group(via_a, "crash", ["alice", "bob"], "alice")
+    a, b, via_a, via_b, channel = two_nodes_and_a_pair(cluster, "crash")
     for n in range(1, 6):
         channel.send_message({"id": f"k{n}", "text": f"{n}"}, "alice")
     channel.mark_read("bob", message_id="k4")
@@ -198,10 +200,7 @@ def test_a_killed_node_loses_nothing_acknowledged(cluster):
 
 
 def test_a_lost_listener_makes_clients_reconnect_and_events_flow_again(cluster):
-    a, b = cluster("a"), cluster("b")
-    via_a, via_b = stream(a), stream(b)
-    via_a.upsert_users([{"id": "alice"}, {"id": "bob"}])
-    channel = group(via_a, "drop", ["alice", "bob"], "alice")
+    a, b, via_a, via_b, channel = two_nodes_and_a_pair(cluster, "drop")
     alice_on_b = Socket(b, via_b, "alice")
 
     # Cut every node's listening and publishing connections, as a database

@@ -90,9 +90,13 @@ struct EventPublisher: Sendable {
 
     func send(_ event: Event, to userIDs: some Sequence<String>) throws {
         let frame = try JSONCoding.string(event)
-        let recipients = Array(userIDs)
-        hub.send(frame, to: recipients)
-        bus?.publish(frame, to: recipients)
+        if let bus {
+            let recipients = Array(userIDs)
+            hub.send(frame, to: recipients)
+            bus.publish(frame, to: recipients)
+        } else {
+            hub.send(frame, to: userIDs)
+        }
         metrics.eventsPublished.increment()
     }
 }

@@ -90,6 +90,30 @@ public struct ReceiptAudience: Sendable, Equatable {
     public var fullChannelLimit: Int
 
     public init(fullChannelLimit: Int) { self.fullChannelLimit = fullChannelLimit }
+
+    /// What a store reads, in the transaction that moved the cursor, to know who hears of it.
+    enum Source: Equatable {
+        /// Every member's id.
+        case members
+        /// The ids of the authors of the messages with `after < seq ≤ through`.
+        case authors(after: Seq, through: Seq)
+    }
+
+    /// What to read for `update` in `channel`; nil when nothing moved. A read
+    /// move decides when there is one (it covers the delivered move too, R1).
+    func source(of update: CursorUpdate, in channel: ChannelRecord) -> Source? {
+        guard let move = update.moves.first(where: { $0.kind == .read }) ?? update.moves.first else { return nil }
+        guard channel.memberCount > fullChannelLimit else { return .members }
+        return .authors(after: min(move.from, move.to), through: max(move.from, move.to))
+    }
+
+    /// The recipients from the ids `source` read: every member, or the authors and the reader.
+    func recipients(_ ids: [String], from source: Source, reader: String) -> [String] {
+        switch source {
+        case .members: ids
+        case .authors: Array(Set(ids).union([reader]))
+        }
+    }
 }
 
 /// A cursor change of one member in one channel, committed.
@@ -131,6 +155,19 @@ public struct MessageReceipts: Sendable {
     /// Every current member but the author who has received or read the message.
     public var entries: [(userID: String, deliveredAt: Timestamp?, readAt: Timestamp?)]
     public var users: [String: User]
+
+    /// The entries from when each member's cursors reached the message (in
+    /// microseconds, by user), the author left out.
+    static func entries(read: [String: Int64], delivered: [String: Int64], author: String)
+        -> [(userID: String, deliveredAt: Timestamp?, readAt: Timestamp?)]
+    {
+        Set(read.keys).union(delivered.keys).subtracting([author]).map { userID in
+            (
+                userID: userID, deliveredAt: delivered[userID].map(Timestamp.init(microseconds:)),
+                readAt: read[userID].map(Timestamp.init(microseconds:))
+            )
+        }
+    }
 }
 
 /// Changes to a channel type; nil fields stay as they are.

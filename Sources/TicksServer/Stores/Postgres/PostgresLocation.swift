@@ -69,7 +69,7 @@ public struct PostgresLocation: Sendable, Equatable {
         return configuration
     }
 
-    /// For a connection of its own (the event bus's listener).
+    /// For a connection of its own (the event bus's listener and publisher).
     public func connectionConfiguration() throws -> PostgresConnection.Configuration {
         var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: try tls)

@@ -561,22 +561,29 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
         }
         let reader = try await users(session, ids: [userID])[userID] ?? User(id: userID)
         var recipients: [String] = []
-        if let audience, let move = update.moves.first(where: { $0.kind == .read }) ?? update.moves.first {
-            if channel.memberCount <= audience.fullChannelLimit {
-                recipients = try await session.values(
-                    "SELECT user_id FROM member WHERE channel_pk = \(channel.pk)", as: String.self)
-            } else {
-                let authors = try await session.values(
-                    """
-                    SELECT DISTINCT user_id FROM message
-                    WHERE channel_pk = \(channel.pk) AND seq > \(min(move.from, move.to)) AND seq <= \(max(move.from, move.to))
-                    """, as: String.self)
-                recipients = Array(Set(authors).union([userID]))
-            }
+        if let audience, let source = audience.source(of: update, in: channel) {
+            recipients = audience.recipients(
+                try await ids(session, source, channelPK: channel.pk), from: source, reader: userID)
         }
         return CursorOutcome(
             channel: channel, config: config, reader: reader, update: update, state: state,
             totals: try await unreadTotals(session, userID), at: now, recipients: recipients)
+    }
+
+    /// The ids a `ReceiptAudience.Source` reads.
+    static func ids(_ session: PostgresSession, _ source: ReceiptAudience.Source, channelPK: Int64) async throws
+        -> [String]
+    {
+        switch source {
+        case .members:
+            try await session.values("SELECT user_id FROM member WHERE channel_pk = \(channelPK)", as: String.self)
+        case .authors(let after, let through):
+            try await session.values(
+                """
+                SELECT DISTINCT user_id FROM message
+                WHERE channel_pk = \(channelPK) AND seq > \(after) AND seq <= \(through)
+                """, as: String.self)
+        }
     }
 
     public func markRead(
@@ -736,16 +743,10 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
             let read = try await Self.reachedTimes(session, channelPK: channel.pk, seq: message.seq, kind: .read)
             let delivered = try await Self.reachedTimes(
                 session, channelPK: channel.pk, seq: message.seq, kind: .delivered)
-            let userIDs = Set(read.keys).union(delivered.keys).subtracting([message.userID])
-            let entries = userIDs.map { userID in
-                (
-                    userID: userID, deliveredAt: delivered[userID].map(Timestamp.init(microseconds:)),
-                    readAt: read[userID].map(Timestamp.init(microseconds:))
-                )
-            }
+            let entries = MessageReceipts.entries(read: read, delivered: delivered, author: message.userID)
             return MessageReceipts(
                 message: message, channel: channel, config: config, entries: entries,
-                users: try await Self.users(session, ids: userIDs))
+                users: try await Self.users(session, ids: entries.map(\.userID)))
         }
     }
 

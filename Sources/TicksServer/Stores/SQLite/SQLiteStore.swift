@@ -593,27 +593,26 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
         }
         let reader = try Self.users(db, ids: [userID])[userID] ?? User(id: userID)
         var recipients: [String] = []
-        if let audience, let move = update.moves.first(where: { $0.kind == .read }) ?? update.moves.first {
-            recipients = try Self.recipients(db, of: move, by: userID, in: channel, audience)
+        if let audience, let source = audience.source(of: update, in: channel) {
+            recipients = audience.recipients(try Self.ids(db, source, channelPK: channel.pk), from: source, reader: userID)
         }
         return CursorOutcome(
             channel: channel, config: config, reader: reader, update: update, state: state,
             totals: try Self.unreadTotals(db, userID), at: now, recipients: recipients)
     }
 
-    /// `ReceiptAudience` applied to one move.
-    static func recipients(
-        _ db: Database, of move: CursorMove, by userID: String, in channel: ChannelRecord, _ audience: ReceiptAudience
-    ) throws -> [String] {
-        guard channel.memberCount > audience.fullChannelLimit else {
-            return try String.fetchAll(
-                db.cachedStatement(sql: "SELECT user_id FROM member WHERE channel_pk = ?"), arguments: [channel.pk])
+    /// The ids a `ReceiptAudience.Source` reads.
+    static func ids(_ db: Database, _ source: ReceiptAudience.Source, channelPK: Int64) throws -> [String] {
+        switch source {
+        case .members:
+            try String.fetchAll(
+                db.cachedStatement(sql: "SELECT user_id FROM member WHERE channel_pk = ?"), arguments: [channelPK])
+        case .authors(let after, let through):
+            try String.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT DISTINCT user_id FROM message WHERE channel_pk = ? AND seq > ? AND seq <= ?"),
+                arguments: [channelPK, after, through])
         }
-        let authors = try String.fetchAll(
-            db.cachedStatement(
-                sql: "SELECT DISTINCT user_id FROM message WHERE channel_pk = ? AND seq > ? AND seq <= ?"),
-            arguments: [channel.pk, min(move.from, move.to), max(move.from, move.to)])
-        return Array(Set(authors).union([userID]))
     }
 
     public func markRead(
@@ -750,16 +749,10 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
             guard let config = try self.channelType(db, channel.type) else { return nil }
             let read = try Self.reachedTimes(db, channelPK: channel.pk, seq: message.seq, kind: .read)
             let delivered = try Self.reachedTimes(db, channelPK: channel.pk, seq: message.seq, kind: .delivered)
-            let userIDs = Set(read.keys).union(delivered.keys).subtracting([message.userID])
-            let entries = userIDs.map { userID in
-                (
-                    userID: userID, deliveredAt: delivered[userID].map(Timestamp.init(microseconds:)),
-                    readAt: read[userID].map(Timestamp.init(microseconds:))
-                )
-            }
+            let entries = MessageReceipts.entries(read: read, delivered: delivered, author: message.userID)
             return MessageReceipts(
                 message: message, channel: channel, config: config, entries: entries,
-                users: try Self.users(db, ids: userIDs))
+                users: try Self.users(db, ids: entries.map(\.userID)))
         }
     }
 
