@@ -53,6 +53,8 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
+            // The web demo's HTML, CSS and JavaScript, served by `ticks serve --demo`.
+            resources: [.copy("Demo/Assets")],
             swiftSettings: swiftSettings
         ),
         // The Swift SDK: durable outbox, live state, automatic delivered, the read indicator.

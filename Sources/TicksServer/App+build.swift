@@ -18,6 +18,8 @@ public struct TicksServerConfiguration: Sendable {
     /// In channels with more members than this, read and delivered events go
     /// only to the authors of the messages they cover (SPEC §7).
     public var largeChannelMembers = 100
+    /// Serves the web demo at `/` and hands out user tokens at `/demo/token` to anyone (`ticks serve --demo`).
+    public var demo = false
     /// How events reach the connections on other nodes sharing the store; nil with one node.
     public var eventBus: (any EventBus)?
     /// Called once the server listens, with the port it got (useful with port 0).
@@ -72,7 +74,7 @@ public func buildApplication(
     return (application, services)
 }
 
-/// Every route: `/health` and `/metrics` are open, the Stream API needs a token.
+/// Every route: `/health` and `/metrics` are open, the Stream API needs a token; demo mode adds the web client.
 func buildRouter(services: TicksServices, configuration: TicksServerConfiguration, logger: Logger)
     -> Router<TicksRequestContext>
 {
@@ -99,6 +101,9 @@ func buildRouter(services: TicksServices, configuration: TicksServerConfiguratio
     MessagesController(store: services.store).addRoutes(to: api)
     ConnectController(store: services.store, hub: services.hub, authority: services.authority, logger: logger)
         .addRoutes(to: router)
+    if configuration.demo {
+        DemoController(authority: services.authority).addRoutes(to: router, logger: logger)
+    }
     return router
 }
 

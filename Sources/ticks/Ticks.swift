@@ -63,6 +63,8 @@ struct Serve: AsyncParsableCommand {
             postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=require][&schema=NAME]
             """)
     var postgresURL: String?
+    @Flag(help: "Serve the web demo at / and hand out user tokens to anyone who asks (never in production).")
+    var demo = false
 
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
@@ -74,6 +76,7 @@ struct Serve: AsyncParsableCommand {
         let logger = Logger(label: "ticks")
         let (credentials, source) = try credentialOptions.resolve()
         var configuration = TicksServerConfiguration(host: host, port: port, credentials: credentials)
+        configuration.demo = demo
         if let url = postgresURL ?? ProcessInfo.processInfo.environment["TICKS_POSTGRES_URL"] {
             let location = try PostgresLocation(url: url)
             let client = PostgresClient(configuration: try location.clientConfiguration(), backgroundLogger: logger)
@@ -110,10 +113,20 @@ struct Serve: AsyncParsableCommand {
               API key:    \(configuration.credentials.apiKey)
               API secret: \(source)
               user token: swift run ticks token USER_ID\(tokenHint)
-
+            \(demo ? demoBanner : "")
             """.utf8))
         // Application.runService handles SIGINT/SIGTERM: stop accepting, finish in-flight requests, close sockets.
         try await application.runService()
+    }
+}
+
+extension Serve {
+    var demoBanner: String {
+        """
+          demo:       open http://\(host == "0.0.0.0" ? "127.0.0.1" : host):\(port)/ in two browser windows
+                      (anyone who can reach this port can get a token for any user)
+
+        """
     }
 }
 

@@ -27,9 +27,9 @@ def free_port() -> int:
 class TicksProcess:
     """One `ticks serve` process on loopback."""
 
-    def __init__(self, data_dir, api_key=None, api_secret=None, extra_args=()):
+    def __init__(self, data_dir, api_key=None, api_secret=None, extra_args=(), port=None):
         self.data_dir = str(data_dir)
-        self.port = free_port()
+        self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.api_key = api_key
         self.api_secret = api_secret
@@ -41,7 +41,7 @@ class TicksProcess:
             env["TICKS_API_SECRET"] = api_secret
         self.stdout_path = os.path.join(self.data_dir, "stdout.txt")
         os.makedirs(self.data_dir, exist_ok=True)
-        self._stdout = open(self.stdout_path, "w")
+        self._stdout = open(self.stdout_path, "a")
         self.process = subprocess.Popen(
             [TICKS_BIN, "serve", "--port", str(self.port), "--data-dir", self.data_dir, "--log-level", "warning",
              *extra_args],

@@ -1,0 +1,956 @@
+// Ticks web demo: a small chat client on Ticks' Stream-compatible API that
+// shows each own message's read indicator live. Plain JavaScript modules, no
+// build step. It behaves like the Swift SDK (SPEC §5): cursors are message
+// ids compared by position in the loaded log, messages are marked delivered
+// when they arrive and read when the list is visible and at the bottom, and
+// state is reloaded after every (re)connection.
+
+const $ = (id) => document.getElementById(id);
+
+const SESSION_KEY = "ticks-demo-session"; // sessionStorage: each tab may be another user
+const RECENT_KEY = "ticks-demo-recent-users"; // localStorage: shared by the windows of a browser
+const CHANNEL_PAGE = 30;
+const MESSAGE_PAGE = 100;
+const MAX_DELIVERED_PER_CALL = 100;
+const HEALTH_CHECK_MS = 25_000;
+const MAX_RECONNECT_DELAY_MS = 5_000;
+
+// MARK: Talking to the server
+
+class APIError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status; // 0 when the server could not be reached
+    this.code = code;
+  }
+}
+
+/** The Stream-style REST API with a user token. */
+class API {
+  constructor(session) {
+    this.session = session;
+    this.onUnauthorized = () => {};
+  }
+
+  async call(method, path, body) {
+    const url = `${path}${path.includes("?") ? "&" : "?"}api_key=${encodeURIComponent(this.session.apiKey)}`;
+    let response;
+    try {
+      response = await fetch(url, {
+        method,
+        headers: {
+          Authorization: this.session.token,
+          "stream-auth-type": "jwt",
+          "Content-Type": "application/json",
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch {
+      throw new APIError(0, 0, "the server cannot be reached");
+    }
+    const answer = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      if (response.status === 401) this.onUnauthorized(answer.message);
+      throw new APIError(response.status, answer.code ?? 0, answer.message ?? response.statusText);
+    }
+    return answer;
+  }
+}
+
+/** Asks the demo-only endpoint for a user token (exists only with `ticks serve --demo`). */
+async function requestDemoToken(userID) {
+  let response;
+  try {
+    response = await fetch("/demo/token", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ user_id: userID }),
+    });
+  } catch {
+    throw new APIError(0, 0, "the server cannot be reached");
+  }
+  const answer = await response.json().catch(() => ({}));
+  if (!response.ok) throw new APIError(response.status, answer.code ?? 0, answer.message ?? response.statusText);
+  return { apiKey: answer.api_key, userID: answer.user_id, token: answer.token };
+}
+
+/**
+ * The user's WebSocket: Stream's `/connect`, a health check every 25 s, and
+ * reconnection with a growing delay. `onConnected` runs after every
+ * (re)connection, once the server's first frame has arrived.
+ */
+class EventSocket {
+  constructor(session, { onConnected, onDisconnected, onEvent, onRefused }) {
+    this.session = session;
+    this.handlers = { onConnected, onDisconnected, onEvent, onRefused };
+    this.attempt = 0;
+    this.stopped = false;
+  }
+
+  start() {
+    this.stopped = false;
+    this.open();
+  }
+
+  open() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const json = JSON.stringify({
+      user_id: this.session.userID,
+      user_details: { id: this.session.userID },
+      server_determines_connection_id: true,
+    });
+    const query = new URLSearchParams({ api_key: this.session.apiKey, authorization: this.session.token, json });
+    const socket = new WebSocket(`${scheme}://${location.host}/connect?${query}`);
+    this.socket = socket;
+    this.refusal = null;
+    let connected = false;
+    socket.onmessage = (message) => {
+      let event;
+      try {
+        event = JSON.parse(message.data);
+      } catch {
+        return;
+      }
+      if (event.error) {
+        this.refusal = event.error;
+      } else if (event.type === "health.check") {
+        if (!connected) {
+          connected = true;
+          this.attempt = 0;
+          this.handlers.onConnected();
+        }
+      } else {
+        this.handlers.onEvent(event);
+      }
+    };
+    socket.onopen = () => {
+      this.healthCheck = setInterval(() => {
+        if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify([{ type: "health.check" }]));
+      }, HEALTH_CHECK_MS);
+    };
+    socket.onclose = () => {
+      clearInterval(this.healthCheck);
+      if (this.stopped || socket !== this.socket) return;
+      if (this.refusal) {
+        // A refused token does not get better by retrying.
+        this.handlers.onRefused(this.refusal);
+        return;
+      }
+      const delay = Math.min(MAX_RECONNECT_DELAY_MS, 500 * 2 ** this.attempt) * (0.8 + Math.random() * 0.4);
+      this.attempt += 1;
+      this.handlers.onDisconnected(delay);
+      this.reconnect = setTimeout(() => this.open(), delay);
+    };
+  }
+
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.reconnect);
+    clearInterval(this.healthCheck);
+    this.socket?.close();
+  }
+}
+
+// MARK: What the client knows of a channel
+
+const byCreation = (a, b) => Date.parse(a.created_at) - Date.parse(b.created_at);
+
+/**
+ * One channel as the server described it, kept current by events. Cursors are
+ * message ids; a cursor's position is its message's place in the loaded log
+ * (1 = oldest loaded, 0 = none or older than what is loaded).
+ */
+class ChannelModel {
+  constructor(state) {
+    this.load(state);
+  }
+
+  load(state) {
+    this.channel = state.channel;
+    this.members = state.members ?? [];
+    this.messages = [...(state.messages ?? [])].sort(byCreation);
+    this.reindex();
+    // The read states this user may see: their own, and others' unless hidden (R8, R10).
+    this.reads = new Map((state.read ?? []).map((read) => [read.user.id, { ...read }]));
+  }
+
+  get cid() {
+    return this.channel.cid;
+  }
+  get config() {
+    return this.channel.config ?? {};
+  }
+  get name() {
+    return this.channel.name || this.channel.id;
+  }
+  get memberCount() {
+    return this.channel.member_count ?? this.members.length;
+  }
+  get newest() {
+    return this.messages[this.messages.length - 1];
+  }
+
+  reindex() {
+    this.index = new Map(this.messages.map((message, offset) => [message.id, offset + 1]));
+  }
+
+  has(messageID) {
+    return this.index.has(messageID);
+  }
+
+  /** A message's position; null when it is not loaded (it may be newer: reload). */
+  position(messageID) {
+    if (messageID == null) return 0;
+    return this.index.get(messageID) ?? null;
+  }
+
+  cursors(userID) {
+    const read = this.reads.get(userID);
+    if (!read) return { read: 0, delivered: 0 };
+    const readAt = this.position(read.last_read_message_id) ?? 0;
+    const deliveredAt = this.position(read.last_delivered_message_id) ?? 0;
+    // R1: reading a message is also receiving it.
+    return { read: readAt, delivered: Math.max(readAt, deliveredAt) };
+  }
+
+  unreadCount(userID) {
+    return this.reads.get(userID)?.unread_messages ?? 0;
+  }
+
+  /** Adds a stored message; false when it was already there. */
+  add(message) {
+    if (this.index.has(message.id)) return false;
+    this.messages.push(message);
+    this.messages.sort(byCreation);
+    this.reindex();
+    // R4: the author has read their own message; only where their reads are visible.
+    if (this.reads.has(message.user.id)) this.moveCursor(message.user, "read", message.id, message.created_at);
+    return true;
+  }
+
+  /**
+   * Moves a member's cursor forward to a message (never back, R2); "reload"
+   * when the message is not loaded.
+   */
+  moveCursor(user, kind, messageID, at) {
+    const target = this.position(messageID);
+    if (target == null) return "reload";
+    const before = this.cursors(user.id);
+    const read = this.reads.get(user.id) ?? { user, unread_messages: 0 };
+    let changed = false;
+    if (kind === "read" && target > before.read) {
+      read.last_read_message_id = messageID;
+      read.last_read = at;
+      changed = true;
+    }
+    if (target > before.delivered) {
+      read.last_delivered_message_id = messageID;
+      read.last_delivered_at = at;
+      changed = true;
+    }
+    if (changed) this.reads.set(user.id, read);
+    return changed ? "changed" : "unchanged";
+  }
+}
+
+/**
+ * The indicator of one own message (SPEC §2, "Status of a message"): null
+ * when hidden; otherwise its status, text alternative and readers.
+ */
+function indicatorFor(channel, message, me, outboxEntry) {
+  if (outboxEntry) {
+    return outboxEntry.status === "failed"
+      ? { status: "failed", label: "Not sent", readers: [] }
+      : { status: "pending", label: "Sending", readers: [] };
+  }
+  if (message.user.id !== me || channel.config.read_events === false) return null;
+  const position = channel.position(message.id);
+  const others = [...channel.reads.values()].filter((read) => read.user.id !== me);
+  const readers = others
+    .filter((read) => channel.cursors(read.user.id).read >= position)
+    .sort((a, b) => Date.parse(b.last_read ?? 0) - Date.parse(a.last_read ?? 0));
+  const isGroup = channel.memberCount > 2;
+  if (readers.length > 0) {
+    return { status: "read", label: isGroup ? `Read by ${readers.length}` : "Read", readers, isGroup };
+  }
+  const delivered =
+    channel.config.delivery_events !== false &&
+    others.some((read) => channel.cursors(read.user.id).delivered >= position);
+  return delivered ? { status: "delivered", label: "Delivered", readers: [] } : { status: "sent", label: "Sent", readers: [] };
+}
+
+// MARK: Drawing
+
+const ICONS = {
+  pending:
+    '<svg viewBox="0 0 16 16" aria-hidden="true"><circle cx="8" cy="8" r="6.2" fill="none" stroke="currentColor" stroke-width="1.6"/><path d="M8 4.6V8l2.4 1.5" fill="none" stroke="currentColor" stroke-width="1.6" stroke-linecap="round"/></svg>',
+  failed:
+    '<svg viewBox="0 0 16 16" aria-hidden="true"><circle cx="8" cy="8" r="7" fill="currentColor"/><path d="M8 4v5M8 11.2v.6" stroke="#fff" stroke-width="1.8" stroke-linecap="round"/></svg>',
+  sent: '<svg viewBox="0 0 20 14" aria-hidden="true"><path d="M3 7.5l3.2 3.2L13.5 3" fill="none" stroke="currentColor" stroke-width="1.8" stroke-linecap="round" stroke-linejoin="round"/></svg>',
+  double:
+    '<svg viewBox="0 0 20 14" aria-hidden="true"><path d="M1.5 7.5l3.2 3.2L12 3M8.6 10.2l.5.5L16.4 3" fill="none" stroke="currentColor" stroke-width="1.8" stroke-linecap="round" stroke-linejoin="round"/></svg>',
+};
+
+function element(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "className") node.className = value;
+    else if (name === "html") node.innerHTML = value; // only our own constant icons
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined && child !== false) node.append(child);
+  }
+  return node;
+}
+
+function initials(user) {
+  const words = (user.name || user.id).split(/[\s_\-@.]+/).filter(Boolean);
+  const letters = words.length > 1 ? words[0][0] + words[1][0] : (words[0] ?? "?").slice(0, 2);
+  return letters.toUpperCase();
+}
+
+const displayName = (user) => user.name || user.id;
+
+function avatar(user) {
+  return element("span", { className: "avatar", title: displayName(user) }, initials(user));
+}
+
+const clockTime = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
+const exactTime = new Intl.DateTimeFormat(undefined, {
+  year: "numeric",
+  month: "short",
+  day: "numeric",
+  hour: "2-digit",
+  minute: "2-digit",
+  second: "2-digit",
+  fractionalSecondDigits: 3,
+});
+
+function timeElement(iso, format) {
+  return element("time", { datetime: iso, title: iso }, format.format(new Date(iso)));
+}
+
+/** The indicator element: its `data-status` and `data-read-count` are for people and tests alike. */
+function indicatorElement(indicator, messageID) {
+  const common = {
+    className: "indicator",
+    "data-status": indicator.status,
+    "data-read-count": indicator.readers.length,
+    "data-message-id": messageID,
+    title: indicator.label,
+  };
+  if (indicator.status === "pending" || indicator.status === "failed") {
+    return element("span", { ...common, role: "img", "aria-label": indicator.label, html: ICONS[indicator.status] });
+  }
+  const shown = indicator.readers.slice(0, 3);
+  const more = indicator.readers.length - shown.length;
+  return element(
+    "button",
+    { ...common, type: "button", "aria-label": indicator.label, "aria-haspopup": "dialog" },
+    element("span", { html: indicator.status === "sent" ? ICONS.sent : ICONS.double }),
+    indicator.isGroup ? element("span", { className: "count", "aria-hidden": "true" }, String(indicator.readers.length)) : null,
+    shown.length > 0 ? element("span", { className: "readers", "aria-hidden": "true" }, shown.map((read) => avatar(read.user))) : null,
+    more > 0 ? element("span", { className: "more", "aria-hidden": "true" }, `and ${more} more`) : null,
+  );
+}
+
+function messageElement(channel, message, me, outboxEntry) {
+  const own = message.user.id === me;
+  const indicator = own ? indicatorFor(channel, message, me, outboxEntry) : null;
+  return element(
+    "li",
+    { className: own ? "message own" : "message", "data-message-id": message.id },
+    own ? null : element("span", { className: "author" }, displayName(message.user)),
+    element("span", { className: "text" }, message.text ?? ""),
+    element(
+      "span",
+      { className: "meta" },
+      timeElement(message.created_at, clockTime),
+      indicator ? indicatorElement(indicator, message.id) : null,
+      outboxEntry?.status === "failed"
+        ? element("button", { type: "button", className: "resend", "data-message-id": message.id, title: outboxEntry.error }, "Resend")
+        : null,
+    ),
+  );
+}
+
+// MARK: The app
+
+class DemoApp {
+  constructor() {
+    this.session = null;
+    this.api = null;
+    this.socket = null;
+    this.channels = new Map(); // cid → ChannelModel
+    this.openCID = null;
+    this.outbox = new Map(); // message id → {cid, message, status: "pending" | "failed", error}
+    this.deliveries = new Map(); // cid → newest message id to mark delivered
+    this.reading = { inFlight: false, again: false };
+    this.receiptsMessageID = null;
+  }
+
+  get me() {
+    return this.session?.userID;
+  }
+  get openChannel() {
+    return this.openCID ? this.channels.get(this.openCID) : null;
+  }
+
+  // MARK: Signing in and out
+
+  boot() {
+    this.bindControls();
+    const saved = sessionStorage.getItem(SESSION_KEY);
+    if (saved) {
+      this.begin(JSON.parse(saved));
+    } else {
+      this.showSignIn();
+    }
+  }
+
+  showSignIn(message = "") {
+    $("app").hidden = true;
+    $("sign-in").hidden = false;
+    $("sign-in-error").textContent = message;
+    const recent = JSON.parse(localStorage.getItem(RECENT_KEY) ?? "[]");
+    $("recent").hidden = recent.length === 0;
+    $("recent-users").replaceChildren(
+      ...recent.map((user) =>
+        element("li", {}, element("button", { type: "button", "data-user-id": user.id }, displayName(user))),
+      ),
+    );
+    $("sign-in-id").focus();
+  }
+
+  async signIn(userID, name) {
+    $("sign-in-error").textContent = "";
+    try {
+      const session = await requestDemoToken(userID);
+      const api = new API(session);
+      // Upsert our own user, keeping what is already stored.
+      const payload = encodeURIComponent(JSON.stringify({ filter_conditions: { id: { $in: [userID] } } }));
+      const existing = (await api.call("GET", `/users?payload=${payload}`)).users[0];
+      if (!existing || (name && existing.name !== name)) {
+        const user = { ...(existing ?? {}), id: userID, ...(name ? { name } : {}) };
+        await api.call("POST", "/users", { users: { [userID]: user } });
+      }
+      session.name = name || existing?.name || userID;
+      const recent = JSON.parse(localStorage.getItem(RECENT_KEY) ?? "[]").filter((user) => user.id !== userID);
+      localStorage.setItem(RECENT_KEY, JSON.stringify([{ id: userID, name: session.name }, ...recent].slice(0, 8)));
+      sessionStorage.setItem(SESSION_KEY, JSON.stringify(session));
+      this.begin(session);
+    } catch (error) {
+      $("sign-in-error").textContent =
+        error.status === 404 ? "This server is not in demo mode: start it with `ticks serve --demo`." : error.message;
+    }
+  }
+
+  begin(session) {
+    this.session = session;
+    this.api = new API(session);
+    this.api.onUnauthorized = (message) => this.signOut(`Signed out: ${message ?? "the token is not valid"}`);
+    this.outbox = new Map(
+      JSON.parse(sessionStorage.getItem(this.outboxKey) ?? "[]").map((entry) => [
+        entry.message.id,
+        { ...entry, status: "pending" },
+      ]),
+    );
+    $("sign-in").hidden = true;
+    $("app").hidden = false;
+    $("me").textContent = session.name ?? session.userID;
+    this.setConnection("connecting", "Connecting…");
+    this.socket = new EventSocket(session, {
+      onConnected: () => this.connected(),
+      onDisconnected: (delay) =>
+        this.setConnection("reconnecting", `Offline: reconnecting in ${Math.ceil(delay / 1000)} s`),
+      onEvent: (event) => this.handle(event),
+      onRefused: (error) => this.signOut(`Signed out: ${error.message}`),
+    });
+    this.socket.start();
+    this.renderAll();
+  }
+
+  signOut(message = "") {
+    this.socket?.stop();
+    this.socket = null;
+    this.session = null;
+    this.channels.clear();
+    this.openCID = null;
+    sessionStorage.removeItem(SESSION_KEY);
+    if ($("receipts").open) $("receipts").close();
+    this.showSignIn(message);
+  }
+
+  setConnection(state, text) {
+    $("connection").dataset.state = state;
+    $("connection").textContent = text;
+  }
+
+  /** After every (re)connection: reload what may have changed meanwhile, then resend what waits. */
+  async connected() {
+    this.setConnection("connected", "Online");
+    try {
+      await Promise.all([this.loadChannels(), this.loadChannelTypes()]);
+    } catch (error) {
+      this.setConnection("reconnecting", `Could not load channels: ${error.message}`);
+      return;
+    }
+    for (const entry of this.outbox.values()) if (entry.status === "pending") this.post(entry);
+  }
+
+  // MARK: Loading
+
+  async loadChannels() {
+    const answer = await this.api.call("POST", "/channels", {
+      filter_conditions: { members: { $in: [this.me] } },
+      sort: [{ field: "last_message_at", direction: -1 }],
+      limit: CHANNEL_PAGE,
+      message_limit: MESSAGE_PAGE,
+      state: true,
+      watch: true,
+    });
+    const loaded = new Map();
+    for (const state of answer.channels) {
+      const model = this.channels.get(state.channel.cid) ?? new ChannelModel(state);
+      model.load(state);
+      loaded.set(model.cid, model);
+    }
+    this.channels = loaded;
+    if (this.openCID && !loaded.has(this.openCID)) this.openCID = null;
+    for (const channel of loaded.values()) this.deliverNewest(channel);
+    this.renderAll();
+  }
+
+  async reloadChannel(cid) {
+    const channel = this.channels.get(cid);
+    if (!channel) return this.loadChannels();
+    const { type, id } = channel.channel;
+    const state = await this.api.call("POST", `/channels/${type}/${encodeURIComponent(id)}/query`, {
+      state: true,
+      watch: true,
+      messages: { limit: MESSAGE_PAGE },
+    });
+    channel.load(state);
+    this.deliverNewest(channel);
+    this.renderAll();
+  }
+
+  async loadChannelTypes() {
+    const { channel_types: types } = await this.api.call("GET", "/channeltypes");
+    const describe = (config) =>
+      config.read_events === false
+        ? `${config.name} (no read receipts)`
+        : config.delivery_events === false
+          ? `${config.name} (no delivered receipts)`
+          : config.name;
+    const configs = Object.values(types).sort((a, b) =>
+      a.name === "messaging" ? -1 : b.name === "messaging" ? 1 : a.name.localeCompare(b.name),
+    );
+    const select = $("new-channel-type");
+    const chosen = select.value;
+    select.replaceChildren(...configs.map((config) => element("option", { value: config.name }, describe(config))));
+    if (chosen) select.value = chosen;
+  }
+
+  // MARK: Events
+
+  handle(event) {
+    const channel = this.channels.get(event.cid);
+    if (!channel) {
+      // A channel this user was just added to, or first hears of.
+      if (event.cid) this.loadChannels().catch(() => {});
+      return;
+    }
+    const own = channel.reads.get(this.me);
+    let reload = false;
+    switch (event.type) {
+      case "message.new": {
+        channel.add(event.message);
+        this.outbox.delete(event.message.id);
+        if (event.message.user.id === this.me) {
+          if (own) own.unread_messages = 0;
+        } else {
+          if (own && event.unread_count != null) own.unread_messages = event.unread_count;
+          this.deliver(channel, event.message);
+        }
+        break;
+      }
+      case "message.read":
+        reload = channel.moveCursor(event.user, "read", event.last_read_message_id, event.created_at) === "reload";
+        break;
+      case "message.delivered":
+        reload =
+          channel.moveCursor(
+            event.user,
+            "delivered",
+            event.last_delivered_message_id,
+            event.last_delivered_at ?? event.created_at,
+          ) === "reload";
+        break;
+      case "notification.mark_read":
+        if (own) own.unread_messages = event.unread_count ?? 0;
+        break;
+      case "notification.mark_unread":
+      case "member.added":
+        reload = true;
+        break;
+      case "member.removed":
+        if (event.member?.user_id === this.me || event.user?.id === this.me) {
+          this.channels.delete(channel.cid);
+          if (this.openCID === channel.cid) this.openCID = null;
+        } else {
+          reload = true;
+        }
+        break;
+    }
+    if (reload) {
+      this.reloadChannel(channel.cid).catch(() => {});
+    } else {
+      this.renderAll();
+    }
+    if (this.receiptsMessageID && channel.has(this.receiptsMessageID)) this.refreshReceipts();
+  }
+
+  // MARK: Delivered and read
+
+  /** Marks the newest message from someone else delivered, if this user's devices have not. */
+  deliverNewest(channel) {
+    const newestFromOthers = channel.messages.findLast((message) => message.user.id !== this.me);
+    if (newestFromOthers) this.deliver(channel, newestFromOthers);
+  }
+
+  deliver(channel, message) {
+    if (channel.config.delivery_events === false) return; // R9: the server would ignore it
+    if (channel.cursors(this.me).delivered >= (channel.position(message.id) ?? Infinity)) return;
+    this.deliveries.set(channel.cid, message.id);
+    clearTimeout(this.deliveryTimer);
+    this.deliveryTimer = setTimeout(() => this.flushDeliveries(), 100);
+  }
+
+  async flushDeliveries() {
+    const batch = [...this.deliveries].slice(0, MAX_DELIVERED_PER_CALL);
+    for (const [cid] of batch) this.deliveries.delete(cid);
+    if (batch.length === 0) return;
+    try {
+      await this.api.call("POST", "/channels/delivered", {
+        latest_delivered_messages: batch.map(([cid, id]) => ({ cid, id })),
+      });
+    } catch {
+      // Offline: the reload after reconnecting marks them again.
+    }
+    if (this.deliveries.size > 0) this.flushDeliveries();
+  }
+
+  /** Marks the open channel read when its newest messages can be seen. */
+  async markReadIfSeen() {
+    const channel = this.openChannel;
+    const list = $("messages");
+    if (!channel || !channel.newest || document.visibilityState !== "visible") return;
+    if (list.getClientRects().length === 0 || list.scrollHeight - list.scrollTop - list.clientHeight > 24) return;
+    const caughtUp = channel.cursors(this.me).read >= channel.messages.length && channel.unreadCount(this.me) === 0;
+    if (caughtUp) return;
+    if (this.reading.inFlight) {
+      this.reading.again = true;
+      return;
+    }
+    this.reading.inFlight = true;
+    try {
+      const { type, id } = channel.channel;
+      const newest = channel.newest;
+      const { event } = await this.api.call("POST", `/channels/${type}/${encodeURIComponent(id)}/read`, {
+        message_id: newest.id,
+      });
+      const own = channel.reads.get(this.me);
+      if (own) own.unread_messages = 0;
+      channel.moveCursor(event?.user ?? { id: this.me }, "read", event?.last_read_message_id ?? newest.id, event?.created_at);
+      this.renderAll();
+    } catch {
+      // Offline: tried again after reconnecting.
+    } finally {
+      this.reading.inFlight = false;
+      if (this.reading.again) {
+        this.reading.again = false;
+        this.markReadIfSeen();
+      }
+    }
+  }
+
+  // MARK: Sending
+
+  get outboxKey() {
+    return `ticks-demo-outbox:${this.me}`;
+  }
+
+  saveOutbox() {
+    const entries = [...this.outbox.values()].map(({ cid, message }) => ({ cid, message }));
+    sessionStorage.setItem(this.outboxKey, JSON.stringify(entries));
+  }
+
+  send(text) {
+    const channel = this.openChannel;
+    if (!channel) return;
+    const random = crypto.getRandomValues(new Uint8Array(8));
+    const id = `${this.me}-${[...random].map((byte) => byte.toString(16).padStart(2, "0")).join("")}`;
+    const message = { id, text, user: { id: this.me, name: this.session.name }, created_at: new Date().toISOString() };
+    const entry = { cid: channel.cid, message, status: "pending" };
+    this.outbox.set(id, entry);
+    this.saveOutbox();
+    this.renderAll({ scrollToBottom: true });
+    this.post(entry);
+  }
+
+  /** Sends (or resends) an outbox message; the server keeps one copy per id (R11). */
+  async post(entry) {
+    const [type, ...rest] = entry.cid.split(":");
+    entry.status = "pending";
+    this.renderAll();
+    try {
+      const { message } = await this.api.call("POST", `/channels/${type}/${encodeURIComponent(rest.join(":"))}/message`, {
+        message: { id: entry.message.id, text: entry.message.text },
+      });
+      this.outbox.delete(message.id);
+      const channel = this.channels.get(entry.cid);
+      if (channel?.add(message)) {
+        const own = channel.reads.get(this.me);
+        if (own) own.unread_messages = 0;
+      }
+    } catch (error) {
+      if (!this.outbox.has(entry.message.id)) return;
+      entry.status = "failed";
+      entry.error = error.message;
+    }
+    this.saveOutbox();
+    this.renderAll();
+  }
+
+  // MARK: Creating and opening channels
+
+  async createChannel(form) {
+    $("new-channel-error").textContent = "";
+    const name = form.name.value.trim();
+    const others = form.members.value.split(/[\s,]+/).filter((id) => id && id !== this.me);
+    const slug = name.toLowerCase().replace(/[^a-z0-9_-]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "chat";
+    const random = [...crypto.getRandomValues(new Uint8Array(3))].map((byte) => byte.toString(16).padStart(2, "0"));
+    const id = `${slug}-${random.join("")}`;
+    try {
+      const state = await this.api.call("POST", `/channels/${form.type.value}/${id}/query`, {
+        data: { name, members: [this.me, ...others] },
+        state: true,
+        watch: true,
+        messages: { limit: MESSAGE_PAGE },
+      });
+      const channel = new ChannelModel(state);
+      this.channels.set(channel.cid, channel);
+      form.reset();
+      $("new-channel").open = false;
+      this.open(channel.cid);
+    } catch (error) {
+      $("new-channel-error").textContent = error.message;
+    }
+  }
+
+  open(cid) {
+    this.openCID = cid;
+    $("app").dataset.view = "conversation";
+    $("messages").replaceChildren();
+    this.renderAll({ scrollToBottom: true });
+    $("composer-text").focus();
+    this.markReadIfSeen();
+  }
+
+  // MARK: Rendering
+
+  renderAll({ scrollToBottom = false } = {}) {
+    if (!this.session) return;
+    this.renderChannelList();
+    this.renderConversation(scrollToBottom);
+    const total = [...this.channels.values()].reduce((sum, channel) => sum + channel.unreadCount(this.me), 0);
+    document.title = total > 0 ? `(${total}) Ticks demo` : "Ticks demo";
+  }
+
+  renderChannelList() {
+    const lastActivity = (channel) => Date.parse(channel.newest?.created_at ?? channel.channel.created_at);
+    const channels = [...this.channels.values()].sort((a, b) => lastActivity(b) - lastActivity(a));
+    $("no-channels").hidden = channels.length > 0;
+    $("channel-list").replaceChildren(
+      ...channels.map((channel) => {
+        const unread = channel.unreadCount(this.me);
+        const newest = channel.newest;
+        const preview = newest
+          ? `${newest.user.id === this.me ? "You" : displayName(newest.user)}: ${newest.text ?? ""}`
+          : "No messages yet";
+        return element(
+          "li",
+          {},
+          element(
+            "button",
+            { type: "button", "data-cid": channel.cid, "aria-current": channel.cid === this.openCID ? "true" : null },
+            element("span", { className: "name" }, channel.name),
+            unread > 0 ? element("span", { className: "unread", "aria-label": `${unread} unread` }, String(unread)) : null,
+            element("span", { className: "preview" }, preview),
+          ),
+        );
+      }),
+    );
+  }
+
+  renderConversation(scrollToBottom) {
+    const channel = this.openChannel;
+    $("composer").hidden = !channel;
+    $("conversation").dataset.cid = channel?.cid ?? "";
+    if (!channel) {
+      $("channel-title").textContent = "Pick a channel";
+      $("channel-info").textContent = "";
+      $("messages").replaceChildren();
+      return;
+    }
+    $("channel-title").textContent = channel.name;
+    const config = channel.config;
+    const receipts =
+      config.read_events === false ? "read receipts off" : config.delivery_events === false ? "no delivered receipts" : "";
+    $("channel-info").textContent = [`${channel.memberCount} members`, channel.channel.type, receipts]
+      .filter(Boolean)
+      .join(" · ");
+
+    const list = $("messages");
+    const wasAtBottom = list.scrollHeight - list.scrollTop - list.clientHeight <= 24;
+    const scrollTop = list.scrollTop;
+    const focused = list.contains(document.activeElement) ? document.activeElement : null;
+    const focusedMessage = focused?.closest("li")?.dataset.messageId;
+    const focusedClass = focused?.classList.contains("resend") ? ".resend" : ".indicator";
+
+    const waiting = [...this.outbox.values()].filter((entry) => entry.cid === channel.cid && !channel.has(entry.message.id));
+    const items = [
+      ...channel.messages.map((message) => ({ message, entry: null })),
+      ...waiting.map((entry) => ({ message: entry.message, entry })),
+    ];
+    const existing = new Map([...list.children].map((node) => [node.dataset.messageId, node]));
+    items.forEach(({ message, entry }, offset) => {
+      const fresh = messageElement(channel, message, this.me, entry);
+      let node = existing.get(message.id);
+      if (!node || !node.isEqualNode(fresh)) {
+        if (node) node.replaceWith(fresh);
+        node = fresh;
+      }
+      if (list.children[offset] !== node) list.insertBefore(node, list.children[offset] ?? null);
+    });
+    while (list.children.length > items.length) list.lastElementChild.remove();
+
+    if (focused && !focused.isConnected && focusedMessage) {
+      list.querySelector(`li[data-message-id="${CSS.escape(focusedMessage)}"] ${focusedClass}`)?.focus();
+    }
+    list.scrollTop = scrollToBottom || wasAtBottom ? list.scrollHeight : scrollTop;
+    this.markReadIfSeen();
+  }
+
+  // MARK: The receipts sheet
+
+  async showReceipts(messageID) {
+    const channel = this.openChannel;
+    const message = channel?.messages.find((candidate) => candidate.id === messageID);
+    if (!message) return;
+    this.receiptsMessageID = messageID;
+    $("receipts-message").textContent = message.text ?? "";
+    $("delivered-section").hidden = channel.config.delivery_events === false;
+    $("read-by").replaceChildren();
+    $("delivered-to").replaceChildren();
+    $("receipts-error").textContent = "";
+    $("receipts").showModal();
+    await this.refreshReceipts();
+  }
+
+  async refreshReceipts() {
+    const messageID = this.receiptsMessageID;
+    if (!messageID) return;
+    let answer;
+    try {
+      answer = await this.api.call("GET", `/messages/${encodeURIComponent(messageID)}/receipts`);
+    } catch (error) {
+      $("receipts-error").textContent = error.message;
+      return;
+    }
+    if (messageID !== this.receiptsMessageID) return;
+    const person = (receipt, at) =>
+      element(
+        "li",
+        { "data-user-id": receipt.user.id },
+        avatar(receipt.user),
+        element("span", { className: "who" }, displayName(receipt.user)),
+        timeElement(at, exactTime),
+      );
+    const nobody = (text) => element("li", { className: "nobody" }, text);
+    const read = answer.receipts.filter((receipt) => receipt.read_at).sort((a, b) => Date.parse(b.read_at) - Date.parse(a.read_at));
+    const delivered = answer.receipts
+      .filter((receipt) => !receipt.read_at && receipt.delivered_at)
+      .sort((a, b) => Date.parse(b.delivered_at) - Date.parse(a.delivered_at));
+    $("read-by").replaceChildren(...(read.length ? read.map((receipt) => person(receipt, receipt.read_at)) : [nobody("Nobody yet")]));
+    $("delivered-to").replaceChildren(
+      ...(delivered.length ? delivered.map((receipt) => person(receipt, receipt.delivered_at)) : [nobody("Nobody else")]),
+    );
+  }
+
+  // MARK: Controls
+
+  bindControls() {
+    $("sign-in-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const form = event.currentTarget;
+      this.signIn(form.user_id.value.trim(), form.name.value.trim());
+    });
+    $("recent-users").addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-user-id]");
+      if (button) this.signIn(button.dataset.userId, "");
+    });
+    $("sign-out").addEventListener("click", () => this.signOut());
+    $("new-channel-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.createChannel(event.currentTarget);
+    });
+    $("channel-list").addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-cid]");
+      if (button) this.open(button.dataset.cid);
+    });
+    $("back").addEventListener("click", () => {
+      $("app").dataset.view = "list";
+      this.openCID = null;
+      this.renderAll();
+    });
+    $("composer").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const input = $("composer-text");
+      const text = input.value.trim();
+      if (!text) return;
+      input.value = "";
+      this.send(text);
+    });
+    $("messages").addEventListener("click", (event) => {
+      const resend = event.target.closest("button.resend");
+      if (resend) {
+        const entry = this.outbox.get(resend.dataset.messageId);
+        if (entry) this.post(entry);
+        return;
+      }
+      const indicator = event.target.closest("button.indicator");
+      if (indicator) this.showReceipts(indicator.dataset.messageId);
+    });
+    $("receipts").addEventListener("close", () => {
+      this.receiptsMessageID = null;
+    });
+    let scheduled = false;
+    $("messages").addEventListener("scroll", () => {
+      if (scheduled) return;
+      scheduled = true;
+      requestAnimationFrame(() => {
+        scheduled = false;
+        this.markReadIfSeen();
+      });
+    });
+    document.addEventListener("visibilitychange", () => this.markReadIfSeen());
+    window.addEventListener("focus", () => this.markReadIfSeen());
+    window.addEventListener("resize", () => this.markReadIfSeen());
+  }
+}
+
+new DemoApp().boot();

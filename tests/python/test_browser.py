@@ -1,0 +1,434 @@
+"""The web demo (`ticks serve --demo`) in a real browser: Debian's chromium and
+chromedriver, driven by Selenium, against the real binary.
+
+Each browser is one person. Every step saves a screenshot under
+TICKS_ARTIFACTS (default .build/artifacts/browser), named test-step.png.
+"""
+
+import os
+import re
+import secrets
+import shutil
+import urllib.error
+import urllib.request
+
+import pytest
+from conftest import TicksProcess
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+ARTIFACTS = os.environ.get("TICKS_ARTIFACTS", os.path.join(os.getcwd(), ".build", "artifacts", "browser"))
+WAIT_SECONDS = 15
+
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER) and not os.environ.get("CI"),
+    reason="chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """One demo server for the tests that do not stop it."""
+    server = TicksProcess(tmp_path_factory.mktemp("demo"), api_key="demokey", api_secret=secrets.token_urlsafe(48),
+                          extra_args=["--demo"])
+    yield server
+    assert server.stop() == 0, server.output()
+
+
+@pytest.fixture
+def browsers(request):
+    """Opens browsers (one per person) and closes them after the test."""
+    assert CHROMIUM and CHROMEDRIVER, "CI must run the browser tests: install chromium and chromium-driver"
+    opened = []
+
+    def open_browser(base_url, person, width=1100, height=760):
+        browser = Browser(base_url, person, request.node.name, width, height)
+        opened.append(browser)
+        return browser
+
+    yield open_browser
+    for browser in opened:
+        browser.quit()
+
+
+def stream(server):
+    from stream_chat import StreamChat
+
+    return StreamChat(api_key=server.api_key, api_secret=server.api_secret, base_url=server.base_url)
+
+
+class Browser:
+    """One person's browser window on the demo page."""
+
+    def __init__(self, base_url, person, test_name, width, height):
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                         f"--window-size={width},{height}", "--lang=en-GB"):
+            options.add_argument(argument)
+        self.driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        if width < 500:
+            # A window cannot be that narrow: emulate a phone's screen instead.
+            self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+                "width": width, "height": height, "deviceScaleFactor": 1, "mobile": True})
+        self.person = person
+        self.test_name = re.sub(r"[^a-z0-9]+", "-", test_name.lower()).strip("-")
+        self.steps = 0
+        self.driver.get(base_url + "/")
+
+    def quit(self):
+        self.driver.quit()
+
+    # Finding and waiting
+
+    def find(self, css):
+        from selenium.webdriver.common.by import By
+
+        return self.driver.find_element(By.CSS_SELECTOR, css)
+
+    def find_all(self, css):
+        from selenium.webdriver.common.by import By
+
+        return self.driver.find_elements(By.CSS_SELECTOR, css)
+
+    def wait(self, condition, what):
+        from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        try:
+            return WebDriverWait(self.driver, WAIT_SECONDS, ignored_exceptions=[StaleElementReferenceException]).until(
+                lambda _: condition())
+        except TimeoutException:
+            self.shot("timeout")
+            raise AssertionError(f"{self.person}: timed out waiting for {what}") from None
+
+    def shot(self, step):
+        """Saves a screenshot of this step as a test artifact."""
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        self.steps += 1
+        path = os.path.join(ARTIFACTS, f"{self.test_name}-{self.person}-{self.steps:02d}-{step}.png")
+        self.driver.save_screenshot(path)
+        return path
+
+    # What a person does
+
+    def sign_in(self, user_id, name=""):
+        self.wait(lambda: self.find("#sign-in").is_displayed(), "the sign-in form")
+        self.find("#sign-in-id").send_keys(user_id)
+        if name:
+            self.find("#sign-in-name").send_keys(name)
+        self.find("#sign-in-form button[type=submit]").click()
+        self.wait(lambda: self.find("#connection").get_attribute("data-state") == "connected", "the connection")
+
+    def sign_out(self):
+        self.find("#sign-out").click()
+        self.wait(lambda: self.find("#sign-in").is_displayed(), "the sign-in form")
+
+    def create_channel(self, name, members, channel_type="messaging"):
+        from selenium.webdriver.support.ui import Select
+
+        self.find("#new-channel summary").click()
+        self.find("#new-channel-name").send_keys(name)
+        self.find("#new-channel-members").send_keys(" ".join(members))
+        self.wait(lambda: channel_type in [o.get_attribute("value") for o in self.find_all("#new-channel-type option")],
+                  f"channel type {channel_type}")
+        Select(self.find("#new-channel-type")).select_by_value(channel_type)
+        self.find("#new-channel-form button[type=submit]").click()
+        self.wait(lambda: self.find("#channel-title").text == name, f"channel {name} to open")
+
+    def channel_button(self, name):
+        for button in self.find_all("#channel-list button"):
+            if button.find_element("css selector", ".name").text == name:
+                return button
+        return None
+
+    def open_channel(self, name):
+        self.wait(lambda: self.channel_button(name) is not None, f"channel {name} in the list")
+        self.channel_button(name).click()
+        self.wait(lambda: self.find("#channel-title").text == name, f"channel {name} to open")
+
+    def send(self, text):
+        box = self.find("#composer-text")
+        box.send_keys(text)
+        self.find("#composer button[type=submit]").click()
+
+    def message(self, text):
+        for item in self.find_all("#messages li.message"):
+            if item.find_element("css selector", ".text").text == text:
+                return item
+        return None
+
+    def indicator(self, text):
+        item = self.message(text)
+        found = item.find_elements("css selector", ".indicator") if item else []
+        return found[0] if found else None
+
+    def wait_status(self, text, status, read_count=None):
+        def reached():
+            indicator = self.indicator(text)
+            if indicator is None or indicator.get_attribute("data-status") != status:
+                return False
+            return read_count is None or indicator.get_attribute("data-read-count") == str(read_count)
+
+        self.wait(reached, f"'{text}' to be {status}" + (f" by {read_count}" if read_count is not None else ""))
+        return self.indicator(text)
+
+    def status(self, text):
+        indicator = self.indicator(text)
+        return indicator.get_attribute("data-status") if indicator else None
+
+
+# MARK: Two people
+
+
+def test_two_people_watch_a_message_go_sent_delivered_read(demo, browsers):
+    bob = browsers(demo.base_url, "bob")
+    bob.sign_in("bob", "Bob Brown")
+    bob.sign_out()  # bob's phone is off: nobody can receive yet
+
+    alice = browsers(demo.base_url, "alice")
+    alice.sign_in("alice", "Alice Adams")
+    alice.shot("signed-in")
+    alice.create_channel("Lunch", ["bob"])
+    alice.send("Pizza at noon?")
+    sent = alice.wait_status("Pizza at noon?", "sent", read_count=0)
+    assert sent.get_attribute("aria-label") == "Sent"
+    alice.shot("sent")
+
+    # bob's phone comes back: the page marks the message delivered when it arrives.
+    bob.find("#recent-users button[data-user-id='bob']").click()
+    bob.wait(lambda: bob.channel_button("Lunch") is not None, "Lunch in bob's list")
+    badge = bob.channel_button("Lunch").find_element("css selector", ".unread")
+    assert badge.text == "1" and badge.get_attribute("aria-label") == "1 unread"
+    bob.shot("unread")
+    delivered = alice.wait_status("Pizza at noon?", "delivered", read_count=0)
+    assert delivered.get_attribute("aria-label") == "Delivered"
+    alice.shot("delivered")
+
+    # bob opens the channel: read.
+    bob.open_channel("Lunch")
+    bob.wait(lambda: not bob.channel_button("Lunch").find_elements("css selector", ".unread"), "bob's badge to go")
+    bob.shot("opened")
+    read = alice.wait_status("Pizza at noon?", "read", read_count=1)
+    assert read.get_attribute("aria-label") == "Read"  # two people: no count
+    assert [a.get_attribute("title") for a in read.find_elements("css selector", ".avatar")] == ["Bob Brown"]
+    alice.shot("read")
+
+    # The receipts sheet: bob, with the exact time he read it.
+    read.click()
+    alice.wait(lambda: alice.find("#read-by li[data-user-id='bob'] time"), "bob in Read by")
+    time = alice.find("#read-by li[data-user-id='bob'] time")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", time.get_attribute("datetime"))
+    assert re.search(r"\d\d:\d\d:\d\d\.\d{3}", time.text), time.text
+    assert alice.find("#delivered-to li").text == "Nobody else"  # bob read it, so he is under Read by
+    alice.shot("receipts")
+
+    # bob's answer comes the other way.
+    bob.send("Yes!")
+    bob.wait_status("Yes!", "read", read_count=1)  # alice has the channel open at the bottom
+    assert alice.message("Yes!") is not None
+    bob.shot("answered")
+
+
+def test_a_group_shows_the_read_count_and_the_last_readers(demo, browsers):
+    api = stream(demo)
+    api.upsert_users([{"id": "dora", "name": "Dora"}, {"id": "erik", "name": "Erik"}])
+    people = {}
+    for user_id, name in [("carol", "Carol"), ("dan", "Dan")]:
+        people[user_id] = browsers(demo.base_url, user_id)
+        people[user_id].sign_in(user_id, name)
+    amy = browsers(demo.base_url, "amy")
+    amy.sign_in("amy", "Amy")
+    amy.create_channel("Trip", ["carol", "dan", "dora", "erik"], channel_type="team")
+    amy.send("Who is in?")
+    amy.wait_status("Who is in?", "delivered", read_count=0)  # carol's and dan's pages received it
+    amy.shot("delivered")
+
+    people["carol"].open_channel("Trip")
+    indicator = amy.wait_status("Who is in?", "read", read_count=1)
+    assert indicator.get_attribute("aria-label") == "Read by 1"
+    amy.shot("read-by-1")
+
+    people["dan"].open_channel("Trip")
+    indicator = amy.wait_status("Who is in?", "read", read_count=2)
+    assert indicator.get_attribute("aria-label") == "Read by 2"
+    assert indicator.find_element("css selector", ".count").text == "2"
+    amy.shot("read-by-2")
+
+    # Two more readers through Stream's SDK: four readers, three avatars "and 1 more".
+    channel = api.channel("team", amy.find("#conversation").get_attribute("data-cid").split(":", 1)[1])
+    channel.mark_read("dora")
+    channel.mark_read("erik")
+    indicator = amy.wait_status("Who is in?", "read", read_count=4)
+    assert indicator.get_attribute("aria-label") == "Read by 4"
+    assert [a.text for a in indicator.find_elements("css selector", ".avatar")] == ["ER", "DO", "DA"]
+    assert indicator.find_element("css selector", ".more").text == "and 1 more"
+    amy.shot("read-by-4")
+
+    indicator.click()
+    amy.wait(lambda: len(amy.find_all("#read-by li[data-user-id]")) == 4, "four readers in the sheet")
+    assert [li.get_attribute("data-user-id") for li in amy.find_all("#read-by li[data-user-id]")] == [
+        "erik", "dora", "dan", "carol"]
+    amy.shot("receipts")
+
+
+# MARK: Channel types without receipts
+
+
+def test_read_events_off_hides_the_indicator_and_delivery_events_off_skips_delivered(demo, browsers):
+    api = stream(demo)
+    api.create_channel_type({"name": "quiet", "read_events": True, "delivery_events": False})
+    gil = browsers(demo.base_url, "gil")
+    gil.sign_in("gil", "Gil")
+    fay = browsers(demo.base_url, "fay")
+    fay.sign_in("fay", "Fay")
+
+    # livestream: read_events off (R8): no indicator at all.
+    fay.create_channel("Stage", ["gil"], channel_type="livestream")
+    fay.send("Welcome")
+    fay.wait(lambda: fay.message("Welcome") is not None and
+             fay.message("Welcome").find_elements("css selector", ".meta time"), "the stored message")
+    gil.open_channel("Stage")
+    gil.wait(lambda: gil.message("Welcome") is not None, "gil to see Welcome")
+    assert fay.indicator("Welcome") is None
+    fay.shot("livestream-no-indicator")
+
+    # quiet: delivery_events off (R9): gil's page has it but fay never sees delivered.
+    fay.create_channel("Quiet", ["gil"], channel_type="quiet")
+    fay.send("Psst")
+    fay.wait_status("Psst", "sent")
+    gil.wait(lambda: gil.channel_button("Quiet") is not None, "Quiet in gil's list")
+    gil.wait(lambda: gil.channel_button("Quiet").find_elements("css selector", ".unread"), "gil's unread badge")
+    assert fay.status("Psst") == "sent"
+    fay.shot("quiet-sent-not-delivered")
+    gil.open_channel("Quiet")
+    indicator = fay.wait_status("Psst", "read", read_count=1)
+    indicator.click()
+    fay.wait(lambda: fay.find("#read-by li[data-user-id='gil']"), "gil in Read by")
+    assert not fay.find("#delivered-section").is_displayed()
+    fay.shot("quiet-receipts")
+
+
+# MARK: Failures
+
+
+def test_a_failed_send_is_resent_and_a_reconnected_page_catches_up(tmp_path, browsers):
+    credentials = {"api_key": "restartkey", "api_secret": secrets.token_urlsafe(48)}
+    data = tmp_path / "data"
+    server = TicksProcess(data, extra_args=["--demo"], **credentials)
+    try:
+        api = stream(server)
+        api.upsert_user({"id": "hal", "name": "Hal"})
+        ivy = browsers(server.base_url, "ivy")
+        ivy.sign_in("ivy", "Ivy")
+        ivy.create_channel("Plans", ["hal"])
+        ivy.send("first")
+        ivy.wait_status("first", "sent")
+        cid = ivy.find("#conversation").get_attribute("data-cid")
+
+        # The server goes away: the page says so, and a message sent now fails.
+        assert server.stop() == 0, server.output()
+        ivy.wait(lambda: ivy.find("#connection").get_attribute("data-state") == "reconnecting", "offline")
+        ivy.send("second")
+        failed = ivy.wait_status("second", "failed")
+        assert failed.get_attribute("aria-label") == "Not sent"
+        assert ivy.message("second").find_element("css selector", "button.resend").text == "Resend"
+        ivy.shot("failed")
+
+        # Meanwhile hal reads "first" through another node on the same data: ivy's page gets no event for it.
+        other = TicksProcess(data, extra_args=["--demo"], **credentials)
+        stream(other).channel(*cid.split(":", 1)).mark_read("hal")
+        assert other.stop() == 0, other.output()
+
+        # The server is back on its port: the page reconnects, reloads, and shows the read it missed.
+        server = TicksProcess(data, extra_args=["--demo"], port=server.port, **credentials)
+        ivy.wait(lambda: ivy.find("#connection").get_attribute("data-state") == "connected", "reconnected")
+        ivy.wait_status("first", "read", read_count=1)
+        assert ivy.status("second") == "failed"  # a failed message waits for Resend
+        ivy.shot("caught-up")
+
+        ivy.message("second").find_element("css selector", "button.resend").click()
+        ivy.wait_status("second", "sent")
+        ivy.shot("resent")
+        messages = stream(server).channel(*cid.split(":", 1)).query(messages={"limit": 10})["messages"]
+        assert [m["text"] for m in messages] == ["first", "second"]
+    finally:
+        if server.process.poll() is None:
+            assert server.stop() == 0, server.output()
+
+
+# MARK: Reading rules, keyboard and small screens
+
+
+def test_nothing_is_read_while_the_tab_is_hidden(demo, browsers):
+    jon = browsers(demo.base_url, "jon")
+    jon.sign_in("jon", "Jon")
+    kim = browsers(demo.base_url, "kim")
+    kim.sign_in("kim", "Kim")
+    kim.create_channel("Hidden", ["jon"])
+    kim.send("hello")
+    jon.open_channel("Hidden")
+    kim.wait_status("hello", "read", read_count=1)
+
+    # jon switches to another tab: his page still receives, but does not read.
+    page = jon.driver.current_window_handle
+    jon.driver.switch_to.new_window("tab")
+    jon.driver.get("about:blank")
+    kim.send("are you there?")
+    kim.wait_status("are you there?", "delivered")
+    kim.shot("delivered-while-hidden")
+    assert kim.status("are you there?") == "delivered"
+    jon.driver.close()
+    jon.driver.switch_to.window(page)
+    kim.wait_status("are you there?", "read", read_count=1)
+    kim.shot("read-when-back")
+
+
+def test_keyboard_and_a_320_pixel_screen(demo, browsers):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    lee = browsers(demo.base_url, "lee")
+    lee.sign_in("lee", "Lee")
+    mia = browsers(demo.base_url, "mia", width=320, height=640)
+    mia.sign_in("mia", "Mia")
+    mia.shot("list")
+    mia.create_channel("Small", ["lee"])
+    mia.send("Tiny screen, long message that has to wrap onto several lines")
+    lee.open_channel("Small")
+    mia.wait_status("Tiny screen, long message that has to wrap onto several lines", "read")
+    assert mia.driver.execute_script("return window.innerWidth") == 320
+    assert mia.driver.execute_script("return document.documentElement.scrollWidth") <= 320
+    mia.shot("conversation")
+
+    # From the message log, Tab reaches the indicator and Enter opens the sheet; Escape closes it.
+    mia.driver.execute_script("document.getElementById('messages').focus()")
+    ActionChains(mia.driver).send_keys(Keys.TAB).perform()
+    focused = mia.driver.switch_to.active_element
+    assert focused.get_attribute("data-status") == "read", focused.get_attribute("outerHTML")
+    ActionChains(mia.driver).send_keys(Keys.ENTER).perform()
+    mia.wait(lambda: mia.find("#receipts").get_attribute("open") is not None, "the sheet")
+    mia.wait(lambda: mia.find("#read-by li[data-user-id='lee']"), "lee in Read by")
+    assert mia.driver.execute_script("return document.documentElement.scrollWidth") <= 320
+    mia.shot("sheet")
+    ActionChains(mia.driver).send_keys(Keys.ESCAPE).perform()
+    mia.wait(lambda: mia.find("#receipts").get_attribute("open") is None, "the sheet to close")
+
+    mia.find("#back").click()
+    mia.wait(lambda: mia.find("#channel-list").is_displayed(), "the channel list")
+    mia.shot("back")
+
+
+# MARK: Without --demo
+
+
+def test_without_demo_there_is_no_page_and_no_token(ticks):
+    for method, path, body in [("GET", "/", None), ("GET", "/ticks-demo.js", None),
+                               ("POST", "/demo/token", b'{"user_id": "eve"}')]:
+        request = urllib.request.Request(ticks.base_url + path, data=body, method=method)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=5)
+        assert refused.value.code == 404
+        assert b'"code":16' in refused.value.read().replace(b" ", b"")
