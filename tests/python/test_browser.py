@@ -145,8 +145,12 @@ class Browser:
         return None
 
     def open_channel(self, name):
-        self.wait(lambda: self.channel_button(name) is not None, f"channel {name} in the list")
-        self.channel_button(name).click()
+        # A click on a button that an event has just redrawn is stale: the wait tries again.
+        def click():
+            button = self.channel_button(name)
+            return button is not None and (button.click() or True)
+
+        self.wait(click, f"channel {name} in the list")
         self.wait(lambda: self.find("#channel-title").text == name, f"channel {name} to open")
 
     def send(self, text):
@@ -212,8 +216,8 @@ def test_two_people_watch_a_message_go_sent_delivered_read(demo, browsers):
     bob.wait(lambda: not bob.channel_button("Lunch").find_elements("css selector", ".unread"), "bob's badge to go")
     bob.shot("opened")
     read = alice.wait_status("Pizza at noon?", "read", read_count=1)
-    assert read.get_attribute("aria-label") == "Read"  # two people: no count
-    assert [a.get_attribute("title") for a in read.find_elements("css selector", ".avatar")] == ["Bob Brown"]
+    assert read.get_attribute("aria-label") == "Read"  # two people: no count, no avatars
+    assert not read.find_elements("css selector", ".count, .avatar")
     alice.shot("read")
 
     # The receipts sheet: bob, with the exact time he read it.

@@ -5,6 +5,10 @@
 // when they arrive and read when the list is visible and at the bottom, and
 // state is reloaded after every (re)connection.
 
+import { ChannelModel } from "./channel-model.js";
+import { API, EventSocket, requestDemoToken } from "./connection.js";
+import { avatar, displayName, element, exactTime, messageElement, reconcile, timeElement } from "./views.js";
+
 const $ = (id) => document.getElementById(id);
 
 const SESSION_KEY = "ticks-demo-session"; // sessionStorage: each tab may be another user
@@ -12,371 +16,6 @@ const RECENT_KEY = "ticks-demo-recent-users"; // localStorage: shared by the win
 const CHANNEL_PAGE = 30;
 const MESSAGE_PAGE = 100;
 const MAX_DELIVERED_PER_CALL = 100;
-const HEALTH_CHECK_MS = 25_000;
-const MAX_RECONNECT_DELAY_MS = 5_000;
-
-// MARK: Talking to the server
-
-class APIError extends Error {
-  constructor(status, code, message) {
-    super(message);
-    this.status = status; // 0 when the server could not be reached
-    this.code = code;
-  }
-}
-
-/** The Stream-style REST API with a user token. */
-class API {
-  constructor(session) {
-    this.session = session;
-    this.onUnauthorized = () => {};
-  }
-
-  async call(method, path, body) {
-    const url = `${path}${path.includes("?") ? "&" : "?"}api_key=${encodeURIComponent(this.session.apiKey)}`;
-    let response;
-    try {
-      response = await fetch(url, {
-        method,
-        headers: {
-          Authorization: this.session.token,
-          "stream-auth-type": "jwt",
-          "Content-Type": "application/json",
-        },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-    } catch {
-      throw new APIError(0, 0, "the server cannot be reached");
-    }
-    const answer = await response.json().catch(() => ({}));
-    if (!response.ok) {
-      if (response.status === 401) this.onUnauthorized(answer.message);
-      throw new APIError(response.status, answer.code ?? 0, answer.message ?? response.statusText);
-    }
-    return answer;
-  }
-}
-
-/** Asks the demo-only endpoint for a user token (exists only with `ticks serve --demo`). */
-async function requestDemoToken(userID) {
-  let response;
-  try {
-    response = await fetch("/demo/token", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ user_id: userID }),
-    });
-  } catch {
-    throw new APIError(0, 0, "the server cannot be reached");
-  }
-  const answer = await response.json().catch(() => ({}));
-  if (!response.ok) throw new APIError(response.status, answer.code ?? 0, answer.message ?? response.statusText);
-  return { apiKey: answer.api_key, userID: answer.user_id, token: answer.token };
-}
-
-/**
- * The user's WebSocket: Stream's `/connect`, a health check every 25 s, and
- * reconnection with a growing delay. `onConnected` runs after every
- * (re)connection, once the server's first frame has arrived.
- */
-class EventSocket {
-  constructor(session, { onConnected, onDisconnected, onEvent, onRefused }) {
-    this.session = session;
-    this.handlers = { onConnected, onDisconnected, onEvent, onRefused };
-    this.attempt = 0;
-    this.stopped = false;
-  }
-
-  start() {
-    this.stopped = false;
-    this.open();
-  }
-
-  open() {
-    const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const json = JSON.stringify({
-      user_id: this.session.userID,
-      user_details: { id: this.session.userID },
-      server_determines_connection_id: true,
-    });
-    const query = new URLSearchParams({ api_key: this.session.apiKey, authorization: this.session.token, json });
-    const socket = new WebSocket(`${scheme}://${location.host}/connect?${query}`);
-    this.socket = socket;
-    this.refusal = null;
-    let connected = false;
-    socket.onmessage = (message) => {
-      let event;
-      try {
-        event = JSON.parse(message.data);
-      } catch {
-        return;
-      }
-      if (event.error) {
-        this.refusal = event.error;
-      } else if (event.type === "health.check") {
-        if (!connected) {
-          connected = true;
-          this.attempt = 0;
-          this.handlers.onConnected();
-        }
-      } else {
-        this.handlers.onEvent(event);
-      }
-    };
-    socket.onopen = () => {
-      this.healthCheck = setInterval(() => {
-        if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify([{ type: "health.check" }]));
-      }, HEALTH_CHECK_MS);
-    };
-    socket.onclose = () => {
-      clearInterval(this.healthCheck);
-      if (this.stopped || socket !== this.socket) return;
-      if (this.refusal) {
-        // A refused token does not get better by retrying.
-        this.handlers.onRefused(this.refusal);
-        return;
-      }
-      const delay = Math.min(MAX_RECONNECT_DELAY_MS, 500 * 2 ** this.attempt) * (0.8 + Math.random() * 0.4);
-      this.attempt += 1;
-      this.handlers.onDisconnected(delay);
-      this.reconnect = setTimeout(() => this.open(), delay);
-    };
-  }
-
-  stop() {
-    this.stopped = true;
-    clearTimeout(this.reconnect);
-    clearInterval(this.healthCheck);
-    this.socket?.close();
-  }
-}
-
-// MARK: What the client knows of a channel
-
-const byCreation = (a, b) => Date.parse(a.created_at) - Date.parse(b.created_at);
-
-/**
- * One channel as the server described it, kept current by events. Cursors are
- * message ids; a cursor's position is its message's place in the loaded log
- * (1 = oldest loaded, 0 = none or older than what is loaded).
- */
-class ChannelModel {
-  constructor(state) {
-    this.load(state);
-  }
-
-  load(state) {
-    this.channel = state.channel;
-    this.members = state.members ?? [];
-    this.messages = [...(state.messages ?? [])].sort(byCreation);
-    this.reindex();
-    // The read states this user may see: their own, and others' unless hidden (R8, R10).
-    this.reads = new Map((state.read ?? []).map((read) => [read.user.id, { ...read }]));
-  }
-
-  get cid() {
-    return this.channel.cid;
-  }
-  get config() {
-    return this.channel.config ?? {};
-  }
-  get name() {
-    return this.channel.name || this.channel.id;
-  }
-  get memberCount() {
-    return this.channel.member_count ?? this.members.length;
-  }
-  get newest() {
-    return this.messages[this.messages.length - 1];
-  }
-
-  reindex() {
-    this.index = new Map(this.messages.map((message, offset) => [message.id, offset + 1]));
-  }
-
-  has(messageID) {
-    return this.index.has(messageID);
-  }
-
-  /** A message's position; null when it is not loaded (it may be newer: reload). */
-  position(messageID) {
-    if (messageID == null) return 0;
-    return this.index.get(messageID) ?? null;
-  }
-
-  cursors(userID) {
-    const read = this.reads.get(userID);
-    if (!read) return { read: 0, delivered: 0 };
-    const readAt = this.position(read.last_read_message_id) ?? 0;
-    const deliveredAt = this.position(read.last_delivered_message_id) ?? 0;
-    // R1: reading a message is also receiving it.
-    return { read: readAt, delivered: Math.max(readAt, deliveredAt) };
-  }
-
-  unreadCount(userID) {
-    return this.reads.get(userID)?.unread_messages ?? 0;
-  }
-
-  /** Adds a stored message; false when it was already there. */
-  add(message) {
-    if (this.index.has(message.id)) return false;
-    this.messages.push(message);
-    this.messages.sort(byCreation);
-    this.reindex();
-    // R4: the author has read their own message; only where their reads are visible.
-    if (this.reads.has(message.user.id)) this.moveCursor(message.user, "read", message.id, message.created_at);
-    return true;
-  }
-
-  /**
-   * Moves a member's cursor forward to a message (never back, R2); "reload"
-   * when the message is not loaded.
-   */
-  moveCursor(user, kind, messageID, at) {
-    const target = this.position(messageID);
-    if (target == null) return "reload";
-    const before = this.cursors(user.id);
-    const read = this.reads.get(user.id) ?? { user, unread_messages: 0 };
-    let changed = false;
-    if (kind === "read" && target > before.read) {
-      read.last_read_message_id = messageID;
-      read.last_read = at;
-      changed = true;
-    }
-    if (target > before.delivered) {
-      read.last_delivered_message_id = messageID;
-      read.last_delivered_at = at;
-      changed = true;
-    }
-    if (changed) this.reads.set(user.id, read);
-    return changed ? "changed" : "unchanged";
-  }
-}
-
-/**
- * The indicator of one own message (SPEC §2, "Status of a message"): null
- * when hidden; otherwise its status, text alternative and readers.
- */
-function indicatorFor(channel, message, me, outboxEntry) {
-  if (outboxEntry) {
-    return outboxEntry.status === "failed"
-      ? { status: "failed", label: "Not sent", readers: [] }
-      : { status: "pending", label: "Sending", readers: [] };
-  }
-  if (message.user.id !== me || channel.config.read_events === false) return null;
-  const position = channel.position(message.id);
-  const others = [...channel.reads.values()].filter((read) => read.user.id !== me);
-  const readers = others
-    .filter((read) => channel.cursors(read.user.id).read >= position)
-    .sort((a, b) => Date.parse(b.last_read ?? 0) - Date.parse(a.last_read ?? 0));
-  const isGroup = channel.memberCount > 2;
-  if (readers.length > 0) {
-    return { status: "read", label: isGroup ? `Read by ${readers.length}` : "Read", readers, isGroup };
-  }
-  const delivered =
-    channel.config.delivery_events !== false &&
-    others.some((read) => channel.cursors(read.user.id).delivered >= position);
-  return delivered ? { status: "delivered", label: "Delivered", readers: [] } : { status: "sent", label: "Sent", readers: [] };
-}
-
-// MARK: Drawing
-
-const ICONS = {
-  pending:
-    '<svg viewBox="0 0 16 16" aria-hidden="true"><circle cx="8" cy="8" r="6.2" fill="none" stroke="currentColor" stroke-width="1.6"/><path d="M8 4.6V8l2.4 1.5" fill="none" stroke="currentColor" stroke-width="1.6" stroke-linecap="round"/></svg>',
-  failed:
-    '<svg viewBox="0 0 16 16" aria-hidden="true"><circle cx="8" cy="8" r="7" fill="currentColor"/><path d="M8 4v5M8 11.2v.6" stroke="#fff" stroke-width="1.8" stroke-linecap="round"/></svg>',
-  sent: '<svg viewBox="0 0 20 14" aria-hidden="true"><path d="M3 7.5l3.2 3.2L13.5 3" fill="none" stroke="currentColor" stroke-width="1.8" stroke-linecap="round" stroke-linejoin="round"/></svg>',
-  double:
-    '<svg viewBox="0 0 20 14" aria-hidden="true"><path d="M1.5 7.5l3.2 3.2L12 3M8.6 10.2l.5.5L16.4 3" fill="none" stroke="currentColor" stroke-width="1.8" stroke-linecap="round" stroke-linejoin="round"/></svg>',
-};
-
-function element(tag, attributes = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (value === undefined || value === null || value === false) continue;
-    if (name === "className") node.className = value;
-    else if (name === "html") node.innerHTML = value; // only our own constant icons
-    else node.setAttribute(name, value === true ? "" : String(value));
-  }
-  for (const child of children.flat()) {
-    if (child !== null && child !== undefined && child !== false) node.append(child);
-  }
-  return node;
-}
-
-function initials(user) {
-  const words = (user.name || user.id).split(/[\s_\-@.]+/).filter(Boolean);
-  const letters = words.length > 1 ? words[0][0] + words[1][0] : (words[0] ?? "?").slice(0, 2);
-  return letters.toUpperCase();
-}
-
-const displayName = (user) => user.name || user.id;
-
-function avatar(user) {
-  return element("span", { className: "avatar", title: displayName(user) }, initials(user));
-}
-
-const clockTime = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
-const exactTime = new Intl.DateTimeFormat(undefined, {
-  year: "numeric",
-  month: "short",
-  day: "numeric",
-  hour: "2-digit",
-  minute: "2-digit",
-  second: "2-digit",
-  fractionalSecondDigits: 3,
-});
-
-function timeElement(iso, format) {
-  return element("time", { datetime: iso, title: iso }, format.format(new Date(iso)));
-}
-
-/** The indicator element: its `data-status` and `data-read-count` are for people and tests alike. */
-function indicatorElement(indicator, messageID) {
-  const common = {
-    className: "indicator",
-    "data-status": indicator.status,
-    "data-read-count": indicator.readers.length,
-    "data-message-id": messageID,
-    title: indicator.label,
-  };
-  if (indicator.status === "pending" || indicator.status === "failed") {
-    return element("span", { ...common, role: "img", "aria-label": indicator.label, html: ICONS[indicator.status] });
-  }
-  const shown = indicator.readers.slice(0, 3);
-  const more = indicator.readers.length - shown.length;
-  return element(
-    "button",
-    { ...common, type: "button", "aria-label": indicator.label, "aria-haspopup": "dialog" },
-    element("span", { html: indicator.status === "sent" ? ICONS.sent : ICONS.double }),
-    indicator.isGroup ? element("span", { className: "count", "aria-hidden": "true" }, String(indicator.readers.length)) : null,
-    shown.length > 0 ? element("span", { className: "readers", "aria-hidden": "true" }, shown.map((read) => avatar(read.user))) : null,
-    more > 0 ? element("span", { className: "more", "aria-hidden": "true" }, `and ${more} more`) : null,
-  );
-}
-
-function messageElement(channel, message, me, outboxEntry) {
-  const own = message.user.id === me;
-  const indicator = own ? indicatorFor(channel, message, me, outboxEntry) : null;
-  return element(
-    "li",
-    { className: own ? "message own" : "message", "data-message-id": message.id },
-    own ? null : element("span", { className: "author" }, displayName(message.user)),
-    element("span", { className: "text" }, message.text ?? ""),
-    element(
-      "span",
-      { className: "meta" },
-      timeElement(message.created_at, clockTime),
-      indicator ? indicatorElement(indicator, message.id) : null,
-      outboxEntry?.status === "failed"
-        ? element("button", { type: "button", className: "resend", "data-message-id": message.id, title: outboxEntry.error }, "Resend")
-        : null,
-    ),
-  );
-}
-
-// MARK: The app
 
 class DemoApp {
   constructor() {
@@ -774,8 +413,9 @@ class DemoApp {
     const lastActivity = (channel) => Date.parse(channel.newest?.created_at ?? channel.channel.created_at);
     const channels = [...this.channels.values()].sort((a, b) => lastActivity(b) - lastActivity(a));
     $("no-channels").hidden = channels.length > 0;
-    $("channel-list").replaceChildren(
-      ...channels.map((channel) => {
+    reconcile(
+      $("channel-list"),
+      channels.map((channel) => {
         const unread = channel.unreadCount(this.me);
         const newest = channel.newest;
         const preview = newest
@@ -783,7 +423,7 @@ class DemoApp {
           : "No messages yet";
         return element(
           "li",
-          {},
+          { "data-key": channel.cid },
           element(
             "button",
             { type: "button", "data-cid": channel.cid, "aria-current": channel.cid === this.openCID ? "true" : null },
@@ -817,30 +457,11 @@ class DemoApp {
     const list = $("messages");
     const wasAtBottom = list.scrollHeight - list.scrollTop - list.clientHeight <= 24;
     const scrollTop = list.scrollTop;
-    const focused = list.contains(document.activeElement) ? document.activeElement : null;
-    const focusedMessage = focused?.closest("li")?.dataset.messageId;
-    const focusedClass = focused?.classList.contains("resend") ? ".resend" : ".indicator";
-
     const waiting = [...this.outbox.values()].filter((entry) => entry.cid === channel.cid && !channel.has(entry.message.id));
-    const items = [
-      ...channel.messages.map((message) => ({ message, entry: null })),
-      ...waiting.map((entry) => ({ message: entry.message, entry })),
-    ];
-    const existing = new Map([...list.children].map((node) => [node.dataset.messageId, node]));
-    items.forEach(({ message, entry }, offset) => {
-      const fresh = messageElement(channel, message, this.me, entry);
-      let node = existing.get(message.id);
-      if (!node || !node.isEqualNode(fresh)) {
-        if (node) node.replaceWith(fresh);
-        node = fresh;
-      }
-      if (list.children[offset] !== node) list.insertBefore(node, list.children[offset] ?? null);
-    });
-    while (list.children.length > items.length) list.lastElementChild.remove();
-
-    if (focused && !focused.isConnected && focusedMessage) {
-      list.querySelector(`li[data-message-id="${CSS.escape(focusedMessage)}"] ${focusedClass}`)?.focus();
-    }
+    reconcile(list, [
+      ...channel.messages.map((message) => messageElement(channel, message, this.me, null)),
+      ...waiting.map((entry) => messageElement(channel, entry.message, this.me, entry)),
+    ]);
     list.scrollTop = scrollToBottom || wasAtBottom ? list.scrollHeight : scrollTop;
     this.markReadIfSeen();
   }

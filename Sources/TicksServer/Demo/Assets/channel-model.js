@@ -1,0 +1,128 @@
+// What the client knows of a channel, and the read indicator of an own
+// message computed from it (SPEC §2, "Status of a message").
+
+const byCreation = (a, b) => Date.parse(a.created_at) - Date.parse(b.created_at);
+
+/**
+ * One channel as the server described it, kept current by events. Cursors are
+ * message ids; a cursor's position is its message's place in the loaded log
+ * (1 = oldest loaded, 0 = none or older than what is loaded).
+ */
+export class ChannelModel {
+  constructor(state) {
+    this.load(state);
+  }
+
+  load(state) {
+    this.channel = state.channel;
+    this.members = state.members ?? [];
+    this.messages = [...(state.messages ?? [])].sort(byCreation);
+    this.reindex();
+    // The read states this user may see: their own, and others' unless hidden (R8, R10).
+    this.reads = new Map((state.read ?? []).map((read) => [read.user.id, { ...read }]));
+  }
+
+  get cid() {
+    return this.channel.cid;
+  }
+  get config() {
+    return this.channel.config ?? {};
+  }
+  get name() {
+    return this.channel.name || this.channel.id;
+  }
+  get memberCount() {
+    return this.channel.member_count ?? this.members.length;
+  }
+  get newest() {
+    return this.messages[this.messages.length - 1];
+  }
+
+  reindex() {
+    this.index = new Map(this.messages.map((message, offset) => [message.id, offset + 1]));
+  }
+
+  has(messageID) {
+    return this.index.has(messageID);
+  }
+
+  /** A message's position; null when it is not loaded (it may be newer: reload). */
+  position(messageID) {
+    if (messageID == null) return 0;
+    return this.index.get(messageID) ?? null;
+  }
+
+  cursors(userID) {
+    const read = this.reads.get(userID);
+    if (!read) return { read: 0, delivered: 0 };
+    const readAt = this.position(read.last_read_message_id) ?? 0;
+    const deliveredAt = this.position(read.last_delivered_message_id) ?? 0;
+    // R1: reading a message is also receiving it.
+    return { read: readAt, delivered: Math.max(readAt, deliveredAt) };
+  }
+
+  unreadCount(userID) {
+    return this.reads.get(userID)?.unread_messages ?? 0;
+  }
+
+  /** Adds a stored message; false when it was already there. */
+  add(message) {
+    if (this.index.has(message.id)) return false;
+    this.messages.push(message);
+    this.messages.sort(byCreation);
+    this.reindex();
+    // R4: the author has read their own message; only where their reads are visible.
+    if (this.reads.has(message.user.id)) this.moveCursor(message.user, "read", message.id, message.created_at);
+    return true;
+  }
+
+  /**
+   * Moves a member's cursor forward to a message (never back, R2); "reload"
+   * when the message is not loaded.
+   */
+  moveCursor(user, kind, messageID, at) {
+    const target = this.position(messageID);
+    if (target == null) return "reload";
+    const before = this.cursors(user.id);
+    const read = this.reads.get(user.id) ?? { user, unread_messages: 0 };
+    let changed = false;
+    if (kind === "read" && target > before.read) {
+      read.last_read_message_id = messageID;
+      read.last_read = at;
+      changed = true;
+    }
+    if (target > before.delivered) {
+      read.last_delivered_message_id = messageID;
+      read.last_delivered_at = at;
+      changed = true;
+    }
+    if (changed) this.reads.set(user.id, read);
+    return changed ? "changed" : "unchanged";
+  }
+}
+
+/**
+ * The indicator of one own message (SPEC §2, "Status of a message"): null
+ * when hidden; otherwise its status, text alternative and readers.
+ */
+export function indicatorFor(channel, message, me, outboxEntry) {
+  if (outboxEntry) {
+    return outboxEntry.status === "failed"
+      ? { status: "failed", label: "Not sent", readers: [] }
+      : { status: "pending", label: "Sending", readers: [] };
+  }
+  if (message.user.id !== me || channel.config.read_events === false) return null;
+  const position = channel.position(message.id);
+  const others = [...channel.reads.values()].filter((read) => read.user.id !== me);
+  const readers = others
+    .filter((read) => channel.cursors(read.user.id).read >= position)
+    .sort((a, b) => Date.parse(b.last_read ?? 0) - Date.parse(a.last_read ?? 0));
+  const isGroup = channel.memberCount > 2;
+  if (readers.length > 0) {
+    return { status: "read", label: isGroup ? `Read by ${readers.length}` : "Read", readers, isGroup };
+  }
+  const delivered =
+    channel.config.delivery_events !== false &&
+    others.some((read) => channel.cursors(read.user.id).delivered >= position);
+  return delivered ? { status: "delivered", label: "Delivered", readers: [] } : { status: "sent", label: "Sent", readers: [] };
+}
