@@ -25,6 +25,15 @@ pytestmark = pytest.mark.skipif(
     reason="chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def fresh_artifacts():
+    """Screenshots of an earlier run would mislead: remove them."""
+    if os.path.isdir(ARTIFACTS):
+        for name in os.listdir(ARTIFACTS):
+            if name.startswith("test-") and name.endswith(".png"):
+                os.remove(os.path.join(ARTIFACTS, name))
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     """One demo server for the tests that do not stop it."""

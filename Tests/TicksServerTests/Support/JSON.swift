@@ -32,6 +32,13 @@ struct JSON: Sendable, Equatable, CustomStringConvertible {
         default: nil
         }
     }
+    var double: Double? {
+        switch value {
+        case .int(let number): Double(number)
+        case .double(let number): number
+        default: nil
+        }
+    }
     var array: [JSON] {
         if case .array(let array) = value { return array.map(JSON.init) }
         return []

@@ -58,7 +58,7 @@ struct TestServer: Sendable {
     /// listens on a loopback port (needed for WebSockets).
     static func run<Value: Sendable>(
         _ kind: StoreKind = .standard, _ setup: TestingSetup = .router, bufferCapacity: Int = 1024,
-        largeChannelMembers: Int = 100, _ body: @Sendable (TestServer) async throws -> Value
+        largeChannelMembers: Int = 100, demo: Bool = false, _ body: @Sendable (TestServer) async throws -> Value
     ) async throws -> Value {
         var logger = Logger(label: "ticks-test")
         logger.logLevel = .warning
@@ -66,6 +66,7 @@ struct TestServer: Sendable {
             host: "127.0.0.1", port: 0,
             credentials: try Credentials(apiKey: TestKeys.apiKey, apiSecret: TestKeys.apiSecret), connectionBufferCapacity: bufferCapacity)
         configuration.largeChannelMembers = largeChannelMembers
+        configuration.demo = demo
         return try await kind.withStore { store in
             let (application, services) = await buildApplication(
                 configuration: configuration, store: store, logger: logger)
