@@ -117,6 +117,9 @@ class DemoApp {
     this.session = null;
     this.channels.clear();
     this.openCID = null;
+    clearTimeout(this.deliveryTimer);
+    this.deliveries.clear();
+    $("app").dataset.view = "list";
     sessionStorage.removeItem(SESSION_KEY);
     if ($("receipts").open) $("receipts").close();
     this.showSignIn(message);
@@ -198,8 +201,11 @@ class DemoApp {
   handle(event) {
     const channel = this.channels.get(event.cid);
     if (!channel) {
-      // A channel this user was just added to, or first hears of.
-      if (event.cid) this.loadChannels().catch(() => {});
+      // A channel this user was just added to, or first hears of: one reload for a burst of events.
+      if (event.cid) {
+        clearTimeout(this.channelsTimer);
+        this.channelsTimer = setTimeout(() => this.loadChannels().catch(() => {}), 100);
+      }
       return;
     }
     const own = channel.reads.get(this.me);
@@ -271,13 +277,19 @@ class DemoApp {
   async flushDeliveries() {
     const batch = [...this.deliveries].slice(0, MAX_DELIVERED_PER_CALL);
     for (const [cid] of batch) this.deliveries.delete(cid);
-    if (batch.length === 0) return;
-    try {
-      await this.api.call("POST", "/channels/delivered", {
-        latest_delivered_messages: batch.map(([cid, id]) => ({ cid, id })),
-      });
-    } catch {
-      // Offline: the reload after reconnecting marks them again.
+    // Reading them meanwhile (R1) made the call needless.
+    const needed = batch.filter(([cid, id]) => {
+      const channel = this.channels.get(cid);
+      return channel && channel.cursors(this.me).delivered < (channel.position(id) ?? Infinity);
+    });
+    if (needed.length > 0) {
+      try {
+        await this.api.call("POST", "/channels/delivered", {
+          latest_delivered_messages: needed.map(([cid, id]) => ({ cid, id })),
+        });
+      } catch {
+        // Offline: the reload after reconnecting marks them again.
+      }
     }
     if (this.deliveries.size > 0) this.flushDeliveries();
   }
