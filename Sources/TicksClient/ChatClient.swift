@@ -430,7 +430,7 @@ public actor ChatClient {
 
     private func sent(_ message: Message, cid: ChannelID) async {
         var model = models[cid] ?? ChannelModel(cid: cid)
-        model.stored(message)
+        model.stored(message, currentUserID: currentUserID ?? message.user.id)
         models[cid] = model
         await acknowledge(message.id)
         publish(cid)

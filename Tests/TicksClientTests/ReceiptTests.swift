@@ -183,6 +183,12 @@ struct ReceiptTests {
             let state = try await trip.wait("carol's read") { $0.message(withID: "v1")?.readCount == 1 }
             let message = try #require(state.message(withID: "v1"))
             #expect(state.reads(for: message).map(\.user.id) == ["carol"])
+            // bob writes: sending moves his own read cursor (R4), which stays private too.
+            try await server.send("messaging:trip", id: "v2", from: "bob")
+            let after = try await trip.wait("bob's message") { $0.message(withID: "v2") != nil }
+            let first = try #require(after.message(withID: "v1"))
+            #expect(after.reads(for: first).map(\.user.id) == ["carol"])
+            #expect(first.readCount == 1)
             await alice.disconnect()
         }
     }

@@ -100,7 +100,7 @@ struct ChannelModel: Sendable {
         switch event.type {
         case .messageNew:
             guard let message = event.message else { break }
-            outcome.changed = stored(message)
+            outcome.changed = stored(message, currentUserID: currentUserID)
             if message.user.id != currentUserID, let unread = event.unreadCount {
                 reads[currentUserID]?.unreadMessages = unread
             }
@@ -179,12 +179,18 @@ struct ChannelModel: Sendable {
 
     /// Adds a message the server stored (from `message.new` or a send's
     /// answer) and moves its author's cursors to it, as the server did (R4);
-    /// false when it was already there.
+    /// false when it was already there. Only the cursors the server shows
+    /// this user move: a send by someone whose reads are private (R8, R10)
+    /// must not make them a reader of earlier messages here.
     @discardableResult
-    mutating func stored(_ message: Message) -> Bool {
+    mutating func stored(_ message: Message, currentUserID: String) -> Bool {
         guard insert(message), let seq = position(of: message.id) else { return false }
         let author = message.user.id
-        let update = ReceiptRules.sent(cursors(of: author), seq: seq)
+        guard let shown = reads[author] else { return true }
+        var update = ReceiptRules.sent(cursors(of: author), seq: seq)
+        if author != currentUserID, config?.readEvents == false || !shown.user.sharesReadReceipts {
+            update.moves.removeAll { $0.kind == .read }
+        }
         applyMoves(update, userID: author, user: message.user, messageID: message.id, at: message.createdAt)
         return true
     }
