@@ -247,14 +247,15 @@ def test_two_people_watch_a_message_go_sent_delivered_read(demo, browsers):
 
 def test_a_group_shows_the_read_count_and_the_last_readers(demo, browsers):
     api = stream(demo)
-    api.upsert_users([{"id": "dora", "name": "Dora"}, {"id": "erik", "name": "Erik"}])
+    api.upsert_users([{"id": "dora", "name": "Dora"}, {"id": "erik", "name": "Erik"},
+                      {"id": "finn", "name": "Finn", "privacy_settings": {"read_receipts": {"enabled": False}}}])
     people = {}
     for user_id, name in [("carol", "Carol"), ("dan", "Dan")]:
         people[user_id] = browsers(demo.base_url, user_id)
         people[user_id].sign_in(user_id, name)
     amy = browsers(demo.base_url, "amy")
     amy.sign_in("amy", "Amy")
-    amy.create_channel("Trip", ["carol", "dan", "dora", "erik"], channel_type="team")
+    amy.create_channel("Trip", ["carol", "dan", "dora", "erik", "finn"], channel_type="team")
     amy.send("Who is in?")
     amy.wait_status("Who is in?", "delivered", read_count=0)  # carol's and dan's pages received it
     amy.shot("delivered")
@@ -280,7 +281,14 @@ def test_a_group_shows_the_read_count_and_the_last_readers(demo, browsers):
     assert indicator.find_element("css selector", ".more").text == "and 1 more"
     amy.shot("read-by-4")
 
-    indicator.click()
+    # finn reads privately (R10), and his answer must not make him a reader either.
+    channel.mark_read("finn")
+    channel.send_message({"id": "finn-1", "text": "Me too"}, "finn")
+    amy.wait(lambda: amy.message("Me too") is not None, "finn's answer")
+    assert amy.indicator("Who is in?").get_attribute("data-read-count") == "4"
+    amy.shot("private-reader-answered")
+
+    amy.indicator("Who is in?").click()
     amy.wait(lambda: len(amy.find_all("#read-by li[data-user-id]")) == 4, "four readers in the sheet")
     assert [li.get_attribute("data-user-id") for li in amy.find_all("#read-by li[data-user-id]")] == [
         "erik", "dora", "dan", "carol"]

@@ -65,14 +65,23 @@ export class ChannelModel {
     return this.reads.get(userID)?.unread_messages ?? 0;
   }
 
-  /** Adds a stored message; false when it was already there. */
-  add(message) {
+  /**
+   * Adds a stored message; false when it was already there. Its author has
+   * read it (R4), but only the cursors the server shows `me` move: a message
+   * from someone with private reads (R8, R10) must not make them a reader.
+   */
+  add(message, me) {
     if (this.index.has(message.id)) return false;
     this.messages.push(message);
     this.messages.sort(byCreation);
     this.reindex();
-    // R4: the author has read their own message; only where their reads are visible.
-    if (this.reads.has(message.user.id)) this.moveCursor(message.user, "read", message.id, message.created_at);
+    const author = this.reads.get(message.user.id);
+    if (author) {
+      const readsShown =
+        message.user.id === me ||
+        (this.config.read_events !== false && author.user.privacy_settings?.read_receipts?.enabled !== false);
+      this.moveCursor(author.user, readsShown ? "read" : "delivered", message.id, message.created_at);
+    }
     return true;
   }
 

@@ -212,7 +212,7 @@ class DemoApp {
     let reload = false;
     switch (event.type) {
       case "message.new": {
-        channel.add(event.message);
+        channel.add(event.message, this.me);
         this.outbox.delete(event.message.id);
         if (event.message.user.id === this.me) {
           if (own) own.unread_messages = 0;
@@ -363,7 +363,7 @@ class DemoApp {
       });
       this.outbox.delete(message.id);
       const channel = this.channels.get(entry.cid);
-      if (channel?.add(message)) {
+      if (channel?.add(message, this.me)) {
         const own = channel.reads.get(this.me);
         if (own) own.unread_messages = 0;
       }
