@@ -383,7 +383,7 @@ def test_a_failed_send_is_resent_and_a_reconnected_page_catches_up(tmp_path, bro
 # MARK: Reading rules, keyboard and small screens
 
 
-def test_nothing_is_read_while_the_tab_is_hidden(demo, browsers):
+def test_nothing_is_read_while_the_tab_is_hidden_or_the_list_scrolled_up(demo, browsers):
     jon = browsers(demo.base_url, "jon")
     jon.sign_in("jon", "Jon")
     kim = browsers(demo.base_url, "kim")
@@ -405,6 +405,22 @@ def test_nothing_is_read_while_the_tab_is_hidden(demo, browsers):
     jon.driver.switch_to.window(page)
     kim.wait_status("are you there?", "read", read_count=1)
     kim.shot("read-when-back")
+
+    # jon scrolls up to older messages: a new one is received, not read, until he is back at the bottom.
+    channel = stream(demo).channel(*kim.find("#conversation").get_attribute("data-cid").split(":", 1))
+    for number in range(30):
+        channel.send_message({"text": f"line {number}"}, "kim")
+    kim.send("the newest")
+    kim.wait_status("the newest", "read")
+    jon.driver.execute_script("document.getElementById('messages').scrollTop = 0")
+    kim.send("up there?")
+    kim.wait_status("up there?", "delivered")
+    jon.wait(lambda: jon.message("up there?") is not None, "jon's page to have it")
+    assert kim.status("up there?") == "delivered"
+    jon.shot("scrolled-up")
+    jon.driver.execute_script("const list = document.getElementById('messages'); list.scrollTop = list.scrollHeight")
+    kim.wait_status("up there?", "read", read_count=1)
+    kim.shot("read-at-the-bottom")
 
 
 def test_keyboard_and_a_320_pixel_screen(demo, browsers):
