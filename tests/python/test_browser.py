@@ -9,6 +9,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import urllib.error
 import urllib.request
 
@@ -335,7 +336,7 @@ def test_read_events_off_hides_the_indicator_and_delivery_events_off_skips_deliv
 # MARK: Failures
 
 
-def test_a_failed_send_is_resent_and_a_reconnected_page_catches_up(tmp_path, browsers):
+def test_pending_then_failed_then_resent_and_a_reconnected_page_catches_up(tmp_path, browsers):
     credentials = {"api_key": "restartkey", "api_secret": secrets.token_urlsafe(48)}
     data = tmp_path / "data"
     server = TicksProcess(data, extra_args=["--demo"], **credentials)
@@ -345,7 +346,15 @@ def test_a_failed_send_is_resent_and_a_reconnected_page_catches_up(tmp_path, bro
         ivy = browsers(server.base_url, "ivy")
         ivy.sign_in("ivy", "Ivy")
         ivy.create_channel("Plans", ["hal"])
-        ivy.send("first")
+        # A server that does not answer (paused): the message waits with a clock, then is sent.
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            ivy.send("first")
+            pending = ivy.wait_status("first", "pending")
+            assert pending.get_attribute("aria-label") == "Sending"
+            ivy.shot("pending")
+        finally:
+            server.process.send_signal(signal.SIGCONT)
         ivy.wait_status("first", "sent")
         cid = ivy.find("#conversation").get_attribute("data-cid")
 

@@ -16,7 +16,10 @@ struct DemoTests {
         let response = try await server.client.execute(
             uri: path, method: method, headers: [.contentType: "application/json"],
             body: body.map { ByteBuffer(string: $0) })
-        return (Reply(status: Int(response.status.code), body: String(buffer: response.body)), response.headers[.contentType])
+        return (
+            Reply(status: Int(response.status.code), body: String(buffer: response.body)),
+            response.headers[.contentType]
+        )
     }
 
     /// A JWT's claims, unverified.

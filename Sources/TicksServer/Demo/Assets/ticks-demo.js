@@ -125,6 +125,22 @@ class DemoApp {
     this.showSignIn(message);
   }
 
+  /**
+   * Tells the person about a failed call. Being offline needs no notice: the
+   * connection badge says so, and everything is retried after reconnecting.
+   */
+  notify(what, error) {
+    console.warn(what, error);
+    if (error.status === 0) return;
+    const notice = $("notice");
+    notice.textContent = `${what}: ${error.message}`;
+    notice.hidden = false;
+    clearTimeout(this.noticeTimer);
+    this.noticeTimer = setTimeout(() => {
+      notice.hidden = true;
+    }, 6000);
+  }
+
   setConnection(state, text) {
     $("connection").dataset.state = state;
     $("connection").textContent = text;
@@ -204,7 +220,10 @@ class DemoApp {
       // A channel this user was just added to, or first hears of: one reload for a burst of events.
       if (event.cid) {
         clearTimeout(this.channelsTimer);
-        this.channelsTimer = setTimeout(() => this.loadChannels().catch(() => {}), 100);
+        this.channelsTimer = setTimeout(
+          () => this.loadChannels().catch((error) => this.notify("Could not load channels", error)),
+          100,
+        );
       }
       return;
     }
@@ -251,7 +270,7 @@ class DemoApp {
         break;
     }
     if (reload) {
-      this.reloadChannel(channel.cid).catch(() => {});
+      this.reloadChannel(channel.cid).catch((error) => this.notify("Could not reload the channel", error));
     } else {
       this.renderAll();
     }
@@ -287,8 +306,9 @@ class DemoApp {
         await this.api.call("POST", "/channels/delivered", {
           latest_delivered_messages: needed.map(([cid, id]) => ({ cid, id })),
         });
-      } catch {
+      } catch (error) {
         // Offline: the reload after reconnecting marks them again.
+        this.notify("Could not mark messages delivered", error);
       }
     }
     if (this.deliveries.size > 0) this.flushDeliveries();
@@ -317,8 +337,9 @@ class DemoApp {
       if (own) own.unread_messages = 0;
       channel.moveCursor(event?.user ?? { id: this.me }, "read", event?.last_read_message_id ?? newest.id, event?.created_at);
       this.renderAll();
-    } catch {
+    } catch (error) {
       // Offline: tried again after reconnecting.
+      this.notify("Could not mark the channel read", error);
     } finally {
       this.reading.inFlight = false;
       if (this.reading.again) {
