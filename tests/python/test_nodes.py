@@ -5,6 +5,7 @@ Needs TICKS_TEST_POSTGRES_URL (scripts/test starts a throwaway cluster and
 sets it). Each test gets a schema of its own.
 """
 
+import contextlib
 import json
 import os
 import secrets
@@ -66,7 +67,10 @@ class Socket:
         query = urllib.parse.urlencode({
             "api_key": node.api_key, "json": json.dumps({"user_id": user}),
             "authorization": client.create_token(user)})
-        self.socket = connect(f"ws://127.0.0.1:{node.port}/connect?{query}", open_timeout=10, max_size=2**22)
+        # Entered as a context manager (websockets ≥ 17.1 warns otherwise) and left in close().
+        self.exit_stack = contextlib.ExitStack()
+        self.socket = self.exit_stack.enter_context(
+            connect(f"ws://127.0.0.1:{node.port}/connect?{query}", open_timeout=10, max_size=2**22))
         self.events = []
         self.closed = threading.Event()
         self.lock = threading.Lock()
@@ -95,7 +99,7 @@ class Socket:
             raise AssertionError(f"no matching event within {timeout}s; got {[e['type'] for e in self.events]}")
 
     def close(self):
-        self.socket.close()
+        self.exit_stack.close()
 
 
 def group(client, channel_id, members, creator):
