@@ -296,6 +296,34 @@ def test_a_group_shows_the_read_count_and_the_last_readers(demo, browsers):
     amy.shot("receipts")
 
 
+def test_a_reader_who_turns_read_receipts_off_is_never_shown_as_a_reader(demo, browsers):
+    nia = browsers(demo.base_url, "nia")
+    nia.sign_in("nia", "Nia")
+    oto = browsers(demo.base_url, "oto")
+    oto.sign_in("oto", "Oto")
+    toggle = oto.find("#share-reads")
+    assert toggle.is_selected()
+    toggle.click()  # R10: private reads
+    oto.wait(lambda: stream(demo).query_users({"id": {"$in": ["oto"]}})["users"][0]
+             .get("privacy_settings", {}).get("read_receipts", {}).get("enabled") is False, "oto's setting stored")
+    nia.create_channel("Secret", ["oto"])
+    nia.send("did you see this?")
+    nia.wait_status("did you see this?", "delivered")
+    oto.open_channel("Secret")
+    # oto has read it: his own unread badge is gone, but nia's tick stays grey.
+    oto.wait(lambda: not oto.channel_button("Secret").find_elements("css selector", ".unread"), "oto's badge to go")
+    oto.shot("read-privately")
+    oto.send("maybe")
+    nia.wait(lambda: nia.message("maybe") is not None, "oto's answer")
+    assert nia.status("did you see this?") == "delivered"
+    nia.shot("still-delivered")
+    # Signing in again keeps the setting.
+    oto.sign_out()
+    oto.find("#recent-users button[data-user-id='oto']").click()
+    oto.wait(lambda: oto.find("#connection").get_attribute("data-state") == "connected", "oto back")
+    assert not oto.find("#share-reads").is_selected()
+
+
 # MARK: Channel types without receipts
 
 

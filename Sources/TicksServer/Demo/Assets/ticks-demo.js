@@ -17,6 +17,12 @@ const CHANNEL_PAGE = 30;
 const MESSAGE_PAGE = 100;
 const MAX_DELIVERED_PER_CALL = 100;
 
+/** The user as the server stores it, or undefined. */
+async function storedUser(api, userID) {
+  const payload = encodeURIComponent(JSON.stringify({ filter_conditions: { id: { $in: [userID] } } }));
+  return (await api.call("GET", `/users?payload=${payload}`)).users[0];
+}
+
 class DemoApp {
   constructor() {
     this.session = null;
@@ -69,13 +75,13 @@ class DemoApp {
       const session = await requestDemoToken(userID);
       const api = new API(session);
       // Upsert our own user, keeping what is already stored.
-      const payload = encodeURIComponent(JSON.stringify({ filter_conditions: { id: { $in: [userID] } } }));
-      const existing = (await api.call("GET", `/users?payload=${payload}`)).users[0];
+      const existing = await storedUser(api, userID);
       if (!existing || (name && existing.name !== name)) {
         const user = { ...(existing ?? {}), id: userID, ...(name ? { name } : {}) };
         await api.call("POST", "/users", { users: { [userID]: user } });
       }
       session.name = name || existing?.name || userID;
+      session.sharesReads = existing?.privacy_settings?.read_receipts?.enabled !== false;
       const recent = JSON.parse(localStorage.getItem(RECENT_KEY) ?? "[]").filter((user) => user.id !== userID);
       localStorage.setItem(RECENT_KEY, JSON.stringify([{ id: userID, name: session.name }, ...recent].slice(0, 8)));
       sessionStorage.setItem(SESSION_KEY, JSON.stringify(session));
@@ -99,6 +105,7 @@ class DemoApp {
     $("sign-in").hidden = true;
     $("app").hidden = false;
     $("me").textContent = session.name ?? session.userID;
+    $("share-reads").checked = session.sharesReads !== false;
     this.setConnection("connecting", "Connecting…");
     this.socket = new EventSocket(session, {
       onConnected: () => this.connected(),
@@ -139,6 +146,20 @@ class DemoApp {
     this.noticeTimer = setTimeout(() => {
       notice.hidden = true;
     }, 6000);
+  }
+
+  /** R10: with read receipts off, others never see this user's reads; their own unread counts still work. */
+  async shareReadReceipts(shared) {
+    try {
+      const existing = (await storedUser(this.api, this.me)) ?? { id: this.me };
+      const privacy = { ...(existing.privacy_settings ?? {}), read_receipts: { enabled: shared } };
+      await this.api.call("POST", "/users", { users: { [this.me]: { ...existing, privacy_settings: privacy } } });
+      this.session.sharesReads = shared;
+      sessionStorage.setItem(SESSION_KEY, JSON.stringify(this.session));
+    } catch (error) {
+      $("share-reads").checked = !shared;
+      this.notify("Could not change read receipts", error);
+    }
   }
 
   setConnection(state, text) {
@@ -558,6 +579,7 @@ class DemoApp {
       if (button) this.signIn(button.dataset.userId, "");
     });
     $("sign-out").addEventListener("click", () => this.signOut());
+    $("share-reads").addEventListener("change", (event) => this.shareReadReceipts(event.currentTarget.checked));
     $("new-channel-form").addEventListener("submit", (event) => {
       event.preventDefault();
       this.createChannel(event.currentTarget);
