@@ -64,6 +64,18 @@ public struct User: Codable, Sendable, Equatable {
     public var sharesReadReceipts: Bool { privacySettings?.readReceipts?.enabled ?? true }
     /// Whether others may see this user's deliveries (R10). On unless turned off.
     public var sharesDeliveryReceipts: Bool { privacySettings?.deliveryReceipts?.enabled ?? true }
+
+    /// Whether `viewer` may see this user's reads in a channel (R8, R10): always
+    /// their own; someone else's only with read events on and shared. The
+    /// server applies it to what it returns and sends; the SDK to what it infers.
+    public func readsVisible(to viewer: String?, readEvents: Bool) -> Bool {
+        id == viewer || (readEvents && sharesReadReceipts)
+    }
+
+    /// Likewise for deliveries (R8, R9, R10).
+    public func deliveriesVisible(to viewer: String?, readEvents: Bool, deliveryEvents: Bool) -> Bool {
+        id == viewer || (readEvents && deliveryEvents && sharesDeliveryReceipts)
+    }
 }
 
 /// `privacy_settings` of a user (Stream's shape).

@@ -86,21 +86,24 @@ struct Serve: AsyncParsableCommand {
                 configuration.eventBus = PostgresEventBus(
                     client: client, configuration: try location.connectionConfiguration(), schema: location.schema,
                     logger: logger)
-                try await serve(store: store, configuration: configuration, database: location.redacted, source: source)
+                try await serve(
+                    store: store, configuration: configuration, database: location.redacted, source: source,
+                    logger: logger)
                 group.cancelAll()
             }
         } else {
             try FileManager.default.createDirectory(at: credentialOptions.dataURL, withIntermediateDirectories: true)
             let databasePath = credentialOptions.dataURL.appendingPathComponent("ticks.sqlite").path
             let store = try SQLiteStore.open(path: databasePath)
-            try await serve(store: store, configuration: configuration, database: databasePath, source: source)
+            try await serve(
+                store: store, configuration: configuration, database: databasePath, source: source, logger: logger)
         }
     }
 
-    func serve(store: any TicksStore, configuration: TicksServerConfiguration, database: String, source: String)
-        async throws
-    {
-        let logger = Logger(label: "ticks")
+    func serve(
+        store: any TicksStore, configuration: TicksServerConfiguration, database: String, source: String,
+        logger: Logger
+    ) async throws {
         let (application, _) = await buildApplication(configuration: configuration, store: store, logger: logger)
         let tokenHint =
             credentialOptions.dataDirectory == ".ticks" ? "" : " --data-dir \(credentialOptions.dataDirectory)"

@@ -148,11 +148,15 @@ class Browser:
         self.find("#new-channel-form button[type=submit]").click()
         self.wait(lambda: self.find("#channel-title").text == name, f"channel {name} to open")
 
-    def channel_button(self, name):
-        for button in self.find_all("#channel-list button"):
-            if button.find_element("css selector", ".name").text == name:
-                return button
+    def item_with_text(self, items_css, text_css, text):
+        """The first of `items_css` whose `text_css` part reads `text`, or None."""
+        for item in self.find_all(items_css):
+            if item.find_element("css selector", text_css).text == text:
+                return item
         return None
+
+    def channel_button(self, name):
+        return self.item_with_text("#channel-list button", ".name", name)
 
     def open_channel(self, name):
         # A click on a button that an event has just redrawn is stale: the wait tries again.
@@ -169,10 +173,7 @@ class Browser:
         self.find("#composer button[type=submit]").click()
 
     def message(self, text):
-        for item in self.find_all("#messages li.message"):
-            if item.find_element("css selector", ".text").text == text:
-                return item
-        return None
+        return self.item_with_text("#messages li.message", ".text", text)
 
     def indicator(self, text):
         item = self.message(text)

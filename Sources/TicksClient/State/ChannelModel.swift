@@ -154,15 +154,15 @@ struct ChannelModel: Sendable {
             members.append(member)
             // R5: a new member has received and read everything already there.
             let newestID = messages.last?.id
-            let showsRead = config?.readEvents != false && member.user.sharesReadReceipts
-            let showsDelivered = showsRead && config?.deliveryEvents != false && member.user.sharesDeliveryReceipts
-            if member.userID == currentUserID || showsRead || showsDelivered {
-                let own = member.userID == currentUserID
+            let showsRead = showsReads(of: member.user, currentUserID: currentUserID)
+            let showsDelivered = showsDeliveries(of: member.user, currentUserID: currentUserID)
+            if showsRead || showsDelivered {
                 reads[member.userID] = ReadState(
-                    user: member.user, lastRead: own || showsRead ? event.createdAt : nil,
-                    lastReadMessageID: own || showsRead ? newestID : nil, unreadMessages: own ? 0 : nil,
-                    firstUnreadMessageID: nil, lastDeliveredAt: own || showsDelivered ? event.createdAt : nil,
-                    lastDeliveredMessageID: own || showsDelivered ? newestID : nil)
+                    user: member.user, lastRead: showsRead ? event.createdAt : nil,
+                    lastReadMessageID: showsRead ? newestID : nil,
+                    unreadMessages: member.userID == currentUserID ? 0 : nil, firstUnreadMessageID: nil,
+                    lastDeliveredAt: showsDelivered ? event.createdAt : nil,
+                    lastDeliveredMessageID: showsDelivered ? newestID : nil)
             }
             outcome.changed = true
         case .memberRemoved:
@@ -188,7 +188,7 @@ struct ChannelModel: Sendable {
         let author = message.user.id
         guard let shown = reads[author] else { return true }
         var update = ReceiptRules.sent(cursors(of: author), seq: seq)
-        if author != currentUserID, config?.readEvents == false || !shown.user.sharesReadReceipts {
+        if !showsReads(of: shown.user, currentUserID: currentUserID) {
             update.moves.removeAll { $0.kind == .read }
         }
         applyMoves(update, userID: author, user: message.user, messageID: message.id, at: message.createdAt)
@@ -206,6 +206,17 @@ struct ChannelModel: Sendable {
             index[message.id] = messages.count - 1
         }
         return true
+    }
+
+    /// Whether the server shows `user`'s reads to the current user (R8, R10);
+    /// before the channel's config is known, as if read events were on.
+    private func showsReads(of user: User, currentUserID: String) -> Bool {
+        user.readsVisible(to: currentUserID, readEvents: config?.readEvents != false)
+    }
+
+    private func showsDeliveries(of user: User, currentUserID: String) -> Bool {
+        user.deliveriesVisible(
+            to: currentUserID, readEvents: config?.readEvents != false, deliveryEvents: config?.deliveryEvents != false)
     }
 
     /// Writes the moves of a rule's update back as message ids and times.

@@ -11,12 +11,12 @@ struct ReceiptVisibility {
     let viewer: String?
 
     func readVisible(_ userID: String) -> Bool {
-        userID == viewer || (config.readEvents && (users[userID]?.sharesReadReceipts ?? true))
+        (users[userID] ?? User(id: userID)).readsVisible(to: viewer, readEvents: config.readEvents)
     }
 
     func deliveredVisible(_ userID: String) -> Bool {
-        userID == viewer
-            || (config.readEvents && config.deliveryEvents && (users[userID]?.sharesDeliveryReceipts ?? true))
+        (users[userID] ?? User(id: userID)).deliveriesVisible(
+            to: viewer, readEvents: config.readEvents, deliveryEvents: config.deliveryEvents)
     }
 }
 

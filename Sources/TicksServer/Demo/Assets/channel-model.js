@@ -69,13 +69,21 @@ export class ChannelModel {
    * Adds a stored message; false when it was already there. Its author has
    * read it (R4), but only the cursors the server shows `me` move: a message
    * from someone with private reads (R8, R10) must not make them a reader.
+   * `me` sending leaves `me` nothing unread.
    */
   add(message, me) {
     if (this.index.has(message.id)) return false;
+    const newest = this.newest;
     this.messages.push(message);
-    this.messages.sort(byCreation);
-    this.reindex();
+    if (newest && byCreation(message, newest) < 0) {
+      this.messages.sort(byCreation);
+      this.reindex();
+    } else {
+      this.index.set(message.id, this.messages.length);
+    }
     const author = this.reads.get(message.user.id);
+    // R4 and R7: after sending, nothing before one's own message is unread.
+    if (message.user.id === me && author) author.unread_messages = 0;
     if (author) {
       const readsShown =
         message.user.id === me ||

@@ -6,11 +6,27 @@ const HEALTH_CHECK_MS = 25_000;
 const MAX_RECONNECT_DELAY_MS = 5_000;
 
 export class APIError extends Error {
-  constructor(status, code, message) {
+  constructor(status, message) {
     super(message);
     this.status = status; // 0 when the server could not be reached
-    this.code = code;
   }
+}
+
+/** A JSON request; any answer but 2xx becomes an APIError with the server's message. */
+async function request(url, { method, headers, body }) {
+  let response;
+  try {
+    response = await fetch(url, {
+      method,
+      headers: { ...headers, "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new APIError(0, "the server cannot be reached");
+  }
+  const answer = await response.json().catch(() => ({}));
+  if (!response.ok) throw new APIError(response.status, answer.message ?? response.statusText);
+  return answer;
 }
 
 /** The Stream-style REST API with a user token. */
@@ -22,43 +38,18 @@ export class API {
 
   async call(method, path, body) {
     const url = `${path}${path.includes("?") ? "&" : "?"}api_key=${encodeURIComponent(this.session.apiKey)}`;
-    let response;
     try {
-      response = await fetch(url, {
-        method,
-        headers: {
-          Authorization: this.session.token,
-          "stream-auth-type": "jwt",
-          "Content-Type": "application/json",
-        },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-    } catch {
-      throw new APIError(0, 0, "the server cannot be reached");
+      return await request(url, { method, body, headers: { Authorization: this.session.token, "stream-auth-type": "jwt" } });
+    } catch (error) {
+      if (error.status === 401) this.onUnauthorized(error.message);
+      throw error;
     }
-    const answer = await response.json().catch(() => ({}));
-    if (!response.ok) {
-      if (response.status === 401) this.onUnauthorized(answer.message);
-      throw new APIError(response.status, answer.code ?? 0, answer.message ?? response.statusText);
-    }
-    return answer;
   }
 }
 
 /** Asks the demo-only endpoint for a user token (exists only with `ticks serve --demo`). */
 export async function requestDemoToken(userID) {
-  let response;
-  try {
-    response = await fetch("/demo/token", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ user_id: userID }),
-    });
-  } catch {
-    throw new APIError(0, 0, "the server cannot be reached");
-  }
-  const answer = await response.json().catch(() => ({}));
-  if (!response.ok) throw new APIError(response.status, answer.code ?? 0, answer.message ?? response.statusText);
+  const answer = await request("/demo/token", { method: "POST", body: { user_id: userID } });
   return { apiKey: answer.api_key, userID: answer.user_id, token: answer.token };
 }
 

@@ -11,6 +11,13 @@ import { avatar, displayName, element, exactTime, messageElement, reconcile, tim
 
 const $ = (id) => document.getElementById(id);
 
+/** `bytes` random bytes as hex, for ids the client makes. */
+const randomHex = (bytes) =>
+  [...crypto.getRandomValues(new Uint8Array(bytes))].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+
+/** Whether a scrolled list shows its end (a little slack for rounding). */
+const isAtBottom = (list) => list.scrollHeight - list.scrollTop - list.clientHeight <= 24;
+
 const SESSION_KEY = "ticks-demo-session"; // sessionStorage: each tab may be another user
 const RECENT_KEY = "ticks-demo-recent-users"; // localStorage: shared by the windows of a browser
 const CHANNEL_PAGE = 30;
@@ -253,10 +260,8 @@ class DemoApp {
     switch (event.type) {
       case "message.new": {
         channel.add(event.message, this.me);
-        this.outbox.delete(event.message.id);
-        if (event.message.user.id === this.me) {
-          if (own) own.unread_messages = 0;
-        } else {
+        if (this.outbox.delete(event.message.id)) this.saveOutbox();
+        if (event.message.user.id !== this.me) {
           if (own && event.unread_count != null) own.unread_messages = event.unread_count;
           this.deliver(channel, event.message);
         }
@@ -340,7 +345,7 @@ class DemoApp {
     const channel = this.openChannel;
     const list = $("messages");
     if (!channel || !channel.newest || document.visibilityState !== "visible") return;
-    if (list.getClientRects().length === 0 || list.scrollHeight - list.scrollTop - list.clientHeight > 24) return;
+    if (list.getClientRects().length === 0 || !isAtBottom(list)) return;
     const caughtUp = channel.cursors(this.me).read >= channel.messages.length && channel.unreadCount(this.me) === 0;
     if (caughtUp) return;
     if (this.reading.inFlight) {
@@ -384,8 +389,7 @@ class DemoApp {
   send(text) {
     const channel = this.openChannel;
     if (!channel) return;
-    const random = crypto.getRandomValues(new Uint8Array(8));
-    const id = `${this.me}-${[...random].map((byte) => byte.toString(16).padStart(2, "0")).join("")}`;
+    const id = `${this.me}-${randomHex(8)}`;
     const message = { id, text, user: { id: this.me, name: this.session.name }, created_at: new Date().toISOString() };
     const entry = { cid: channel.cid, message, status: "pending" };
     this.outbox.set(id, entry);
@@ -404,11 +408,7 @@ class DemoApp {
         message: { id: entry.message.id, text: entry.message.text },
       });
       this.outbox.delete(message.id);
-      const channel = this.channels.get(entry.cid);
-      if (channel?.add(message, this.me)) {
-        const own = channel.reads.get(this.me);
-        if (own) own.unread_messages = 0;
-      }
+      this.channels.get(entry.cid)?.add(message, this.me);
     } catch (error) {
       if (!this.outbox.has(entry.message.id)) return;
       entry.status = "failed";
@@ -425,8 +425,7 @@ class DemoApp {
     const name = form.name.value.trim();
     const others = form.members.value.split(/[\s,]+/).filter((id) => id && id !== this.me);
     const slug = name.toLowerCase().replace(/[^a-z0-9_-]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "chat";
-    const random = [...crypto.getRandomValues(new Uint8Array(3))].map((byte) => byte.toString(16).padStart(2, "0"));
-    const id = `${slug}-${random.join("")}`;
+    const id = `${slug}-${randomHex(3)}`;
     try {
       const state = await this.api.call("POST", `/channels/${form.type.value}/${id}/query`, {
         data: { name, members: [this.me, ...others] },
@@ -509,7 +508,7 @@ class DemoApp {
       .join(" · ");
 
     const list = $("messages");
-    const wasAtBottom = list.scrollHeight - list.scrollTop - list.clientHeight <= 24;
+    const wasAtBottom = isAtBottom(list);
     const scrollTop = list.scrollTop;
     const waiting = [...this.outbox.values()].filter((entry) => entry.cid === channel.cid && !channel.has(entry.message.id));
     reconcile(list, [
