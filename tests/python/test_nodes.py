@@ -29,7 +29,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def psql(sql):
-    subprocess.run(["psql", POSTGRES_URL, "-qAtc", sql], check=True, capture_output=True, text=True)
+    """Runs `sql`; its output, unaligned."""
+    return subprocess.run(
+        ["psql", POSTGRES_URL, "-qAtc", sql], check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture
@@ -47,6 +49,7 @@ def cluster(tmp_path):
         nodes.append(node)
         return node
 
+    start.schema = schema
     yield start
     for node in nodes:
         if node.process.poll() is None:
@@ -181,6 +184,25 @@ def test_events_too_large_for_a_notification_arrive_whole(cluster):
     new = listener.wait_for(lambda e: e["type"] == "message.new" and e["message"]["id"] == "big1")
     assert new["message"]["text"] == text
     assert new["unread_count"] == 1
+    listener.close()
+
+
+def test_a_burst_of_ordinary_events_fits_in_notifications(cluster):
+    """Frames queued together are split so that each notification carries as
+    many as fit; only a frame too large on its own goes through event_batch."""
+    a, b = cluster("a"), cluster("b")
+    via_a, via_b = stream(a), stream(b)
+    members = [f"u{i}" for i in range(30)]  # 30 frames per message, together far over one notification
+    via_a.upsert_users([{"id": m, "name": f'User "{m}"'} for m in members])
+    channel = group(via_a, "burst", members, "u0")
+    listener = Socket(b, via_b, "u29")
+    count = 100
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: channel.send_message(
+            {"id": f"m{i}", "text": f'"quoted" \\ text {i}'}, "u0"), range(count)))
+    for i in range(count):
+        listener.wait_for(lambda e, i=i: e["type"] == "message.new" and e["message"]["id"] == f"m{i}")
+    assert psql(f"SELECT count(*) FROM {cluster.schema}.event_batch") == "0"
     listener.close()
 
 

@@ -35,15 +35,6 @@ public final class PostgresEventBus: EventBus {
     private let ring: AsyncStream<Void>.Continuation
     /// Entries queued beyond this (the database unreachable for long) are dropped, oldest first.
     static let queueLimit = 100_000
-    private let counters = Mutex(Counters())
-
-    struct Counters {
-        var published = 0
-        var received = 0
-        var stored = 0
-        var listenerRestarts = 0
-        var dropped = 0
-    }
 
     struct Entry: Codable, Sendable {
         var frame: String
@@ -69,8 +60,6 @@ public final class PostgresEventBus: EventBus {
         (doorbell, ring) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
-    var statistics: Counters { counters.withLock { $0 } }
-
     public func publish(_ frame: String, to userIDs: [String]) {
         guard !userIDs.isEmpty else { return }
         let overflow = queued.withLock { queue -> Int in
@@ -79,7 +68,11 @@ public final class PostgresEventBus: EventBus {
             queue.removeFirst(excess)
             return excess
         }
-        if overflow > 0 { counters.withLock { $0.dropped += overflow } }
+        if overflow > 0 {
+            logger.error(
+                "event bus queue full: dropped the oldest events for the other nodes",
+                metadata: ["dropped": "\(overflow)"])
+        }
         ring.yield()
     }
 
@@ -131,13 +124,13 @@ public final class PostgresEventBus: EventBus {
 
     private func send(_ entries: [Entry], on connection: PostgresConnection) async throws {
         var batch: [Entry] = []
-        var size = 0
+        var size = Self.batchOverhead
         for entry in entries {
-            let entrySize = entry.frame.utf8.count + entry.users.reduce(16) { $0 + $1.utf8.count + 3 }
+            let entrySize = Self.encodedSize(of: entry)
             if !batch.isEmpty, size + entrySize > Self.payloadLimit {
                 try await notify(batch, on: connection)
                 batch.removeAll()
-                size = 0
+                size = Self.batchOverhead
             }
             batch.append(entry)
             size += entrySize
@@ -145,8 +138,27 @@ public final class PostgresEventBus: EventBus {
         if !batch.isEmpty { try await notify(batch, on: connection) }
     }
 
+    /// `{"node":"<uuid>","entries":[…]}` around the entries.
+    static let batchOverhead = 64
+
+    /// What `entry` takes in a batch's JSON: its frame is a JSON string there,
+    /// so every `"` and `\` in it doubles (counting only the frame's bytes,
+    /// batches overflowed into `event_batch` under ordinary load).
+    static func encodedSize(of entry: Entry) -> Int {
+        let escaped = entry.frame.utf8.count { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        // {"frame":"…","users":["…",…]},
+        return 24 + entry.frame.utf8.count + escaped + entry.users.reduce(0) { $0 + $1.utf8.count + 3 }
+    }
+
+    /// One notification for `entries`; if they do not fit after all, two
+    /// halves; only an entry too large on its own goes through `event_batch`.
     private func notify(_ entries: [Entry], on connection: PostgresConnection) async throws {
         var payload = try JSONCoding.string(Batch(node: node, entries: entries))
+        if payload.utf8.count > Self.payloadLimit, entries.count > 1 {
+            try await notify(Array(entries[..<(entries.count / 2)]), on: connection)
+            try await notify(Array(entries[(entries.count / 2)...]), on: connection)
+            return
+        }
         if payload.utf8.count > Self.payloadLimit {
             let body = payload
             guard
@@ -155,10 +167,8 @@ public final class PostgresEventBus: EventBus {
                 ).collect().first?.makeRandomAccess()[0].decode(Int64.self)
             else { throw PostgresEventBusError.storeFailed }
             payload = try JSONCoding.string(Batch(node: node, stored: id))
-            counters.withLock { $0.stored += 1 }
         }
         try await connection.query("SELECT pg_notify(\(channel), \(payload))", logger: logger)
-        counters.withLock { $0.published += entries.count }
     }
 
     /// Closes `connection`; a connection may not be dropped open.
@@ -186,7 +196,6 @@ public final class PostgresEventBus: EventBus {
                         if lostBefore {
                             let dropped = hub.connectionCount
                             hub.closeAll()
-                            counters.withLock { $0.listenerRestarts += 1 }
                             logger.warning(
                                 "event bus listener is back; closed every WebSocket so clients refresh",
                                 metadata: ["connections": "\(dropped)"])
@@ -231,7 +240,6 @@ public final class PostgresEventBus: EventBus {
                 entries = try JSONCoding.decode(Batch.self, from: body).entries ?? []
             }
             for entry in entries { hub.send(entry.frame, to: entry.users) }
-            counters.withLock { $0.received += entries.count }
         } catch {
             logger.error("could not read an event batch", metadata: ["error": "\(String(reflecting: error))"])
         }
