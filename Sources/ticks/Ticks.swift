@@ -79,7 +79,7 @@ struct Serve: AsyncParsableCommand {
         configuration.demo = demo
         if let url = postgresURL ?? ProcessInfo.processInfo.environment["TICKS_POSTGRES_URL"] {
             let location = try PostgresLocation(url: url)
-            let client = PostgresClient(configuration: try location.clientConfiguration(), backgroundLogger: logger)
+            let client = PostgresClient(configuration: location.clientConfiguration(), backgroundLogger: logger)
             try await withThrowingDiscardingTaskGroup { group in
                 group.addTask { await client.run() }
                 let store = try await PostgresStore.open(client: client, logger: logger)

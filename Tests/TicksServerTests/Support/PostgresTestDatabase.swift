@@ -23,7 +23,7 @@ enum PostgresTestDatabase {
         let admin = PostgresClient(configuration: try PostgresLocation(url: url).clientConfiguration(), backgroundLogger: logger)
         var location = try PostgresLocation(url: url)
         location.schema = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        let client = PostgresClient(configuration: try location.clientConfiguration(), backgroundLogger: logger)
+        let client = PostgresClient(configuration: location.clientConfiguration(), backgroundLogger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await admin.run() }
             group.addTask { await client.run() }

@@ -60,7 +60,7 @@ public struct PostgresLocation: Sendable, Equatable {
     }
 
     /// For the store's pool; every connection uses `schema`.
-    public func clientConfiguration() throws -> PostgresClient.Configuration {
+    public func clientConfiguration() -> PostgresClient.Configuration {
         var configuration = PostgresClient.Configuration(
             host: host, port: port, username: username, password: password, database: database,
             tls: requireTLS ? .require(.makeClientConfiguration()) : .disable)

@@ -104,7 +104,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
     public func channelTypes() async throws -> [ChannelConfig] {
         try await readOne { session in
             try await session.values("SELECT config FROM channel_type ORDER BY name", as: String.self)
-                .map { try Self.decodeConfig($0) }
+                .map { try StoredJSON.config($0) }
         }
     }
 
@@ -114,10 +114,8 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
 
     static func channelType(_ session: PostgresSession, _ name: String) async throws -> ChannelConfig? {
         try await session.value("SELECT config FROM channel_type WHERE name = \(name)", as: String.self)
-            .map(decodeConfig)
+            .map(StoredJSON.config)
     }
-
-    static func decodeConfig(_ text: String) throws -> ChannelConfig { try StoredJSON.config(text) }
 
     public func createChannelType(_ config: ChannelConfig) async throws -> ChannelConfig {
         try await write { session in
@@ -139,7 +137,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
                 let text = try await session.value(
                     "SELECT config FROM channel_type WHERE name = \(name) FOR UPDATE", as: String.self)
             else { throw APIError.notFound("channel type '\(name)' does not exist") }
-            var config = try Self.decodeConfig(text)
+            var config = try StoredJSON.config(text)
             patch.apply(to: &config)
             config.updatedAt = now
             try await session.execute(
@@ -164,17 +162,16 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
             memberCount: Int(try row["member_count"] as Int64),
             createdAt: Timestamp(microseconds: try row["created_at"]),
             updatedAt: Timestamp(microseconds: try row["updated_at"]))
-        return (channel, try (try row["config"] as String?).map(decodeConfig))
+        return (channel, try (try row["config"] as String?).map(StoredJSON.config))
     }
 
-    static func channel(_ session: PostgresSession, type: String, id: String, lock: Bool = false) async throws
+    static func channel(_ session: PostgresSession, type: String, id: String) async throws
         -> (channel: ChannelRecord, config: ChannelConfig?)?
     {
-        let forUpdate = lock ? "FOR UPDATE OF c" : ""
-        return try await session.row(
+        try await session.row(
             """
             SELECT \(unescaped: channelColumns) FROM channel c LEFT JOIN channel_type t ON t.name = c.type
-            WHERE c.type = \(type) AND c.id = \(id) \(unescaped: forUpdate)
+            WHERE c.type = \(type) AND c.id = \(id)
             """
         ).map(channel(from:))
     }
@@ -303,24 +300,12 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
         }
     }
 
-    /// R7 for member `m` of channel `c`: as in `SQLiteStore.unreadSQL`, from the dense sequence numbers.
-    static let unreadSQL = """
-        ((c.last_seq - m.read_seq) - (SELECT COUNT(*) FROM message g
-            WHERE g.channel_pk = m.channel_pk AND g.user_id = m.user_id AND g.seq > m.read_seq))
-        """
-
     /// Every member's read state with the ids its cursors point at and its unread count (R7).
     static func memberStates(_ session: PostgresSession, channelPK: Int64, userID: String? = nil) async throws
         -> [MemberState]
     {
         let query: PostgresQuery = """
-            SELECT m.user_id, m.created_at, m.read_seq, m.read_at, m.delivered_seq, m.delivered_at,
-              (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.read_seq) AS read_id,
-              (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.delivered_seq) AS delivered_id,
-              \(unescaped: unreadSQL) AS unread,
-              (SELECT id FROM message g
-                 WHERE g.channel_pk = m.channel_pk AND g.seq > m.read_seq AND g.user_id <> m.user_id
-                 ORDER BY g.seq LIMIT 1) AS first_unread_id
+            SELECT \(unescaped: StoreSQL.memberStateColumns)
             FROM member m JOIN channel c ON c.pk = m.channel_pk
             WHERE m.channel_pk = \(channelPK) AND (\(userID)::text IS NULL OR m.user_id = \(userID))
             ORDER BY m.created_at, m.user_id
@@ -700,7 +685,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
         let row = try await session.row(
             """
             SELECT COALESCE(SUM(unread), 0)::bigint AS messages, COUNT(*) FILTER (WHERE unread > 0) AS channels
-            FROM (SELECT \(unescaped: unreadSQL) AS unread
+            FROM (SELECT \(unescaped: StoreSQL.unread) AS unread
                   FROM member m JOIN channel c ON c.pk = m.channel_pk WHERE m.user_id = \(userID)) u
             """)
         return UnreadTotals(
@@ -716,7 +701,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
             """
             SELECT user_id, COALESCE(SUM(unread), 0)::bigint AS messages,
               COUNT(*) FILTER (WHERE unread > 0) AS channels
-            FROM (SELECT m.user_id, \(unescaped: unreadSQL) AS unread
+            FROM (SELECT m.user_id, \(unescaped: StoreSQL.unread) AS unread
                   FROM member m JOIN channel c ON c.pk = m.channel_pk
                   WHERE m.user_id IN (SELECT user_id FROM member WHERE channel_pk = \(channelPK))) u
             GROUP BY user_id

@@ -337,13 +337,7 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
     /// Every member's read state with the ids its cursors point at and its unread count (R7).
     static func memberStates(_ db: Database, channelPK: Int64, userID: String? = nil) throws -> [MemberState] {
         var sql = """
-            SELECT m.user_id, m.created_at, m.read_seq, m.read_at, m.delivered_seq, m.delivered_at,
-              (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.read_seq) AS read_id,
-              (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.delivered_seq) AS delivered_id,
-              \(unreadSQL) AS unread,
-              (SELECT id FROM message g
-                 WHERE g.channel_pk = m.channel_pk AND g.seq > m.read_seq AND g.user_id <> m.user_id
-                 ORDER BY g.seq LIMIT 1) AS first_unread_id
+            SELECT \(StoreSQL.memberStateColumns)
             FROM member m JOIN channel c ON c.pk = m.channel_pk WHERE m.channel_pk = ?
             """
         var arguments: StatementArguments = [channelPK]
@@ -362,15 +356,6 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
                 unread: row["unread"], firstUnreadMessageID: row["first_unread_id"])
         }
     }
-
-    /// R7 for member `m` of channel `c`: the messages after the read cursor
-    /// (sequence numbers are dense, so `last_seq - read_seq` of them) less the
-    /// member's own among them — none unless they marked unread before their
-    /// own messages (R4) — found through `message_by_author`.
-    static let unreadSQL = """
-        ((c.last_seq - m.read_seq) - (SELECT COUNT(*) FROM message g
-            WHERE g.channel_pk = m.channel_pk AND g.user_id = m.user_id AND g.seq > m.read_seq))
-        """
 
     static func memberState(_ db: Database, channelPK: Int64, userID: String) throws -> MemberState? {
         try memberStates(db, channelPK: channelPK, userID: userID).first
@@ -729,7 +714,7 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
             db.cachedStatement(
                 sql: """
                     SELECT COALESCE(SUM(unread), 0) AS messages, COALESCE(SUM(unread > 0), 0) AS channels
-                    FROM (SELECT \(unreadSQL) AS unread
+                    FROM (SELECT \(StoreSQL.unread) AS unread
                           FROM member m JOIN channel c ON c.pk = m.channel_pk WHERE m.user_id = ?)
                     """),
             arguments: [userID])
