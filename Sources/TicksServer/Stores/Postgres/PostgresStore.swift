@@ -616,14 +616,17 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
     {
         try await write { session in
             // Channel order, the same in every transaction that locks several members.
-            let pks = try await session.values(
-                "SELECT channel_pk FROM member WHERE user_id = \(userID) ORDER BY channel_pk", as: Int64.self)
+            let channels = try await session.rows(
+                """
+                SELECT \(unescaped: Self.channelColumns) FROM member m JOIN channel c ON c.pk = m.channel_pk
+                LEFT JOIN channel_type t ON t.name = c.type WHERE m.user_id = \(userID) ORDER BY c.pk
+                """
+            ).map(Self.channel(from:))
             var outcomes: [CursorOutcome] = []
-            for pk in pks {
-                let found = try await Self.channel(session, pk: pk)
+            for found in channels {
                 let newest = found.channel.lastSeq
                 let update = try await Self.applyRead(
-                    session, channelPK: pk, userID: userID, target: newest, newest: newest, now: now)
+                    session, channelPK: found.channel.pk, userID: userID, target: newest, newest: newest, now: now)
                 if update.changed {
                     outcomes.append(
                         try await Self.outcome(
