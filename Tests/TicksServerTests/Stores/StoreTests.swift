@@ -122,7 +122,12 @@ struct SQLiteStoreTests {
         #expect(try await store.channel(type: "messaging", id: "old")?.memberCount == 2)
     }
 
-    @Test("under steady writes the write-ahead log is checkpointed beside the writer and stays short")
+    /// SQLite only, so it runs in the SQLite pass of `scripts/test`: in the
+    /// PostgreSQL pass, the PostgreSQL tests running beside it starved the
+    /// background checkpointer of CPU (CI: 1,651 frames after 300 writes).
+    @Test(
+        "under steady writes the write-ahead log is checkpointed beside the writer and stays short",
+        .enabled(if: PostgresTestDatabase.url == nil, "runs in the SQLite pass"))
     func checkpointsKeepTheLogShort() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ticks-wal-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
