@@ -8,8 +8,11 @@ public struct Timestamp: Codable, Sendable, Hashable, Comparable, CustomStringCo
 
     public init(microseconds: Int64) { self.microseconds = microseconds }
 
+    /// The date to the microsecond, clamped to what 64 bits of microseconds
+    /// hold (±285,000 years), so any `Date` converts.
     public init(_ date: Date) {
-        self.microseconds = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
+        let seconds = min(max(date.timeIntervalSince1970, -9e12), 9e12)
+        self.microseconds = seconds.isNaN ? 0 : Int64((seconds * 1_000_000).rounded())
     }
 
     public static func now() -> Timestamp { Timestamp(Date()) }
@@ -24,10 +27,8 @@ public struct Timestamp: Codable, Sendable, Hashable, Comparable, CustomStringCo
     /// answer carries several times, and a date formatter costs more than the
     /// arithmetic.
     public var rfc3339: String {
-        let seconds = microseconds.floorDivided(by: 1_000_000)
-        let fraction = Int(microseconds - seconds * 1_000_000)
-        let days = seconds.floorDivided(by: 86_400)
-        let secondOfDay = Int(seconds - days * 86_400)
+        let (seconds, fraction) = microseconds.floorDivided(by: 1_000_000)
+        let (days, secondOfDay) = seconds.floorDivided(by: 86_400)
         let (year, month, day) = Self.civil(fromDays: days)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(27)
@@ -99,7 +100,11 @@ public struct Timestamp: Codable, Sendable, Hashable, Comparable, CustomStringCo
         return era * 146_097 + dayOfEra - 719_468
     }
 
-    /// Parses RFC 3339 with or without fractional seconds and with any offset.
+    /// A bound on the seconds of a parsed time, past year 9999 either way.
+    static let maxSeconds: Double = 400_000_000_000
+
+    /// Parses RFC 3339 with or without fractional seconds and with any offset;
+    /// nil for anything else, whatever the text (never traps).
     public init?(rfc3339 text: String) {
         if text.hasSuffix("Z") || text.hasSuffix("z") {
             // UTC: the direct parser is the whole answer (Foundation's would
@@ -112,14 +117,17 @@ public struct Timestamp: Codable, Sendable, Hashable, Comparable, CustomStringCo
         var fractionMicros: Int64 = 0
         if let dot = text.firstIndex(of: ".") {
             let afterDot = text[text.index(after: dot)...]
-            let digits = afterDot.prefix(while: \.isNumber)
+            let digits = afterDot.prefix(while: { $0.isASCII && $0.isNumber })
             guard !digits.isEmpty else { return nil }
             let micros = String(digits.prefix(6)).padding(toLength: 6, withPad: "0", startingAt: 0)
             fractionMicros = Int64(micros) ?? 0
             base = String(text[..<dot]) + String(afterDot.dropFirst(digits.count))
         }
         guard let date = try? Date.ISO8601FormatStyle().parse(base) else { return nil }
-        self.microseconds = Int64(date.timeIntervalSince1970) * 1_000_000 + fractionMicros
+        // Whole seconds only within years 0…9999: never a trap converting or multiplying.
+        let seconds = date.timeIntervalSince1970
+        guard seconds.isFinite, abs(seconds) < Self.maxSeconds else { return nil }
+        self.microseconds = Int64(seconds) * 1_000_000 + fractionMicros
     }
 
     /// The form Ticks writes, `YYYY-MM-DDTHH:MM:SS[.f…]Z`, without a date
@@ -146,8 +154,12 @@ public struct Timestamp: Codable, Sendable, Hashable, Comparable, CustomStringCo
         else { return nil }
         var micros = 0
         if utf8.count > 19 {
-            guard byte(19, is: "."), utf8.count > 20, let fraction = number(20..<min(utf8.count, 26)) else { return nil }
-            guard utf8.count <= 26 || number(26..<utf8.count) != nil else { return nil }
+            // Any number of fractional digits; only the first six count (the
+            // rest are checked, never accumulated: they could overflow).
+            guard byte(19, is: "."), utf8.count > 20,
+                utf8[20...].allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+                let fraction = number(20..<min(utf8.count, 26))
+            else { return nil }
             micros = fraction
             for _ in 0..<(6 - min(utf8.count - 20, 6)) { micros *= 10 }
         }
@@ -172,8 +184,9 @@ public struct Timestamp: Codable, Sendable, Hashable, Comparable, CustomStringCo
 }
 
 extension Int64 {
-    fileprivate func floorDivided(by divisor: Int64) -> Int64 {
-        let quotient = self / divisor
-        return (self % divisor < 0) ? quotient - 1 : quotient
+    /// Floor division and its non-negative remainder; cannot overflow for a positive divisor.
+    fileprivate func floorDivided(by divisor: Int64) -> (quotient: Int64, remainder: Int) {
+        let (quotient, remainder) = quotientAndRemainder(dividingBy: divisor)
+        return remainder < 0 ? (quotient - 1, Int(remainder + divisor)) : (quotient, Int(remainder))
     }
 }
