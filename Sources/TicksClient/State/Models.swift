@@ -10,25 +10,7 @@ public typealias DeliveryStatus = TicksReceipts.DeliveryStatus
 public typealias GroupPolicy = TicksReceipts.GroupPolicy
 
 /// A channel's identity, `type:id` (Stream's `cid`).
-public struct ChannelID: Hashable, Sendable, Codable, CustomStringConvertible {
-    public let type: String
-    public let id: String
-
-    public init(type: String, id: String) {
-        self.type = type
-        self.id = id
-    }
-
-    /// Parses `"messaging:trip"`; nil when there is no `:` or either side is empty.
-    public init?(cid: String) {
-        let parts = cid.split(separator: ":", maxSplits: 1).map(String.init)
-        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { return nil }
-        self.init(type: parts[0], id: parts[1])
-    }
-
-    public var rawValue: String { "\(type):\(id)" }
-    public var description: String { rawValue }
-}
+public typealias ChannelID = TicksProtocol.ChannelID
 
 /// A user as the app shows them.
 public struct ChatUser: Sendable, Hashable, Identifiable {
