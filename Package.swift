@@ -31,6 +31,8 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
         // Wire types shared by server and SDK: Foundation only.
@@ -52,9 +54,11 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
             // The web demo's HTML, CSS and JavaScript, served by `ticks serve --demo`.
-            resources: [.copy("Demo/Assets")],
+            resources: [.copy("Demo/Assets"), .copy("OpenAPI/openapi.json")],
             swiftSettings: swiftSettings
         ),
         // The Swift SDK: durable outbox, live state, automatic delivered, the read indicator.
@@ -102,7 +106,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TicksProtocolTests",
-            dependencies: ["TicksProtocol"],
+            dependencies: ["TicksProtocol", .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -115,6 +119,7 @@ let package = Package(
             dependencies: [
                 "TicksServer",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
             ],

@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
+import NIOCore
 import ServiceLifecycle
 import TicksProtocol
 
@@ -11,8 +12,10 @@ public struct TicksServerConfiguration: Sendable {
     public var host: String
     public var port: Int
     public var credentials: Credentials
-    /// Frames that may wait for one connection before it is closed as too slow.
-    public var connectionBufferCapacity: Int
+    /// The bounds on what clients can make the server hold (README: "Limits").
+    public var limits = ServerLimits()
+    /// Stream-style rate limits; `.off` for benchmarks.
+    public var rateLimits = RateLimits()
     /// How often the server pings each WebSocket; one that does not answer is closed.
     public var pingInterval: Duration
     /// In channels with more members than this, read and delivered events go
@@ -26,13 +29,11 @@ public struct TicksServerConfiguration: Sendable {
     public var onServerRunning: @Sendable (_ port: Int) async -> Void = { _ in }
 
     public init(
-        host: String = "127.0.0.1", port: Int = 3030, credentials: Credentials, connectionBufferCapacity: Int = 1024,
-        pingInterval: Duration = .seconds(30)
+        host: String = "127.0.0.1", port: Int = 3030, credentials: Credentials, pingInterval: Duration = .seconds(30)
     ) {
         self.host = host
         self.port = port
         self.credentials = credentials
-        self.connectionBufferCapacity = connectionBufferCapacity
         self.pingInterval = pingInterval
     }
 }
@@ -43,17 +44,24 @@ public struct TicksServices: Sendable {
     public let hub: ConnectionHub
     public let metrics: ServerMetrics
     public let authority: TokenAuthority
+    public let rateLimiter: RateLimiter
 }
 
 /// Builds the application the `ticks serve` binary runs; tests build the same one.
 public func buildApplication(
     configuration: TicksServerConfiguration, store: any TicksStore, logger: Logger
 ) async -> (application: some ApplicationProtocol, services: TicksServices) {
+    let limits = configuration.limits
     let metrics = ServerMetrics()
     let hub = ConnectionHub(
-        bufferCapacity: configuration.connectionBufferCapacity, metrics: metrics, logger: logger)
-    let authority = await TokenAuthority(credentials: configuration.credentials)
-    let services = TicksServices(store: store, hub: hub, metrics: metrics, authority: authority)
+        bufferBytes: limits.connectionBufferBytes, maxConnectionsPerUser: limits.maxConnectionsPerUser,
+        metrics: metrics, logger: logger)
+    // The caches share one budget: decoded users get three quarters, verified tokens the rest.
+    StoredJSON.budget(bytes: limits.cacheBytes / 4 * 3)
+    let authority = await TokenAuthority(credentials: configuration.credentials, cacheBytes: limits.cacheBytes / 4)
+    let services = TicksServices(
+        store: store, hub: hub, metrics: metrics, authority: authority,
+        rateLimiter: RateLimiter(limits: configuration.rateLimits))
     let router = buildRouter(services: services, configuration: configuration, logger: logger)
     let webSocketResponder = router.buildResponder()
     let application = Application(
@@ -63,9 +71,11 @@ public func buildApplication(
                 base: HTTP1WebSocketUpgradeChannel(
                     responder: responder, webSocketResponder: webSocketResponder,
                     configuration: .init(
+                        http1: .init(idleTimeout: TimeAmount(limits.idleTimeout)),
                         ws: .init(
-                            maxFrameSize: ConnectController.maxInboundFrame,
-                            autoPing: .enabled(timePeriod: configuration.pingInterval)))))
+                            maxFrameSize: limits.maxInboundFrameBytes,
+                            autoPing: .enabled(timePeriod: configuration.pingInterval)))),
+                headerTimeout: limits.headerTimeout)
         },
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ticks"),
         services: [ConnectionShutdown(hub: hub)] + (configuration.eventBus.map { [EventBusService(bus: $0, hub: hub)] } ?? []),
@@ -74,33 +84,52 @@ public func buildApplication(
     return (application, services)
 }
 
-/// Every route: `/health` and `/metrics` are open, the Stream API needs a token; demo mode adds the web client.
+/// Every route: `/health`, `/metrics` and `/openapi.json` are open, the Stream
+/// API needs a token; demo mode adds the web client. Middleware, outermost
+/// first: metrics (sees every answer), rate limits (headers on every answer),
+/// Stream's error format.
 func buildRouter(services: TicksServices, configuration: TicksServerConfiguration, logger: Logger)
     -> Router<TicksRequestContext>
 {
     let router = Router(context: TicksRequestContext.self)
-    router.add(middleware: StreamErrorMiddleware())
+    let errors = StreamErrorMiddleware(
+        served: Set(APIEndpoint.allCases.filter { $0 != .demoToken || configuration.demo }))
     router.add(middleware: RequestMetricsMiddleware(metrics: services.metrics))
+    if configuration.rateLimits.enabled {
+        router.add(
+            middleware: RateLimitMiddleware(
+                limiter: services.rateLimiter, authority: services.authority, metrics: services.metrics,
+                errors: errors))
+    }
+    router.add(middleware: errors)
 
-    router.get("health") { _, context in
+    router.on(.health) { _, context in
         try context.respond(["status": "ok"])
     }
-    router.get("metrics") { _, _ in
+    router.on(.metrics) { _, _ in
         Response(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
             body: .init(byteBuffer: .init(string: await services.metrics.exposition(store: services.store))))
     }
+    OpenAPIDocument(logger: logger).addRoutes(to: router)
 
     let api = router.group().add(middleware: AuthMiddleware(authority: services.authority))
     let events = EventPublisher(
         hub: services.hub, bus: configuration.eventBus, metrics: services.metrics, logger: logger,
         audience: ReceiptAudience(fullChannelLimit: configuration.largeChannelMembers))
-    UsersController(store: services.store).addRoutes(to: api)
+    AppController(
+        store: services.store, rateLimiter: services.rateLimiter, limits: configuration.limits,
+        rateLimits: configuration.rateLimits, apiKey: configuration.credentials.apiKey
+    ).addRoutes(to: api)
+    UsersController(store: services.store, limits: configuration.limits).addRoutes(to: api)
     ChannelTypesController(store: services.store).addRoutes(to: api)
-    ChannelsController(store: services.store, hub: services.hub, events: events).addRoutes(to: api)
+    ChannelsController(store: services.store, hub: services.hub, events: events, limits: configuration.limits)
+        .addRoutes(to: api)
     MessagesController(store: services.store).addRoutes(to: api)
-    ConnectController(store: services.store, hub: services.hub, authority: services.authority, logger: logger)
-        .addRoutes(to: router)
+    ConnectController(
+        store: services.store, hub: services.hub, authority: services.authority, limits: configuration.limits,
+        logger: logger
+    ).addRoutes(to: router)
     if configuration.demo {
         DemoController(authority: services.authority).addRoutes(to: router, logger: logger)
     }

@@ -65,6 +65,25 @@ struct Serve: AsyncParsableCommand {
     var postgresURL: String?
     @Flag(help: "Serve the web demo at / and hand out user tokens to anyone who asks (never in production).")
     var demo = false
+    @Flag(
+        name: .customLong("demo-allow-remote"),
+        help: "Allow --demo on an address other hosts can reach (anyone there may act as any user).")
+    var demoAllowRemote = false
+    @OptionGroup(title: "Limits") var limitOptions: LimitOptions
+
+    func validate() throws {
+        if demo, !Self.isLoopback(host), !demoAllowRemote {
+            throw ValidationError(
+                """
+                --demo hands a token for any user to whoever asks, so it listens on loopback only:                 '\(host)' is reachable from other hosts. Use --host 127.0.0.1, or add --demo-allow-remote                 if you really mean it.
+                """)
+        }
+        _ = try limitOptions.rateLimits()
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+    }
 
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
@@ -77,6 +96,8 @@ struct Serve: AsyncParsableCommand {
         let (credentials, source) = try credentialOptions.resolve()
         var configuration = TicksServerConfiguration(host: host, port: port, credentials: credentials)
         configuration.demo = demo
+        configuration.limits = limitOptions.limits
+        configuration.rateLimits = try limitOptions.rateLimits()
         if let url = postgresURL ?? ProcessInfo.processInfo.environment["TICKS_POSTGRES_URL"] {
             let location = try PostgresLocation(url: url)
             let client = PostgresClient(configuration: location.clientConfiguration(), backgroundLogger: logger)
@@ -85,7 +106,7 @@ struct Serve: AsyncParsableCommand {
                 let store = try await PostgresStore.open(client: client, logger: logger)
                 configuration.eventBus = PostgresEventBus(
                     client: client, configuration: try location.connectionConfiguration(), schema: location.schema,
-                    logger: logger)
+                    queueBytes: configuration.limits.busQueueBytes, logger: logger)
                 try await serve(
                     store: store, configuration: configuration, database: location.redacted, source: source,
                     logger: logger)
@@ -130,6 +151,84 @@ extension Serve {
                       (anyone who can reach this port can get a token for any user)
 
         """
+    }
+}
+
+/// The bounds and rate limits of `ticks serve` (README: "Limits"); defaults from `ServerLimits`.
+struct LimitOptions: ParsableArguments {
+    private static let defaults = ServerLimits()
+
+    @Option(name: .customLong("rate-limits"), help: "Rate limits on or off (off for benchmarks).")
+    var rateLimitSwitch: Switch = .on
+    @Option(
+        name: .customLong("rate-limit"),
+        help: ArgumentHelp(
+            "A limit a minute for one endpoint: per user, and optionally per app for server tokens.",
+            valueName: "NAME=USER[/SERVER]"))
+    var rateLimitOverrides: [String] = []
+    @Option(help: "WebSocket connections one user may hold.")
+    var maxConnectionsPerUser = defaults.maxConnectionsPerUser
+    @Option(help: "Bytes that may wait for one WebSocket before it is closed as too slow.")
+    var connectionBufferBytes = defaults.connectionBufferBytes
+    @Option(help: "Custom data of one user, message or channel, in bytes of JSON.")
+    var maxCustomDataBytes = defaults.maxCustomDataBytes
+    @Option(help: "Members of one channel.")
+    var maxChannelMembers = defaults.maxChannelMembers
+    @Option(help: "Values of one $in filter.")
+    var maxFilterValues = defaults.maxFilterValues
+    @Option(help: "The largest WebSocket frame a client may send, in bytes.")
+    var maxInboundFrameBytes = defaults.maxInboundFrameBytes
+    @Option(help: "Seconds an HTTP connection may stay idle.")
+    var idleTimeout = Int(defaults.idleTimeout.components.seconds)
+    @Option(help: "Seconds a new connection has to send a whole request.")
+    var headerTimeout = Int(defaults.headerTimeout.components.seconds)
+    @Option(help: "Bytes the decoded-user and verified-token caches may hold together.")
+    var cacheBytes = defaults.cacheBytes
+    @Option(help: "Bytes of events a PostgreSQL node may queue for the other nodes.")
+    var busQueueBytes = defaults.busQueueBytes
+
+    enum Switch: String, ExpressibleByArgument {
+        case on, off
+    }
+
+    func validate() throws {
+        let positive: [(String, Int)] = [
+            ("--max-connections-per-user", maxConnectionsPerUser), ("--connection-buffer-bytes", connectionBufferBytes),
+            ("--max-custom-data-bytes", maxCustomDataBytes), ("--max-channel-members", maxChannelMembers),
+            ("--max-filter-values", maxFilterValues), ("--max-inbound-frame-bytes", maxInboundFrameBytes),
+            ("--idle-timeout", idleTimeout), ("--header-timeout", headerTimeout), ("--cache-bytes", cacheBytes),
+            ("--bus-queue-bytes", busQueueBytes),
+        ]
+        for (flag, value) in positive where value <= 0 {
+            throw ValidationError("\(flag) must be positive")
+        }
+    }
+
+    var limits: ServerLimits {
+        var limits = ServerLimits()
+        limits.maxConnectionsPerUser = maxConnectionsPerUser
+        limits.connectionBufferBytes = connectionBufferBytes
+        limits.maxCustomDataBytes = maxCustomDataBytes
+        limits.maxChannelMembers = maxChannelMembers
+        limits.maxFilterValues = maxFilterValues
+        limits.maxInboundFrameBytes = maxInboundFrameBytes
+        limits.idleTimeout = .seconds(idleTimeout)
+        limits.headerTimeout = .seconds(headerTimeout)
+        limits.cacheBytes = cacheBytes
+        limits.busQueueBytes = busQueueBytes
+        return limits
+    }
+
+    func rateLimits() throws -> RateLimits {
+        var rateLimits = rateLimitSwitch == .on ? RateLimits() : .off
+        for override in rateLimitOverrides {
+            do {
+                try rateLimits.set(override)
+            } catch {
+                throw ValidationError("--rate-limit \(error)")
+            }
+        }
+        return rateLimits
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import JWTKit
 import Synchronization
+import TicksProtocol
 
 /// Who is making a request.
 public enum Principal: Sendable, Equatable {
@@ -33,10 +34,12 @@ public struct TokenAuthority: Sendable {
     private let keys: JWTKeyCollection
     /// Tokens whose signature checked out, with their expiry: clients send the
     /// same token on every call, and the check is most of a small request's cost.
-    private let verified = VerifiedTokens(capacity: 100_000)
+    private let verified: VerifiedTokens
 
-    public init(credentials: Credentials) async {
+    /// - Parameter cacheBytes: what the verified tokens may hold.
+    public init(credentials: Credentials, cacheBytes: Int = 16 << 20) async {
         self.credentials = credentials
+        self.verified = VerifiedTokens(maxEntries: 100_000, maxBytes: cacheBytes)
         self.keys = JWTKeyCollection()
         await keys.add(hmac: HMACKey(from: credentials.apiSecret), digestAlgorithm: .sha256)
     }
@@ -55,10 +58,10 @@ public struct TokenAuthority: Sendable {
         let principal: Principal
         if claims.server == true {
             principal = .server
-        } else if let userID = claims.userID, !userID.isEmpty {
+        } else if let userID = claims.userID, Identifier.isValid(userID) {
             principal = .user(userID)
         } else {
-            throw .unauthorized("token has neither \"server\": true nor a user_id")
+            throw .unauthorized("token has neither \"server\": true nor a valid user_id")
         }
         verified.remember(token, principal, expires: claims.exp?.value)
         return principal
@@ -76,34 +79,31 @@ public struct TokenAuthority: Sendable {
     }
 }
 
-/// Verified tokens and what they grant, until they expire. Bounded: when full
-/// it starts afresh, and tokens are simply verified again.
+/// Verified tokens and what they grant, until they expire; bounded in entries
+/// and bytes (`BoundedCache`): forgotten tokens are simply verified again.
 final class VerifiedTokens: Sendable {
     private struct Entry {
         let principal: Principal
         let expires: Date?
     }
-    private let entries = Mutex<[String: Entry]>([:])
-    let capacity: Int
+    private let entries: BoundedCache<String, Entry>
 
-    init(capacity: Int) { self.capacity = capacity }
+    init(maxEntries: Int, maxBytes: Int) {
+        entries = BoundedCache(maxEntries: maxEntries, maxBytes: maxBytes)
+    }
 
     /// The principal of a token verified before and not expired at `now`.
     func principal(for token: String, at now: Date) -> Principal? {
-        entries.withLock { entries in
-            guard let entry = entries[token] else { return nil }
-            if let expires = entry.expires, expires <= now {
-                entries[token] = nil
-                return nil
-            }
-            return entry.principal
+        guard let entry = entries.value(for: token) else { return nil }
+        if let expires = entry.expires, expires <= now {
+            entries.removeValue(for: token)
+            return nil
         }
+        return entry.principal
     }
 
     func remember(_ token: String, _ principal: Principal, expires: Date?) {
-        entries.withLock { entries in
-            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
-            entries[token] = Entry(principal: principal, expires: expires)
-        }
+        let userBytes = if case .user(let id) = principal { id.utf8.count } else { 0 }
+        entries.insert(Entry(principal: principal, expires: expires), for: token, cost: token.utf8.count + userBytes + 96)
     }
 }

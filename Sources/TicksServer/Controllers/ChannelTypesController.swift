@@ -6,10 +6,10 @@ struct ChannelTypesController {
     let store: any TicksStore
 
     func addRoutes(to group: RouterGroup<TicksRequestContext>) {
-        group.post("channeltypes", use: create)
-        group.get("channeltypes", use: list)
-        group.get("channeltypes/:name", use: get)
-        group.put("channeltypes/:name", use: update)
+        group.on(.createChannelType, use: create)
+        group.on(.listChannelTypes, use: list)
+        group.on(.getChannelType, use: get)
+        group.on(.updateChannelType, use: update)
     }
 
     struct CreateRequest: Decodable {

@@ -8,22 +8,22 @@ struct ChannelsController {
     let store: any TicksStore
     let hub: ConnectionHub
     let events: EventPublisher
+    let limits: ServerLimits
 
     static let defaultMessageLimit = 25
     static let maxMessageLimit = 300
     static let maxChannelsPerQuery = 30
     static let maxDeliveredEntries = 100
-    static let maxMembersPerCall = 100
 
     func addRoutes(to group: RouterGroup<TicksRequestContext>) {
-        group.post("channels", use: queryChannels)
-        group.post("channels/read", use: markAllRead)
-        group.post("channels/delivered", use: markDelivered)
-        group.post("channels/:type/:id/query", use: queryChannel)
-        group.post("channels/:type/:id", use: updateMembers)
-        group.post("channels/:type/:id/message", use: sendMessage)
-        group.post("channels/:type/:id/read", use: markRead)
-        group.post("channels/:type/:id/unread", use: markUnread)
+        group.on(.queryChannels, use: queryChannels)
+        group.on(.markChannelsRead, use: markAllRead)
+        group.on(.markDelivered, use: markDelivered)
+        group.on(.getOrCreateChannel, use: queryChannel)
+        group.on(.updateChannel, use: updateChannel)
+        group.on(.sendMessage, use: sendMessage)
+        group.on(.markRead, use: markRead)
+        group.on(.markUnread, use: markUnread)
     }
 
     // MARK: Channel query
@@ -79,10 +79,11 @@ struct ChannelsController {
             try await store.requireAccess(context, to: channel)
         } else {
             let memberIDs = (body.data?.members ?? []).map(\.userID)
-            guard memberIDs.count <= Self.maxMembersPerCall else {
-                throw APIError.input("at most \(Self.maxMembersPerCall) members when creating a channel")
+            guard memberIDs.count <= ServerLimits.maxMembersPerCall else {
+                throw APIError.input("at most \(ServerLimits.maxMembersPerCall) members when creating a channel")
             }
             try memberIDs.forEach { try requireValidID($0, "member id") }
+            try requireCustomData(body.data?.custom ?? [:], of: "channel \(type):\(id)", limits: limits)
             let result = try await store.createChannel(
                 type: type, id: id, createdBy: viewer, memberIDs: memberIDs, custom: body.data?.custom ?? [:],
                 now: .now())
@@ -120,16 +121,7 @@ struct ChannelsController {
         var request = request
         let body = try await request.decodeJSON(QueryChannelsRequest.self)
         let viewer = try context.actingUser(named: body.userID ?? body.user?.id)
-        var filter = ChannelFilter()
-        for (field, value) in body.filterConditions ?? [:] {
-            switch field {
-            case "members": filter.memberIn = value.values
-            case "cid": filter.cids = value.values
-            case "type": filter.types = value.values
-            case "id": filter.ids = value.values
-            default: throw APIError.input("filtering channels on '\(field.prefix(64))' is not supported")
-            }
-        }
+        var filter = try ChannelFilter(conditions: body.filterConditions ?? [:], limits: limits)
         if case .user(let own) = try context.requirePrincipal() { filter.requiredMember = own }
         let limit = body.limit ?? 10
         guard (1...Self.maxChannelsPerQuery).contains(limit) else {
@@ -139,7 +131,9 @@ struct ChannelsController {
         guard offset >= 0 else { throw APIError.input("offset must not be negative") }
         let messageLimit = try messageLimit(body.messageLimit)
         var states: [ChannelState] = []
-        for channel in try await store.channels(matching: filter, limit: limit, offset: offset) {
+        // An empty `$in` matches nothing: no query to run.
+        let channels = filter.matchesNothing ? [] : try await store.channels(matching: filter, limit: limit, offset: offset)
+        for channel in channels {
             let snapshot = try await store.snapshot(of: channel, messageLimit: messageLimit, beforeMessageID: nil)
             states.append(
                 Presenter.channelState(
@@ -153,12 +147,16 @@ struct ChannelsController {
     struct UpdateRequest: Decodable {
         var addMembers: [MemberRef]?
         var removeMembers: [MemberRef]?
+        var addModerators: [String]?
+        var demoteModerators: [String]?
         var userID: String?
         var user: UserRef?
 
         enum CodingKeys: String, CodingKey {
             case addMembers = "add_members"
             case removeMembers = "remove_members"
+            case addModerators = "add_moderators"
+            case demoteModerators = "demote_moderators"
             case userID = "user_id"
             case user
         }
@@ -169,28 +167,46 @@ struct ChannelsController {
         var members: [Member]
     }
 
-    @Sendable func updateMembers(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let channel = try await loadChannel(context)
+    /// `POST /channels/{type}/{id}`: add and remove members, promote and
+    /// demote moderators — as far as `ChannelPermissions` lets the caller.
+    @Sendable func updateChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let (type, id) = try channelPath(context)
+        guard let channel = try await store.channel(type: type, id: id) else {
+            throw APIError.notFound("channel \(type):\(id) does not exist")
+        }
         var request = request
         let body = try await request.decodeJSON(UpdateRequest.self)
-        _ = try context.actingUser(named: body.userID ?? body.user?.id)
+        let actingUserID = try context.actingUser(named: body.userID ?? body.user?.id)
         let adding = (body.addMembers ?? []).map(\.userID)
         let removing = (body.removeMembers ?? []).map(\.userID)
-        guard adding.count + removing.count <= Self.maxMembersPerCall else {
-            throw APIError.input("at most \(Self.maxMembersPerCall) members per call")
+        let promoting = body.addModerators ?? []
+        let demoting = body.demoteModerators ?? []
+        guard adding.count + removing.count + promoting.count + demoting.count <= ServerLimits.maxMembersPerCall else {
+            throw APIError.input("at most \(ServerLimits.maxMembersPerCall) members per call")
         }
-        try (adding + removing).forEach { try requireValidID($0, "member id") }
+        try (adding + removing + promoting + demoting).forEach { try requireValidID($0, "member id") }
+        try await requirePermission(
+            .init(adding: adding, removing: removing, changesModerators: !(promoting + demoting).isEmpty),
+            in: channel, actingUserID: actingUserID, context: context)
+        let newcomers = Set(adding).subtracting(removing).count
+        guard channel.memberCount + newcomers <= limits.maxChannelMembers else {
+            throw APIError.input(
+                "channel \(channel.cid) has \(channel.memberCount) members; at most \(limits.maxChannelMembers)")
+        }
+
         let now = Timestamp.now()
         let added = adding.isEmpty ? [] : try await store.addMembers(adding, to: channel, now: now)
         let removed = removing.isEmpty ? [] : try await store.removeMembers(removing, from: channel, now: now)
+        if !promoting.isEmpty { _ = try await store.setChannelRole(.moderator, of: promoting, in: channel, now: now) }
+        if !demoting.isEmpty { _ = try await store.setChannelRole(.member, of: demoting, in: channel, now: now) }
 
         let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
         let users = try await store.users(ids: snapshot.members.map(\.userID) + removed)
         let memberIDs = snapshot.members.map(\.userID)
         for state in added {
             try events.membership(
-                .memberAdded, member: Presenter.member(state, users: users), channel: snapshot.channel,
-                recipients: memberIDs, at: now)
+                .memberAdded, member: Presenter.member(state, of: snapshot.channel, users: users),
+                channel: snapshot.channel, recipients: memberIDs, at: now)
         }
         for userID in removed {
             let member = Member(user: Presenter.user(userID, users), createdAt: now)
@@ -199,7 +215,30 @@ struct ChannelsController {
         return try context.respond(
             UpdateResponse(
                 channel: Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users),
-                members: snapshot.members.map { Presenter.member($0, users: snapshot.users) }))
+                members: snapshot.members.map { Presenter.member($0, of: snapshot.channel, users: snapshot.users) }))
+    }
+
+    /// Throws 403 unless `ChannelPermissions` allows `change`.
+    func requirePermission(
+        _ change: ChannelPermissions.Change, in channel: ChannelRecord, actingUserID: String?,
+        context: TicksRequestContext
+    ) async throws {
+        let principal = try context.requirePrincipal()
+        var actor = ChannelPermissions.Actor(principal: principal, user: nil, membership: nil)
+        if case .user(let userID) = principal {
+            actor = .init(
+                principal: principal, user: try await store.users(ids: [userID])[userID],
+                membership: try await store.member(userID, of: channel))
+        }
+        guard ChannelPermissions.may(change, in: channel, as: actor) else {
+            let who = actingUserID.map { "user '\($0)'" } ?? "this token"
+            if actor.membership == nil, case .user = principal {
+                throw APIError.forbidden("\(who) is not a member of channel \(channel.cid)")
+            }
+            throw APIError.forbidden(
+                "\(who) may not change the members of channel \(channel.cid): only its creator, its moderators "
+                    + "and admins may; a member may only remove themselves")
+        }
     }
 
     // MARK: Messages
@@ -245,14 +284,22 @@ struct ChannelsController {
         }
         let text = body.message.text ?? ""
         guard !text.isEmpty else { throw APIError.input("message.text must not be empty") }
-        guard text.count <= config.maxMessageLength else {
+        // Counted in Unicode scalars, so the length bounds the bytes too (a
+        // character may hold any number of combining marks).
+        let length = text.unicodeScalars.count
+        guard length <= config.maxMessageLength else {
             throw APIError.input(
-                "message.text is \(text.count) characters; channel type '\(config.name)' allows \(config.maxMessageLength)")
+                "message.text is \(length) characters; channel type '\(config.name)' allows \(config.maxMessageLength)")
         }
         let id = body.message.id ?? UUID().uuidString.lowercased()
         try requireValidID(id, "message id")
+        try requireCustomData(body.message.custom, of: "message '\(id)'", limits: limits)
         let outcome = try await store.sendMessage(
             NewMessage(id: id, userID: author, text: text, custom: body.message.custom), to: channel, now: .now())
+        // A message id belongs to its author: their retry is idempotent (R11); anyone else's is refused.
+        guard outcome.message.userID == author else {
+            throw APIError.conflict("message id '\(id)' is already used by another user's message")
+        }
         let users = try await store.users(ids: [outcome.message.userID])
         if outcome.created {
             try events.messageNew(outcome, channel: channel, users: users)
@@ -343,13 +390,14 @@ struct ChannelsController {
         guard entries.count <= Self.maxDeliveredEntries else {
             throw APIError.input("latest_delivered_messages has \(entries.count) entries; at most \(Self.maxDeliveredEntries)")
         }
-        for entry in entries {
+        let targets = try entries.map { entry in
             try requireValidID(entry.id, "message id")
-            guard entry.cid.utf8.count <= 2 * Identifier.maxLength + 1 else { throw APIError.input("cid is too long") }
+            guard let channel = ChannelID(cid: entry.cid) else {
+                throw APIError.input("cid '\(entry.cid.prefix(64))' is not valid: it is type:id")
+            }
+            return DeliveredTarget(channel: channel, messageID: entry.id)
         }
-        let outcomes = try await store.markDelivered(
-            reader, entries.map { DeliveredTarget(cid: $0.cid, messageID: $0.id) }, audience: events.audience,
-            now: .now())
+        let outcomes = try await store.markDelivered(reader, targets, audience: events.audience, now: .now())
         for outcome in outcomes {
             try events.cursorMoved(outcome)
         }

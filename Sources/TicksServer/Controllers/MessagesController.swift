@@ -6,8 +6,8 @@ struct MessagesController {
     let store: any TicksStore
 
     func addRoutes(to group: RouterGroup<TicksRequestContext>) {
-        group.get("messages/:id", use: get)
-        group.get("messages/:id/receipts", use: receipts)
+        group.on(.getMessage, use: get)
+        group.on(.getReceipts, use: receipts)
     }
 
     struct MessageResponse: Encodable {
@@ -17,8 +17,8 @@ struct MessagesController {
     @Sendable func get(_ request: Request, context: TicksRequestContext) async throws -> Response {
         let id = try messageID(context)
         guard let record = try await store.message(id: id) else { throw APIError.notFound("message '\(id)' does not exist") }
-        let parts = record.cid.split(separator: ":", maxSplits: 1).map(String.init)
-        guard parts.count == 2, let channel = try await store.channel(type: parts[0], id: parts[1]) else {
+        guard let cid = ChannelID(cid: record.cid), let channel = try await store.channel(type: cid.type, id: cid.id)
+        else {
             throw APIError.notFound("the channel of message '\(id)' does not exist")
         }
         try await store.requireAccess(context, to: channel)

@@ -39,8 +39,10 @@ enum Presenter {
             lastMessageAt: record.lastMessageAt, config: config, custom: record.custom)
     }
 
-    static func member(_ state: MemberState, users: [String: User]) -> Member {
-        Member(user: user(state.userID, users), createdAt: state.joinedAt)
+    static func member(_ state: MemberState, of channel: ChannelRecord, users: [String: User]) -> Member {
+        Member(
+            user: user(state.userID, users), createdAt: state.joinedAt, channelRole: state.channelRole,
+            isCreator: channel.createdBy == state.userID)
     }
 
     /// The read state as `visibility.viewer` may see it; nil when none of it is visible.
@@ -63,11 +65,13 @@ enum Presenter {
         let users = snapshot.users
         return ChannelState(
             channel: channel(snapshot.channel, config: snapshot.config, users: users),
-            members: snapshot.members.map { member($0, users: users) },
+            members: snapshot.members.map { member($0, of: snapshot.channel, users: users) },
             messages: snapshot.messages.map { message($0, users: users) },
             read: snapshot.members.compactMap { readState($0, users: users, visibility: visibility) },
             watcherCount: watcherCount,
-            membership: snapshot.members.first { $0.userID == viewer }.map { member($0, users: users) })
+            membership: snapshot.members.first { $0.userID == viewer }.map {
+                member($0, of: snapshot.channel, users: users)
+            })
     }
 
     /// The receipts of one message as `viewer` may see them, most recent first.

@@ -72,17 +72,35 @@ struct FilterValue: Decodable {
     }
 }
 
-func requireValidID(_ id: String, _ what: String) throws {
-    guard Identifier.isValid(id) else {
-        throw APIError.input("\(what) '\(id.prefix(64))' is not valid: use 1–255 characters of a-z, A-Z, 0-9, @, _ and -")
-    }
-}
-
 extension TicksStore {
     /// A user token may only touch channels its user belongs to (server tokens may touch any).
     func requireAccess(_ context: TicksRequestContext, to channel: ChannelRecord) async throws {
         if case .user(let userID) = try context.requirePrincipal(), try await !isMember(userID, of: channel.pk) {
             throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
         }
+    }
+}
+
+extension ChannelFilter {
+    /// The `filter_conditions` of `POST /channels`: `members`, `cid`, `type`
+    /// and `id`, each a value, `$eq` or `$in`; anything else is refused with
+    /// a 400 rather than ignored.
+    init(conditions: [String: FilterValue], limits: ServerLimits) throws {
+        self.init()
+        for (field, value) in conditions {
+            try requireFilterValues(value.values, of: field, limits: limits)
+            switch field {
+            case "members": memberIn = value.values
+            case "cid": cids = value.values
+            case "type": types = value.values
+            case "id": ids = value.values
+            default: throw APIError.input("filtering channels on '\(field.prefix(64))' is not supported")
+            }
+        }
+    }
+
+    /// An empty `$in` list matches no channel.
+    var matchesNothing: Bool {
+        [memberIn, cids, types, ids].contains { $0?.isEmpty == true }
     }
 }

@@ -5,11 +5,12 @@ import TicksProtocol
 /// `POST /users` and `GET /users`.
 struct UsersController {
     let store: any TicksStore
+    let limits: ServerLimits
     static let maxUsersPerCall = 100
 
     func addRoutes(to group: RouterGroup<TicksRequestContext>) {
-        group.post("users", use: upsert)
-        group.get("users", use: query)
+        group.on(.updateUsers, use: upsert)
+        group.on(.queryUsers, use: query)
     }
 
     struct UpsertRequest: Decodable {
@@ -27,13 +28,25 @@ struct UsersController {
         guard body.users.count <= Self.maxUsersPerCall else {
             throw APIError.input("at most \(Self.maxUsersPerCall) users per call")
         }
+        var users = Array(body.users.values)
         for (key, user) in body.users {
-            try requireValidID(user.id, "user id")
+            try UserInput.validate(user, limits: limits)
             guard key == user.id else { throw APIError.input("users.\(key.prefix(64)) has id '\(user.id)'") }
             // A user token may only update its own user.
             _ = try context.actingUser(named: user.id)
         }
-        let stored = try await store.upsertUsers(Array(body.users.values), now: .now())
+        if case .user(let own) = try context.requirePrincipal() {
+            // Only a server token gives roles: a user keeps theirs, and may not name another.
+            let stored = try await store.users(ids: [own])[own]
+            for index in users.indices {
+                let role = stored?.role
+                if let asked = users[index].role, asked != (role ?? "user") {
+                    throw APIError.forbidden("user '\(own)' may not change their role; only a server token may")
+                }
+                users[index].role = role
+            }
+        }
+        let stored = try await store.upsertUsers(users, now: .now())
         return try context.respond(UsersByID(users: Dictionary(uniqueKeysWithValues: stored.map { ($0.id, $0) })))
     }
 
@@ -62,7 +75,7 @@ struct UsersController {
             throw APIError.input("filtering users on '\(unsupported.prefix(64))' is not supported; filter on id")
         }
         let ids = query.filterConditions["id"]?.values ?? []
-        guard ids.count <= 1000 else { throw APIError.input("at most 1000 ids per query") }
+        try requireFilterValues(ids, of: "id", limits: limits)
         let found = try await store.users(ids: ids)
         return try context.respond(UserList(users: ids.uniqued().compactMap { found[$0] }))
     }

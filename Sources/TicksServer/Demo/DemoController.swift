@@ -16,7 +16,7 @@ struct DemoController {
     static var assetsFolder: String? { Bundle.module.url(forResource: "Assets", withExtension: nil)?.path }
 
     func addRoutes(to router: Router<TicksRequestContext>, logger: Logger) {
-        router.post("demo/token", use: token)
+        router.on(.demoToken, use: token)
         guard let folder = Self.assetsFolder else {
             logger.error("demo mode: the web client's files are missing from the resource bundle")
             return

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdWebSocket
 import Logging
+import NIOWebSocket
 import TicksProtocol
 
 /// `GET /connect`: the WebSocket a user's device holds open for events.
@@ -14,23 +15,25 @@ struct ConnectController {
     let store: any TicksStore
     let hub: ConnectionHub
     let authority: TokenAuthority
+    let limits: ServerLimits
     let logger: Logger
-    /// The largest frame a client may send.
-    static let maxInboundFrame = 64 * 1024
 
     /// Registered outside the authenticated group: `run` authenticates.
     func addRoutes(to router: Router<TicksRequestContext>) {
         router.ws(
-            "connect",
+            APIEndpoint.connect.routerPath,
             onUpgrade: { inbound, outbound, context in
                 let session: ConnectParameters
+                let registration: (outbox: ConnectionHub.Outbox, frames: AsyncStream<OutboundFrame>)
                 do {
                     session = try await self.session(context.request)
+                    registration = try register(session.userID)
                 } catch {
                     try await refuse(outbound, error: error)
                     return
                 }
-                try await run(session, inbound: inbound, outbound: outbound)
+                defer { hub.unregister(registration.outbox) }
+                try await run(session, registration, inbound: inbound, outbound: outbound)
             })
     }
 
@@ -61,7 +64,19 @@ struct ConnectController {
         guard parameters.userID == tokenUser else {
             throw APIError.forbidden("the token is for '\(tokenUser)', not '\(parameters.userID)'")
         }
+        if let details = parameters.userDetails {
+            try UserInput.validate(details, limits: limits)
+        }
         return parameters
+    }
+
+    /// A place in the hub, unless the user holds every connection they may.
+    func register(_ userID: String) throws -> (outbox: ConnectionHub.Outbox, frames: AsyncStream<OutboundFrame>) {
+        do {
+            return try hub.register(userID: userID)
+        } catch .tooManyConnections(let limit) {
+            throw APIError.rateLimited("user '\(userID)' already holds \(limit) connections, the most one user may")
+        }
     }
 
     struct ErrorFrame: Encodable {
@@ -79,40 +94,44 @@ struct ConnectController {
         try await outbound.close(.policyViolation, reason: String(apiError.message.prefix(100)))
     }
 
-    func run(_ session: ConnectParameters, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter)
-        async throws
-    {
+    func run(
+        _ session: ConnectParameters,
+        _ registration: (outbox: ConnectionHub.Outbox, frames: AsyncStream<OutboundFrame>),
+        inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter
+    ) async throws {
+        let (outbox, frames) = registration
         let userID = session.userID
         var user = try await store.users(ids: [userID])[userID]
         if user == nil {
-            // Like Stream, connecting creates a user that does not exist yet.
+            // Like Stream, connecting creates a user that does not exist yet;
+            // its details never set a role (only a server token may).
             var details = session.userDetails ?? User(id: userID)
             details.id = userID
+            details.role = nil
             user = try await store.upsertUsers([details], now: .now()).first
         }
         let totals = try await store.unreadTotals(of: userID)
-        let (outbox, frames) = hub.register(userID: userID)
-        defer { hub.unregister(outbox) }
         let logger = logger.with(["user_id": "\(userID)", "connection_id": "\(outbox.id)"])
         logger.debug("connected")
 
         var hello = Event(type: .healthCheck, createdAt: .now())
         hello.connectionID = outbox.id
         hello.me = OwnUser(user: user ?? User(id: userID), totalUnreadCount: totals.messages, unreadChannels: totals.channels)
-        hub.enqueue(try JSONCoding.string(hello), on: outbox)
+        hub.enqueue(OutboundFrame(try JSONCoding.string(hello)), on: outbox)
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await frame in frames {
-                    try await outbound.write(.text(frame))
+                    outbox.taken(frame)
+                    try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: frame.buffer)))
                 }
             }
             group.addTask {
-                for try await message in inbound.messages(maxSize: Self.maxInboundFrame) {
+                for try await message in inbound.messages(maxSize: limits.maxInboundFrameBytes) {
                     guard case .text(let text) = message, text.contains("health.check") else { continue }
                     var pong = Event(type: .healthCheck, createdAt: .now())
                     pong.connectionID = outbox.id
-                    hub.enqueue(try JSONCoding.string(pong), on: outbox)
+                    hub.enqueue(OutboundFrame(try JSONCoding.string(pong)), on: outbox)
                 }
             }
             group.addTask {

@@ -1,17 +1,22 @@
 import Foundation
 import Logging
-import Metrics
 import Synchronization
 
-/// The live WebSocket connections, by user (a user may hold many: one per
-/// device). Sending never waits on a client: each connection has its own
-/// bounded buffer, and a connection whose buffer is full is closed.
+/// The open WebSocket connections, by user (a user may have several devices).
+///
+/// Sending never waits for a client: each connection has its own buffer,
+/// bounded in bytes, and a connection whose buffer would pass the bound is
+/// closed (it reconnects and refreshes its state). Frames in the buffers share
+/// their bytes (`OutboundFrame`), so an event to many connections costs one
+/// encoding, not one per connection.
 public final class ConnectionHub: Sendable {
     /// One connection's outbound side.
     final class Outbox: Sendable {
         let id: String
         let userID: String
-        let continuation: AsyncStream<String>.Continuation
+        let continuation: AsyncStream<OutboundFrame>.Continuation
+        /// Bytes queued and not yet taken by the connection's writer.
+        let queuedBytes = Atomic<Int>(0)
         /// Set when the buffer overflowed.
         let overflowed = Atomic<Bool>(false)
         /// Ends when the buffer overflowed (or the connection is gone): the
@@ -22,7 +27,7 @@ public final class ConnectionHub: Sendable {
 
         var isOverflowed: Bool { overflowed.load(ordering: .relaxed) }
 
-        init(id: String, userID: String, continuation: AsyncStream<String>.Continuation) {
+        init(id: String, userID: String, continuation: AsyncStream<OutboundFrame>.Continuation) {
             self.id = id
             self.userID = userID
             self.continuation = continuation
@@ -32,9 +37,13 @@ public final class ConnectionHub: Sendable {
         /// Marks the connection as fallen behind; true the first time.
         func markOverflowed() -> Bool {
             let first = !overflowed.exchange(true, ordering: .relaxed)
-            continuation.finish()
-            overflowContinuation.finish()
+            finish()
             return first
+        }
+
+        /// The writer took `frame` out of the buffer.
+        func taken(_ frame: OutboundFrame) {
+            queuedBytes.subtract(ConnectionHub.cost(of: frame), ordering: .relaxed)
         }
 
         func finish() {
@@ -43,24 +52,45 @@ public final class ConnectionHub: Sendable {
         }
     }
 
+    /// Why a connection could not be registered.
+    enum RegistrationError: Error, Equatable {
+        case tooManyConnections(limit: Int)
+    }
+
     private let connections = Mutex<[String: [String: Outbox]]>([:])
-    /// How many frames may wait for one slow connection before it is closed.
-    public let bufferCapacity: Int
-    private let metrics: ServerMetrics
+    /// How many bytes may wait for one connection before it is closed as too slow.
+    public let bufferBytes: Int
+    /// How many connections one user may hold at once.
+    public let maxConnectionsPerUser: Int
+    let metrics: ServerMetrics
     private let logger: Logger
 
-    init(bufferCapacity: Int, metrics: ServerMetrics, logger: Logger) {
-        self.bufferCapacity = bufferCapacity
+    init(bufferBytes: Int, maxConnectionsPerUser: Int, metrics: ServerMetrics, logger: Logger) {
+        self.bufferBytes = bufferBytes
+        self.maxConnectionsPerUser = maxConnectionsPerUser
         self.metrics = metrics
         self.logger = logger
     }
 
+    /// What a queued frame counts against its buffer: its bytes and the
+    /// bookkeeping around them, so many tiny frames are bounded too.
+    static func cost(of frame: OutboundFrame) -> Int { frame.byteCount + 64 }
+
     /// Registers a connection; its frames arrive on the returned stream.
-    func register(userID: String) -> (outbox: Outbox, frames: AsyncStream<String>) {
-        let (frames, continuation) = AsyncStream.makeStream(
-            of: String.self, bufferingPolicy: .bufferingOldest(bufferCapacity))
+    /// Throws when the user already holds `maxConnectionsPerUser` connections.
+    func register(userID: String) throws(RegistrationError) -> (outbox: Outbox, frames: AsyncStream<OutboundFrame>) {
+        // Unbounded for the stream itself: `enqueue` bounds it in bytes.
+        let (frames, continuation) = AsyncStream.makeStream(of: OutboundFrame.self, bufferingPolicy: .unbounded)
         let outbox = Outbox(id: UUID().uuidString.lowercased(), userID: userID, continuation: continuation)
-        connections.withLock { $0[userID, default: [:]][outbox.id] = outbox }
+        let admitted = connections.withLock { all -> Bool in
+            guard all[userID, default: [:]].count < maxConnectionsPerUser else { return false }
+            all[userID, default: [:]][outbox.id] = outbox
+            return true
+        }
+        guard admitted else {
+            continuation.finish()
+            throw .tooManyConnections(limit: maxConnectionsPerUser)
+        }
         metrics.connections.increment()
         return (outbox, frames)
     }
@@ -75,34 +105,50 @@ public final class ConnectionHub: Sendable {
         if removed { metrics.connections.decrement() }
     }
 
-    /// Queues `frame` for every connection of `userIDs`; returns how many connections got it.
+    /// Queues `event` for every connection of `userIDs`; returns how many connections got it.
     @discardableResult
-    public func send(_ frame: String, to userIDs: some Sequence<String>) -> Int {
+    public func send(_ event: EncodedEvent, to userIDs: some Sequence<String>) -> Int {
         let targets = connections.withLock { all in userIDs.flatMap { all[$0].map { Array($0.values) } ?? [] } }
         var delivered = 0
+        var bytes = 0
         for outbox in targets {
-            if enqueue(frame, on: outbox) { delivered += 1 }
+            guard let frame = event.frame(for: outbox.userID) else { continue }
+            if enqueue(frame, on: outbox) {
+                delivered += 1
+                bytes += frame.byteCount
+            }
         }
         metrics.framesSent.increment(by: delivered)
-        metrics.bytesSent.increment(by: delivered * frame.utf8.count)
+        metrics.bytesSent.increment(by: bytes)
         return delivered
     }
 
-    /// Queues a frame for one connection. A full buffer closes the connection.
+    /// Queues a frame for one connection. A buffer that would pass its bound closes the connection.
     @discardableResult
-    func enqueue(_ frame: String, on outbox: Outbox) -> Bool {
-        switch outbox.continuation.yield(frame) {
-        case .enqueued: return true
-        case .terminated: return false
-        case .dropped:
+    func enqueue(_ frame: OutboundFrame, on outbox: Outbox) -> Bool {
+        let cost = Self.cost(of: frame)
+        let queued = outbox.queuedBytes.add(cost, ordering: .relaxed).newValue
+        guard queued <= bufferBytes else {
+            outbox.queuedBytes.subtract(cost, ordering: .relaxed)
             if outbox.markOverflowed() {
                 logger.warning(
                     "closing a connection that fell behind",
-                    metadata: ["user_id": "\(outbox.userID)", "connection_id": "\(outbox.id)"])
+                    metadata: [
+                        "user_id": "\(outbox.userID)", "connection_id": "\(outbox.id)",
+                        "queued_bytes": "\(queued - cost)",
+                    ])
                 metrics.slowConnectionsClosed.increment()
             }
             return false
-        @unknown default: return false
+        }
+        switch outbox.continuation.yield(frame) {
+        case .enqueued:
+            return true
+        case .terminated, .dropped:
+            outbox.queuedBytes.subtract(cost, ordering: .relaxed)
+            return false
+        @unknown default:
+            return false
         }
     }
 
@@ -114,9 +160,18 @@ public final class ConnectionHub: Sendable {
     /// The number of open connections.
     public var connectionCount: Int { connections.withLock { $0.values.reduce(0) { $0 + $1.count } } }
 
-    /// Ends every connection's frame stream (graceful shutdown).
+    /// Ends every connection's frame stream (graceful shutdown, or a node that may have missed events).
     func closeAll() {
         let all = connections.withLock { $0.values.flatMap(\.values) }
         for outbox in all { outbox.finish() }
+    }
+
+    /// Ends the connections of `userIDs`, so their clients reconnect and
+    /// refresh (they may have missed an event); returns how many were closed.
+    @discardableResult
+    func close(usersOf userIDs: some Sequence<String>) -> Int {
+        let targets = connections.withLock { all in userIDs.flatMap { all[$0].map { Array($0.values) } ?? [] } }
+        for outbox in targets { outbox.finish() }
+        return targets.count
     }
 }

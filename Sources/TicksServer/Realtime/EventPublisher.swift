@@ -14,19 +14,22 @@ struct EventPublisher: Sendable {
     /// Who hears of receipts; the store applies it when it commits a move.
     let audience: ReceiptAudience
 
-    /// `message.new` to every member, each with their own unread counts.
+    /// `message.new` to every member, each with their own unread counts: the
+    /// message is encoded once for all of them (`EncodedEvent`), and each
+    /// recipient's frame ends with their counts.
     func messageNew(_ outcome: SendOutcome, channel: ChannelRecord, users: [String: User]) throws {
-        let message = Presenter.message(outcome.message, users: users)
-        let watchers = hub.connectedCount(among: outcome.recipients.map(\.userID))
+        var event = Event(
+            type: .messageNew, createdAt: outcome.message.createdAt, cid: channel.cid,
+            user: Presenter.user(outcome.message.userID, users))
+        event.message = Presenter.message(outcome.message, users: users)
+        event.watcherCount = hub.connectedCount(among: outcome.recipients.map(\.userID))
+        var endings: [String: String] = [:]
         for recipient in outcome.recipients {
-            var event = Event(type: .messageNew, createdAt: outcome.message.createdAt, cid: channel.cid, user: message.user)
-            event.message = message
-            event.watcherCount = watchers
-            event.unreadCount = recipient.channelUnread
-            event.totalUnreadCount = recipient.totals.messages
-            event.unreadChannels = recipient.totals.channels
-            try send(event, to: [recipient.userID])
+            endings[recipient.userID] =
+                #","unread_count":\#(recipient.channelUnread),"total_unread_count":\#(recipient.totals.messages),"#
+                + #""unread_channels":\#(recipient.totals.channels)"#
         }
+        try publish(EncodedEvent(object: JSONCoding.data(event), endings: endings), to: Array(endings.keys))
     }
 
     /// The `message.read` event for a read state (also the answer to mark read).
@@ -89,14 +92,13 @@ struct EventPublisher: Sendable {
     }
 
     func send(_ event: Event, to userIDs: some Sequence<String>) throws {
-        let frame = try JSONCoding.string(event)
-        if let bus {
-            let recipients = Array(userIDs)
-            hub.send(frame, to: recipients)
-            bus.publish(frame, to: recipients)
-        } else {
-            hub.send(frame, to: userIDs)
-        }
+        try publish(EncodedEvent(JSONCoding.data(event)), to: Array(userIDs))
+    }
+
+    /// To this node's connections, and through the bus to the other nodes'.
+    func publish(_ event: EncodedEvent, to userIDs: [String]) {
+        hub.send(event, to: userIDs)
+        bus?.publish(event, to: userIDs)
         metrics.eventsPublished.increment()
     }
 }

@@ -11,10 +11,10 @@ enum StoreSQL {
             WHERE g.channel_pk = m.channel_pk AND g.user_id = m.user_id AND g.seq > m.read_seq))
         """
 
-    /// A read state's columns for member `m` of channel `c`: the cursors, the
+    /// A read state's columns for member `m` of channel `c`: the role, the cursors, the
     /// ids they point at, the unread count and the first unread message (R7).
     static let memberStateColumns = """
-        m.user_id, m.created_at, m.read_seq, m.read_at, m.delivered_seq, m.delivered_at,
+        m.user_id, m.created_at, m.channel_role, m.read_seq, m.read_at, m.delivered_seq, m.delivered_at,
           (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.read_seq) AS read_id,
           (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.delivered_seq) AS delivered_id,
           \(unread) AS unread,

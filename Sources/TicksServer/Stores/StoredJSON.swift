@@ -3,8 +3,13 @@ import TicksProtocol
 /// What both stores keep as JSON text in a column (a user, custom fields, a
 /// channel type's config), decoded once per distinct text (`DecodedCache`).
 enum StoredJSON {
-    static let users = DecodedCache<User>(capacity: 100_000)
-    static let configs = DecodedCache<ChannelConfig>(capacity: 1_000)
+    static let users = DecodedCache<User>(maxEntries: 100_000, maxBytes: 32 << 20)
+    static let configs = DecodedCache<ChannelConfig>(maxEntries: 1_000, maxBytes: 1 << 20)
+
+    /// Gives the user cache `bytes` (process-wide: the caches are keyed by content, so stores share them).
+    static func budget(bytes: Int) {
+        users.entries.resize(maxEntries: 100_000, maxBytes: bytes)
+    }
 
     static func user(_ text: String) throws -> User {
         try users.value(for: text) { try JSONCoding.decode(User.self, from: $0) }

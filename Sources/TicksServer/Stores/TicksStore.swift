@@ -33,6 +33,7 @@ public struct MessageRecord: Sendable, Equatable {
 public struct MemberState: Sendable, Equatable {
     public var userID: String
     public var joinedAt: Timestamp
+    public var channelRole: ChannelRole
     public var cursors: Cursors
     public var readAt: Timestamp
     public var deliveredAt: Timestamp
@@ -131,9 +132,9 @@ public struct CursorOutcome: Sendable {
     public var recipients: [String]
 }
 
-/// A mark delivered request entry after its ids were resolved.
+/// A mark delivered request entry.
 public struct DeliveredTarget: Sendable, Equatable {
-    public var cid: String
+    public var channel: ChannelID
     public var messageID: String
 }
 
@@ -237,6 +238,11 @@ public protocol TicksStore: Sendable {
     func snapshot(of channel: ChannelRecord, messageLimit: Int, beforeMessageID: String?) async throws -> ChannelSnapshot
     func channels(matching filter: ChannelFilter, limit: Int, offset: Int) async throws -> [ChannelRecord]
     func isMember(_ userID: String, of channelPK: Int64) async throws -> Bool
+    /// `userID`'s read state and role in `channel`; nil when they are not a member.
+    func member(_ userID: String, of channel: ChannelRecord) async throws -> MemberState?
+    /// Gives `role` to those of `userIDs` who are members; returns the states of those whose role changed.
+    func setChannelRole(_ role: ChannelRole, of userIDs: [String], in channel: ChannelRecord, now: Timestamp)
+        async throws -> [MemberState]
     /// Adds the users not yet members (R5); returns the new members' states.
     func addMembers(_ userIDs: [String], to channel: ChannelRecord, now: Timestamp) async throws -> [MemberState]
     /// Removes members and drops their read state and receipt log (R6); returns those removed.

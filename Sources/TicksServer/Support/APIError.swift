@@ -34,6 +34,9 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func forbidden(_ message: String) -> APIError { .init(status: .forbidden, code: .notAllowed, message) }
     public static func notFound(_ message: String) -> APIError { .init(status: .notFound, code: .notFound, message) }
     public static func conflict(_ message: String) -> APIError { .init(status: .conflict, code: .inputError, message) }
+    public static func rateLimited(_ message: String) -> APIError {
+        .init(status: .tooManyRequests, code: .rateLimited, message)
+    }
     public static func tooLarge(_ message: String) -> APIError {
         .init(status: .contentTooLarge, code: .payloadTooBig, message)
     }

@@ -10,6 +10,8 @@ import TicksProtocol
 /// empty or HTML error. Unexpected errors are logged and answered with 500.
 struct StreamErrorMiddleware: RouterMiddleware {
     typealias Context = TicksRequestContext
+    /// The endpoints this server has routes for (the demo's only in demo mode).
+    let served: Set<APIEndpoint>
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -17,21 +19,39 @@ struct StreamErrorMiddleware: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch {
-            let apiError = Self.apiError(for: error)
-            if apiError.status.code >= 500 {
-                context.logger.error(
-                    "request failed", metadata: ["error": "\(String(reflecting: error))", "path": "\(request.uri.path)"])
-            } else {
-                context.logger.debug("request refused", metadata: ["error": "\(apiError)"])
-            }
-            let body = APIErrorBody(
-                code: apiError.code.rawValue, message: apiError.message, statusCode: apiError.status.code,
-                duration: context.duration)
-            let data = (try? JSONCoding.data(body)) ?? Data("{\"code\":-1}".utf8)
-            return Response(
-                status: apiError.status, headers: [.contentType: "application/json; charset=utf-8"],
-                body: .init(byteBuffer: ByteBuffer(bytes: data)))
+            return response(for: error, to: request, context: context)
         }
+    }
+
+    /// The Stream-format answer to `error`.
+    func response(for error: any Error, to request: Request, context: Context) -> Response {
+        var apiError = Self.apiError(for: error)
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        // A path Ticks serves, with another method: 405 and the methods it takes.
+        if apiError.status == .notFound, (error as? HTTPError)?.status == .notFound {
+            let methods = APIEndpoint.methods(servingPath: request.uri.path, among: served)
+            if !methods.isEmpty, !methods.contains(request.method) {
+                apiError = APIError(status: .methodNotAllowed, code: .inputError, "\(request.method) is not allowed here")
+                headers[.allow] = methods.map(\.rawValue).joined(separator: ", ")
+            }
+        }
+        if apiError.status.code >= 500 {
+            context.logger.error(
+                "request failed", metadata: ["error": "\(String(reflecting: error))", "path": "\(request.uri.path)"])
+        } else {
+            context.logger.debug("request refused", metadata: ["error": "\(apiError)"])
+        }
+        return Self.errorResponse(apiError, duration: context.duration, headers: headers)
+    }
+
+    static func errorResponse(_ apiError: APIError, duration: String, headers: HTTPFields = [:]) -> Response {
+        let body = APIErrorBody(
+            code: apiError.code.rawValue, message: apiError.message, statusCode: apiError.status.code,
+            duration: duration)
+        var headers = headers
+        headers[.contentType] = "application/json; charset=utf-8"
+        let data = (try? JSONCoding.data(body)) ?? Data("{\"code\":-1}".utf8)
+        return Response(status: apiError.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
     static func apiError(for error: any Error) -> APIError {
@@ -57,7 +77,9 @@ struct StreamErrorMiddleware: RouterMiddleware {
     }
 }
 
-/// Counts requests and times them, by route, for `GET /metrics`.
+/// Counts requests by route and status, and times them, for `GET /metrics`.
+/// Outermost, so it sees every answer as the client does: refusals (4xx),
+/// failures (5xx) and rate limiting (429) included.
 struct RequestMetricsMiddleware: RouterMiddleware {
     typealias Context = TicksRequestContext
     let metrics: ServerMetrics
@@ -65,12 +87,24 @@ struct RequestMetricsMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        let response = try await next(request, context)
+        let response: Response
+        do {
+            response = try await next(request, context)
+        } catch {
+            // Nothing inside should throw (StreamErrorMiddleware answers every error); count it if it does.
+            record(request, context, status: 500)
+            throw error
+        }
+        record(request, context, status: response.status.code)
+        return response
+    }
+
+    func record(_ request: Request, _ context: Context, status: Int) {
         let route = context.endpointPath ?? "unmatched"
         let method = request.method.rawValue
-        metrics.requestCounter(route: route, method: method, status: response.status.code).increment()
+        metrics.requestCounter(route: route, method: method, status: status).increment()
         metrics.requestTimer(route: route, method: method).recordInterval(since: context.startedAt)
-        return response
+        if status >= 400 { (status >= 500 ? metrics.serverErrors : metrics.clientErrors).increment() }
     }
 }
 
@@ -89,6 +123,8 @@ struct AuthMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
+        // `RateLimitMiddleware` may have checked the same credentials already.
+        guard context.principal == nil else { return try await next(request, context) }
         var context = context
         context.principal = try await authenticate(request)
         return try await next(request, context)
@@ -108,5 +144,60 @@ struct AuthMiddleware: RouterMiddleware {
         }
         if token.hasPrefix("Bearer ") { token.removeFirst("Bearer ".count) }
         return try await authority.principal(for: token)
+    }
+}
+
+/// Stream's rate limits (`RateLimits`): counts each call against its caller
+/// and endpoint, answers 429 (code 9) past the limit, and puts
+/// `X-RateLimit-Limit`, `-Remaining` and `-Reset` on every answer, errors
+/// included. Sits outside `StreamErrorMiddleware`, so it sees errors as the
+/// responses they become.
+struct RateLimitMiddleware: RouterMiddleware {
+    typealias Context = TicksRequestContext
+    let limiter: RateLimiter
+    let authority: TokenAuthority
+    let metrics: ServerMetrics
+    /// Answers what escapes the handlers (nothing should).
+    let errors: StreamErrorMiddleware
+
+    static let limitHeader = HTTPField.Name("X-RateLimit-Limit")!
+    static let remainingHeader = HTTPField.Name("X-RateLimit-Remaining")!
+    static let resetHeader = HTTPField.Name("X-RateLimit-Reset")!
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        let endpoint = APIEndpoint.matching(method: request.method, path: context.endpointPath)
+        var context = context
+        // A valid token counts against its user or the app; anything else against the client's address.
+        if endpoint?.isAuthenticated == true {
+            context.principal = try? await AuthMiddleware(authority: authority).authenticate(request)
+        }
+        let identity: RateLimiter.Identity =
+            switch context.principal {
+            case .server: .app
+            case .user(let userID): .user(userID)
+            case nil: .address(context.remoteAddress?.ipAddress ?? "unknown")
+            }
+        let decision = limiter.check(endpoint, by: identity)
+        var response: Response
+        if decision.allowed {
+            do {
+                response = try await next(request, context)
+            } catch {
+                response = errors.response(for: error, to: request, context: context)
+            }
+        } else {
+            metrics.rateLimited(endpoint).increment()
+            response = StreamErrorMiddleware.errorResponse(
+                .rateLimited(
+                    "too many \(endpoint?.rawValue ?? "unknown") calls: \(decision.limit) a minute are allowed; "
+                        + "try again after \(decision.reset) (Unix seconds)"),
+                duration: context.duration)
+        }
+        response.headers[Self.limitHeader] = String(decision.limit)
+        response.headers[Self.remainingHeader] = String(decision.remaining)
+        response.headers[Self.resetHeader] = String(decision.reset)
+        return response
     }
 }

@@ -3,20 +3,17 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 
-/// The HTTP + WebSocket child channel with one fix for graceful shutdown.
-///
-/// Until a connection's first request arrives, hummingbird-websocket's
-/// upgradable pipeline has no handler that reacts to the server quiescing, so
-/// a connection a client opened but has not used yet (HTTP clients pre-open
-/// them) kept `ticks serve` from exiting until the client closed it, up to a
-/// minute later. This closes such connections when shutdown begins; every
-/// other connection is handled exactly as before.
+/// The HTTP + WebSocket child channel with `ConnectionGuard` in front of it;
+/// every connection is otherwise handled exactly as before.
 struct QuiescingChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     let base: Base
+    /// How long a new connection has to send its first whole request.
+    let headerTimeout: Duration
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Base.Value> {
         do {
-            try channel.pipeline.syncOperations.addHandler(CloseUnusedOnQuiesce(), position: .first)
+            try channel.pipeline.syncOperations.addHandler(
+                ConnectionGuard(headerTimeout: TimeAmount(headerTimeout)), position: .first)
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }
@@ -28,15 +25,60 @@ struct QuiescingChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     }
 }
 
-/// Closes the connection on quiesce if it never received a byte; otherwise
-/// passes the event on to the HTTP or WebSocket handlers.
-final class CloseUnusedOnQuiesce: ChannelInboundHandler, RemovableChannelHandler {
+/// Guards a new connection until the server first answers on it.
+///
+/// - **Header timeout.** hummingbird's idle timeout starts only once the
+///   first request's head has been parsed, so a client that connects and
+///   sends nothing, or a header a byte at a time (slowloris), would hold the
+///   connection forever. This closes a connection that has not been answered
+///   within `headerTimeout`: its first request never arrived whole.
+/// - **Quiescing.** Until the first request arrives, hummingbird-websocket's
+///   pipeline has no handler that reacts to graceful shutdown, so a connection
+///   opened but unused (HTTP clients pre-open them) kept `ticks serve` from
+///   exiting until the client closed it. This closes such connections when
+///   shutdown begins.
+final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
+    typealias OutboundIn = IOData
+
+    private let headerTimeout: TimeAmount
     private var used = false
+    private var answered = false
+    private var deadline: Scheduled<Void>?
+
+    init(headerTimeout: TimeAmount) {
+        self.headerTimeout = headerTimeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { startClock(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        startClock(context)
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        stopClock()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        stopClock()
+        context.fireChannelInactive()
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         used = true
         context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if !answered {
+            answered = true
+            stopClock()
+        }
+        context.write(data, promise: promise)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -45,5 +87,25 @@ final class CloseUnusedOnQuiesce: ChannelInboundHandler, RemovableChannelHandler
             return
         }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    private func startClock(_ context: ChannelHandlerContext) {
+        guard deadline == nil, !answered else { return }
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        deadline = context.eventLoop.scheduleTask(in: headerTimeout) {
+            loopBound.value.close(promise: nil)
+        }
+    }
+
+    private func stopClock() {
+        deadline?.cancel()
+        deadline = nil
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }

@@ -18,6 +18,11 @@ public struct ServerMetrics: Sendable {
     let eventsPublished: CoreMetrics.Counter
     let readMoves: CoreMetrics.Counter
     let deliveredMoves: CoreMetrics.Counter
+    /// Answers with status 4xx, and 5xx.
+    let clientErrors: CoreMetrics.Counter
+    let serverErrors: CoreMetrics.Counter
+    /// Events another node could not be sent (publish failed or queue full): their users were told to resync.
+    let busEventsLost: CoreMetrics.Counter
 
     public init() {
         let registry = PrometheusCollectorRegistry()
@@ -39,6 +44,15 @@ public struct ServerMetrics: Sendable {
         readMoves = CoreMetrics.Counter(label: "ticks_cursor_moves_total", dimensions: [("kind", "read")], factory: factory)
         deliveredMoves = CoreMetrics.Counter(
             label: "ticks_cursor_moves_total", dimensions: [("kind", "delivered")], factory: factory)
+        clientErrors = CoreMetrics.Counter(label: "ticks_http_errors_total", dimensions: [("class", "4xx")], factory: factory)
+        serverErrors = CoreMetrics.Counter(label: "ticks_http_errors_total", dimensions: [("class", "5xx")], factory: factory)
+        busEventsLost = CoreMetrics.Counter(label: "ticks_bus_events_lost_total", dimensions: [], factory: factory)
+    }
+
+    func rateLimited(_ endpoint: APIEndpoint?) -> CoreMetrics.Counter {
+        CoreMetrics.Counter(
+            label: "ticks_rate_limited_total", dimensions: [("endpoint", endpoint?.rawValue ?? "unmatched")],
+            factory: factory)
     }
 
     func requestCounter(route: String, method: String, status: Int) -> CoreMetrics.Counter {

@@ -9,15 +9,18 @@ import TicksProtocol
 public struct TicksRequestContext: RequestContext, WebSocketRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let webSocket: WebSocketHandlerReference<Self>
-    /// Set by `AuthMiddleware` on authenticated routes.
+    /// Set by `RateLimitMiddleware` or `AuthMiddleware` once the token checked out.
     public var principal: Principal?
     public let startedAt: ContinuousClock.Instant
+    /// The client's address: what a request without a valid token is rate limited by.
+    public let remoteAddress: SocketAddress?
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.webSocket = .init()
         self.principal = nil
         self.startedAt = .now
+        self.remoteAddress = source.channel.remoteAddress
     }
 
     /// Stream's `duration`, e.g. `"1.23ms"`.
@@ -59,7 +62,7 @@ public struct TicksRequestContext: RequestContext, WebSocketRequestContext {
 }
 
 /// The largest request body Ticks accepts.
-let maxRequestBodyBytes = 1 << 20
+let maxRequestBodyBytes = ServerLimits.maxBodyBytes
 
 extension Request {
     /// Decodes the JSON body (an empty body is `{}`) with a size limit; any

@@ -62,6 +62,8 @@ final class LiveServer: Sendable {
             host: "127.0.0.1", port: port,
             credentials: try Credentials(apiKey: Self.apiKey, apiSecret: Self.apiSecret),
             pingInterval: .seconds(5))
+        // The tests poll the API (receipts, states) far faster than an app would.
+        configuration.rateLimits = .off
         configuration.onServerRunning = { port in
             readyContinuation.yield(port)
             readyContinuation.finish()

@@ -3,41 +3,102 @@ import Foundation
 import Glibc
 #endif
 import Logging
+import NIOCore
 import Testing
 
 @testable import TicksServer
 
 @Suite("Slow connections")
 struct SlowConnectionTests {
-    @Test("a connection whose buffer fills is closed; the others get every frame")
+    func hub(bufferBytes: Int, maxConnectionsPerUser: Int = 50) -> ConnectionHub {
+        ConnectionHub(
+            bufferBytes: bufferBytes, maxConnectionsPerUser: maxConnectionsPerUser, metrics: ServerMetrics(),
+            logger: Logger(label: "test"))
+    }
+
+    static func text(_ frame: OutboundFrame) -> String { String(buffer: frame.buffer) }
+
+    @Test("a connection whose buffer passes its bound in bytes is closed; the others get every frame")
     func hubClosesOnlyTheSlowOne() async throws {
-        let hub = ConnectionHub(bufferCapacity: 4, metrics: ServerMetrics(), logger: Logger(label: "test"))
-        let (slow, slowFrames) = hub.register(userID: "slow")
-        let (fast, fastFrames) = hub.register(userID: "fast")
+        // Room for four frames of 100 bytes with their bookkeeping, not five.
+        let hub = hub(bufferBytes: 4 * (100 + 64))
+        let (slow, slowFrames) = try hub.register(userID: "slow")
+        let (fast, fastFrames) = try hub.register(userID: "fast")
         let reader = Task {
             var received: [String] = []
             for await frame in fastFrames {
-                received.append(frame)
+                fast.taken(frame)
+                received.append(Self.text(frame))
                 if received.count == 10 { break }
             }
             return received
         }
-        for index in 0..<10 {
-            hub.send("frame \(index)", to: ["slow", "fast"])
+        let frames = (0..<10).map { String(format: "frame %02d", $0) + String(repeating: ".", count: 92) }
+        for (index, frame) in frames.enumerated() {
+            hub.send(EncodedEvent(Data(frame.utf8)), to: ["slow", "fast"])
+            #expect(slow.isOverflowed == (index >= 4), "after frame \(index)")
             // Let the fast reader keep up; the slow one never reads.
             try await Task.sleep(for: .milliseconds(1))
         }
         #expect(slow.isOverflowed)
         #expect(!fast.isOverflowed)
-        #expect(await reader.value == (0..<10).map { "frame \($0)" })
+        #expect(await reader.value == frames)
         // Once closed, the slow connection takes nothing more.
-        #expect(hub.send("later", to: ["slow"]) == 0)
+        #expect(hub.send(EncodedEvent(Data("later".utf8)), to: ["slow"]) == 0)
         withExtendedLifetime(slowFrames) {}
+    }
+
+    @Test("one large frame counts by its bytes: a buffer of 1 MiB holds a 600 KB frame, not two")
+    func boundIsInBytes() async throws {
+        let hub = hub(bufferBytes: 1 << 20)
+        let (slow, frames) = try hub.register(userID: "slow")
+        let big = EncodedEvent(Data(repeating: UInt8(ascii: "x"), count: 600_000))
+        #expect(hub.send(big, to: ["slow"]) == 1)
+        #expect(!slow.isOverflowed)
+        #expect(hub.send(big, to: ["slow"]) == 0)
+        #expect(slow.isOverflowed)
+        withExtendedLifetime(frames) {}
+    }
+
+    @Test("an event is encoded once: every recipient's frame shares its bytes, only the unread counts are their own")
+    func framesShareTheirBytes() async throws {
+        let hub = hub(bufferBytes: 4 << 20)
+        let users = (0..<20).map { "u\($0)" }
+        let streams = try users.map { try hub.register(userID: $0) }
+        let object = Data(#"{"type":"message.new","message":{"text":"\#(String(repeating: "a", count: 100_000))"}}"#.utf8)
+        let event = try EncodedEvent(
+            object: object, endings: Dictionary(uniqueKeysWithValues: users.map { ($0, #","unread_count":1"#) }))
+        #expect(hub.send(event, to: users) == users.count)
+        var storages: Set<UInt> = []
+        for (_, frames) in streams {
+            var iterator = frames.makeAsyncIterator()
+            let frame = try #require(await iterator.next())
+            frame.shared.withUnsafeReadableBytes { storages.insert(UInt(bitPattern: $0.baseAddress)) }
+            let decoded = try JSON(parsing: Self.text(frame))
+            #expect(decoded["unread_count"].int == 1)
+            #expect(decoded["message"]["text"].string?.count == 100_000)
+        }
+        // One copy of the 100 KB message for twenty connections.
+        #expect(storages.count == 1)
+    }
+
+    @Test("a user may hold maxConnectionsPerUser connections; the next is refused until one closes")
+    func connectionCapPerUser() async throws {
+        let hub = hub(bufferBytes: 1 << 20, maxConnectionsPerUser: 3)
+        let held = try (0..<3).map { _ in try hub.register(userID: "alice") }
+        #expect(throws: ConnectionHub.RegistrationError.tooManyConnections(limit: 3)) {
+            try hub.register(userID: "alice")
+        }
+        _ = try hub.register(userID: "bob")
+        hub.unregister(held[0].outbox)
+        _ = try hub.register(userID: "alice")
     }
 
     @Test("over a real socket: a client that stops reading is disconnected, a reading one is not slowed")
     func liveSlowClient() async throws {
-        try await TestServer.run(.standard, .live, bufferCapacity: 8) { server in
+        var limits = ServerLimits()
+        limits.connectionBufferBytes = 64 * 1024
+        try await TestServer.run(.standard, .live, limits: limits, rateLimits: .off) { server in
             try await server.upsert("alice", "bob", "sloth")
             try await server.createChannel("messaging:s", members: ["alice", "bob", "sloth"])
             let sloth = try RawNonReadingClient(port: #require(server.client.port), token: await server.token("sloth"), userID: "sloth")
@@ -46,7 +107,7 @@ struct SlowConnectionTests {
             defer { bob.close() }
             // Wait until the raw client is registered.
             while server.services.hub.connectionCount < 2 { try await Task.sleep(for: .milliseconds(5)) }
-            // Big messages fill the socket buffers quickly; then the 8-frame buffer overflows.
+            // Big messages fill the socket buffers quickly; then the 64 KiB buffer overflows.
             let text = String(repeating: "z", count: 4900)
             var sent = 0
             while sent < 2000 && server.services.hub.connectionCount == 2 {

@@ -56,7 +56,7 @@ struct SQLiteStoreTests {
             case 5..<8:
                 if let pick {
                     _ = try await store.markDelivered(
-                        user, [DeliveredTarget(cid: channel.cid, messageID: pick)], audience: everyone, now: tick())
+                        user, [DeliveredTarget(channel: ChannelID(type: channel.type, id: channel.id), messageID: pick)], audience: everyone, now: tick())
                 }
             default:
                 if let pick { _ = try await store.markUnread(user, in: channel, from: pick, now: tick()) }

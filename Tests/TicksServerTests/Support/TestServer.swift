@@ -57,14 +57,17 @@ struct TestServer: Sendable {
     /// Builds the same application `ticks serve` runs and drives it; `.live`
     /// listens on a loopback port (needed for WebSockets).
     static func run<Value: Sendable>(
-        _ kind: StoreKind = .standard, _ setup: TestingSetup = .router, bufferCapacity: Int = 1024,
-        largeChannelMembers: Int = 100, demo: Bool = false, _ body: @Sendable (TestServer) async throws -> Value
+        _ kind: StoreKind = .standard, _ setup: TestingSetup = .router, limits: ServerLimits = ServerLimits(),
+        rateLimits: RateLimits = RateLimits(), largeChannelMembers: Int = 100, demo: Bool = false,
+        _ body: @Sendable (TestServer) async throws -> Value
     ) async throws -> Value {
         var logger = Logger(label: "ticks-test")
         logger.logLevel = .warning
         var configuration = TicksServerConfiguration(
             host: "127.0.0.1", port: 0,
-            credentials: try Credentials(apiKey: TestKeys.apiKey, apiSecret: TestKeys.apiSecret), connectionBufferCapacity: bufferCapacity)
+            credentials: try Credentials(apiKey: TestKeys.apiKey, apiSecret: TestKeys.apiSecret))
+        configuration.limits = limits
+        configuration.rateLimits = rateLimits
         configuration.largeChannelMembers = largeChannelMembers
         configuration.demo = demo
         return try await kind.withStore { store in
@@ -101,7 +104,7 @@ struct TestServer: Sendable {
         if let apiKey { uri += (path.contains("?") ? "&" : "?") + "api_key=\(apiKey)" }
         let response = try await client.execute(
             uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
-        return Reply(status: Int(response.status.code), body: String(buffer: response.body))
+        return Reply(status: Int(response.status.code), body: String(buffer: response.body), headers: response.headers)
     }
 
     /// Calls that must succeed.
@@ -174,6 +177,7 @@ struct TestServer: Sendable {
 struct Reply: Sendable {
     let status: Int
     let body: String
+    var headers: HTTPFields = [:]
 
     func json() throws -> JSON { try JSON(parsing: body) }
 

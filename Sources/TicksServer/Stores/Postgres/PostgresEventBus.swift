@@ -8,19 +8,27 @@ import TicksProtocol
 /// The event bus of several nodes on one PostgreSQL database, with no broker
 /// but PostgreSQL itself: `NOTIFY` to publish, `LISTEN` to receive.
 ///
-/// Frames queued by `publish` go out in order, several to a notification. A
+/// Events queued by `publish` go out in order, several to a notification. A
 /// notification carries at most 8,000 bytes, so a batch that would not fit is
 /// stored in `event_batch` and the notification carries its id; nothing is cut.
+/// An event with per-recipient parts (`message.new`) travels once, with each
+/// recipient's ending beside it.
 ///
-/// The listener holds a connection of its own. When that connection drops,
+/// Nothing is dropped silently. An event this node cannot publish (the queue
+/// is full, or publishing failed twice) names users whose connections on the
+/// other nodes may have missed it: once publishing works again, the first
+/// notification tells the other nodes to close those users' connections, and
+/// the clients reconnect and refresh their state (the SDK does that after
+/// every reconnect). Likewise the listener: when its connection drops,
 /// notifications sent meanwhile are gone, so once it is back the node closes
-/// every WebSocket it holds: the clients reconnect and refresh their state
-/// (the SDK does that after every reconnect), and miss no receipt.
+/// every WebSocket it holds.
 public final class PostgresEventBus: EventBus {
     /// Batches that did not fit a notification are kept this long for nodes to fetch.
     static let storedBatchLifetime: Duration = .seconds(600)
     /// What a notification may carry (PostgreSQL's limit is 8,000 bytes), with room to spare.
     static let payloadLimit = 7_900
+    /// Users named in one resync notice before it becomes "everyone".
+    static let resyncUserLimit = 10_000
 
     let client: PostgresClient
     let configuration: PostgresConnection.Configuration
@@ -29,16 +37,45 @@ public final class PostgresEventBus: EventBus {
     /// This node, so it skips its own notifications.
     let node = UUID().uuidString.lowercased()
     let logger: Logger
-    /// Entries waiting to go out, oldest first, and a doorbell rung when some arrive.
-    private let queued = Mutex<[Entry]>([])
+    /// What may wait to be published, in bytes (`ServerLimits.busQueueBytes`).
+    let queueBytes: Int
+    private let state = Mutex(State())
     private let doorbell: AsyncStream<Void>
     private let ring: AsyncStream<Void>.Continuation
-    /// Entries queued beyond this (the database unreachable for long) are dropped, oldest first.
-    static let queueLimit = 100_000
+
+    /// What waits to go out.
+    private struct State {
+        /// Entries waiting, oldest first, and their encoded size.
+        var queue: [Entry] = []
+        var queuedBytes = 0
+        /// Users whose connections on the other nodes missed an event.
+        var resync: Set<String> = []
+        /// Too many to name: every connection of the other nodes missed one.
+        var resyncEveryone = false
+        /// The local hub, once running (its metrics count lost events).
+        var hub: ConnectionHub?
+
+        mutating func lost(_ entries: some Sequence<Entry>) -> Int {
+            var count = 0
+            for entry in entries {
+                count += 1
+                guard !resyncEveryone else { continue }
+                resync.formUnion(entry.users)
+                if resync.count > PostgresEventBus.resyncUserLimit {
+                    resync = []
+                    resyncEveryone = true
+                }
+            }
+            return count
+        }
+    }
 
     struct Entry: Codable, Sendable {
+        /// The frame, or the part every recipient shares when `endings` is set.
         var frame: String
         var users: [String]
+        /// Each user's ending of the frame (same order as `users`).
+        var endings: [String]?
     }
 
     struct Batch: Codable {
@@ -46,37 +83,54 @@ public final class PostgresEventBus: EventBus {
         var entries: [Entry]?
         /// Set instead of `entries` when the batch is in `event_batch`.
         var stored: Int64?
+        /// Users whose connections must close: they missed an event of this node.
+        var resync: [String]?
+        /// Every connection must close.
+        var resyncEveryone: Bool?
+
+        enum CodingKeys: String, CodingKey {
+            case node, entries, stored, resync
+            case resyncEveryone = "resync_everyone"
+        }
     }
 
     /// - Parameters:
     ///   - client: the store's connection pool, to fetch and prune stored batches.
     ///   - configuration: how to open the connections of its own (one to publish, one to listen).
     ///   - schema: the store's schema; it names the notification channel.
-    public init(client: PostgresClient, configuration: PostgresConnection.Configuration, schema: String, logger: Logger) {
+    ///   - queueBytes: what may wait to be published; past it, events are lost and their users resync.
+    public init(
+        client: PostgresClient, configuration: PostgresConnection.Configuration, schema: String,
+        queueBytes: Int = ServerLimits().busQueueBytes, logger: Logger
+    ) {
         self.client = client
         self.configuration = configuration
         self.channel = "ticks_events_" + schema.lowercased().filter { $0.isLetter || $0.isNumber || $0 == "_" }
+        self.queueBytes = queueBytes
         self.logger = logger
         (doorbell, ring) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
-    public func publish(_ frame: String, to userIDs: [String]) {
+    public func publish(_ event: EncodedEvent, to userIDs: [String]) {
         guard !userIDs.isEmpty else { return }
-        let overflow = queued.withLock { queue -> Int in
-            queue.append(Entry(frame: frame, users: userIDs))
-            let excess = max(queue.count - Self.queueLimit, 0)
-            queue.removeFirst(excess)
-            return excess
+        let entry = Entry(
+            frame: String(buffer: event.shared), users: userIDs,
+            endings: event.personal.map { personal in userIDs.map { personal[$0].map { String(buffer: $0) } ?? "}" } })
+        let size = Self.encodedSize(of: entry)
+        let dropped = state.withLock { state -> Int in
+            guard state.queuedBytes + size <= queueBytes else { return state.lost([entry]) }
+            state.queue.append(entry)
+            state.queuedBytes += size
+            return 0
         }
-        if overflow > 0 {
-            logger.error(
-                "event bus queue full: dropped the oldest events for the other nodes",
-                metadata: ["dropped": "\(overflow)"])
+        if dropped > 0 {
+            recordLost(dropped, reason: "the queue for the other nodes is full")
         }
         ring.yield()
     }
 
     public func run(hub: ConnectionHub) async throws {
+        state.withLock { $0.hub = hub }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await self.sendQueued() }
             group.addTask { await self.listen(hub: hub) }
@@ -86,20 +140,37 @@ public final class PostgresEventBus: EventBus {
         }
     }
 
+    private func recordLost(_ count: Int, reason: String) {
+        let hub = state.withLock { $0.hub }
+        hub?.metrics.busEventsLost.increment(by: count)
+        logger.error(
+            "events could not reach the other nodes; their users' connections there will be closed to resync",
+            metadata: ["events": "\(count)", "reason": "\(reason)"])
+    }
+
     // MARK: Sending
 
     /// Sends the queued entries in order, as few notifications as fit, on a
     /// connection of its own: through the store's pool, under load every
     /// notification waited behind the receipts queued for a connection, and
-    /// the other nodes heard of events seconds late (BENCHMARKS.md).
+    /// the other nodes heard of events seconds late (BENCHMARKS.md). A resync
+    /// notice owed goes first; a round that fails twice is lost, and its users
+    /// are owed one.
     private func sendQueued() async {
         var connection: PostgresConnection?
+        var backoff = Duration.milliseconds(100)
         for await _ in doorbell {
-            let round = queued.withLock { queue in
-                defer { queue.removeAll(keepingCapacity: true) }
-                return queue
+            let (round, resync, everyone) = state.withLock { state in
+                defer {
+                    state.queue.removeAll(keepingCapacity: true)
+                    state.queuedBytes = 0
+                    state.resync = []
+                    state.resyncEveryone = false
+                }
+                return (state.queue, state.resync, state.resyncEveryone)
             }
-            guard !round.isEmpty else { continue }
+            guard !round.isEmpty || !resync.isEmpty || everyone else { continue }
+            var sent = false
             // A connection that failed is replaced and the round sent once more.
             for attempt in 1...2 {
                 do {
@@ -107,7 +178,11 @@ public final class PostgresEventBus: EventBus {
                         connection = try await PostgresConnection.connect(
                             configuration: configuration, id: 2, logger: logger)
                     }
+                    if everyone || !resync.isEmpty {
+                        try await sendResync(Array(resync), everyone: everyone, on: connection!)
+                    }
                     try await send(round, on: connection!)
+                    sent = true
                     break
                 } catch {
                     if let failed = connection { await close(failed) }
@@ -118,8 +193,47 @@ public final class PostgresEventBus: EventBus {
                         metadata: ["error": "\(String(reflecting: error))", "frames": "\(round.count)"])
                 }
             }
+            if sent {
+                backoff = .milliseconds(100)
+                continue
+            }
+            // Owed again, with what this round carried; retried after a pause even if nothing new comes.
+            let lost = state.withLock { state in
+                if everyone { state.resyncEveryone = true }
+                if !state.resyncEveryone { state.resync.formUnion(resync) }
+                return state.lost(round)
+            }
+            if lost > 0 { recordLost(lost, reason: "publishing failed") }
+            do { try await Task.sleep(for: backoff) } catch { break }
+            backoff = min(backoff * 2, .seconds(5))
+            ring.yield()
         }
         if let connection { await close(connection) }
+    }
+
+    /// Tells the other nodes to close the connections of `users` (or all).
+    private func sendResync(_ users: [String], everyone: Bool, on connection: PostgresConnection) async throws {
+        if everyone {
+            try await notify(payload: try JSONCoding.string(Batch(node: node, resyncEveryone: true)), on: connection)
+            return
+        }
+        var chunk: [String] = []
+        var size = Self.batchOverhead
+        for user in users {
+            if !chunk.isEmpty, size + user.utf8.count + 3 > Self.payloadLimit {
+                try await notify(payload: try JSONCoding.string(Batch(node: node, resync: chunk)), on: connection)
+                chunk.removeAll()
+                size = Self.batchOverhead
+            }
+            chunk.append(user)
+            size += user.utf8.count + 3
+        }
+        if !chunk.isEmpty {
+            try await notify(payload: try JSONCoding.string(Batch(node: node, resync: chunk)), on: connection)
+        }
+        logger.warning(
+            "told the other nodes to close connections that missed events",
+            metadata: ["users": "\(everyone ? "all" : String(users.count))"])
     }
 
     private func send(_ entries: [Entry], on connection: PostgresConnection) async throws {
@@ -145,9 +259,12 @@ public final class PostgresEventBus: EventBus {
     /// so every `"` and `\` in it doubles (counting only the frame's bytes,
     /// batches overflowed into `event_batch` under ordinary load).
     static func encodedSize(of entry: Entry) -> Int {
-        let escaped = entry.frame.utf8.count { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
-        // {"frame":"…","users":["…",…]},
-        return 24 + entry.frame.utf8.count + escaped + entry.users.reduce(0) { $0 + $1.utf8.count + 3 }
+        func escaped(_ text: String) -> Int {
+            text.utf8.count + text.utf8.count { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        }
+        // {"frame":"…","users":["…",…],"endings":["…",…]},
+        return 24 + escaped(entry.frame) + entry.users.reduce(0) { $0 + $1.utf8.count + 3 }
+            + (entry.endings.map { 12 + $0.reduce(0) { $0 + escaped($1) + 3 } } ?? 0)
     }
 
     /// One notification for `entries`; if they do not fit after all, two
@@ -168,6 +285,10 @@ public final class PostgresEventBus: EventBus {
             else { throw PostgresEventBusError.storeFailed }
             payload = try JSONCoding.string(Batch(node: node, stored: id))
         }
+        try await notify(payload: payload, on: connection)
+    }
+
+    private func notify(payload: String, on connection: PostgresConnection) async throws {
         try await connection.query("SELECT pg_notify(\(channel), \(payload))", logger: logger)
     }
 
@@ -225,23 +346,55 @@ public final class PostgresEventBus: EventBus {
     }
 
     private func deliver(_ payload: String, to hub: ConnectionHub) async {
+        let batch: Batch
         do {
-            let batch = try JSONCoding.decode(Batch.self, from: payload)
-            guard batch.node != node else { return }
-            var entries = batch.entries ?? []
-            if let id = batch.stored {
+            batch = try JSONCoding.decode(Batch.self, from: payload)
+        } catch {
+            // Not knowing whom it was for, every client here resyncs.
+            let closed = hub.connectionCount
+            hub.closeAll()
+            logger.error(
+                "could not read an event batch; closed every WebSocket so clients refresh",
+                metadata: ["error": "\(String(reflecting: error))", "connections": "\(closed)"])
+            return
+        }
+        guard batch.node != node else { return }
+        if batch.resyncEveryone == true {
+            let closed = hub.connectionCount
+            hub.closeAll()
+            logger.warning("another node lost events: closed every WebSocket", metadata: ["connections": "\(closed)"])
+        }
+        if let users = batch.resync {
+            let closed = hub.close(usersOf: users)
+            logger.warning(
+                "another node lost events for some users: closed their WebSockets",
+                metadata: ["users": "\(users.count)", "connections": "\(closed)"])
+        }
+        var entries = batch.entries ?? []
+        if let id = batch.stored {
+            do {
                 guard
                     let body = try await client.query("SELECT body FROM event_batch WHERE id = \(id)", logger: logger)
                         .collect().first?.makeRandomAccess()[0].decode(String.self)
-                else {
-                    logger.error("a stored event batch is gone", metadata: ["id": "\(id)"])
-                    return
-                }
+                else { throw PostgresEventBusError.storedBatchGone(id) }
                 entries = try JSONCoding.decode(Batch.self, from: body).entries ?? []
+            } catch {
+                let closed = hub.connectionCount
+                hub.closeAll()
+                logger.error(
+                    "could not fetch a stored event batch; closed every WebSocket so clients refresh",
+                    metadata: ["error": "\(String(reflecting: error))", "connections": "\(closed)"])
+                return
             }
-            for entry in entries { hub.send(entry.frame, to: entry.users) }
-        } catch {
-            logger.error("could not read an event batch", metadata: ["error": "\(String(reflecting: error))"])
+        }
+        for entry in entries {
+            let shared = ByteBuffer(string: entry.frame)
+            var personal: [String: ByteBuffer]?
+            if let endings = entry.endings, endings.count == entry.users.count {
+                personal = Dictionary(
+                    zip(entry.users, endings.map { ByteBuffer(string: $0) }), uniquingKeysWith: { first, _ in first })
+            }
+            hub.send(EncodedEvent(shared: shared, personal: personal), to: entry.users)
         }
     }
 
@@ -266,4 +419,5 @@ public final class PostgresEventBus: EventBus {
 enum PostgresEventBusError: Error {
     case storeFailed
     case listenerEnded
+    case storedBatchGone(Int64)
 }

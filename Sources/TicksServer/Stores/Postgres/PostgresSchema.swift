@@ -84,6 +84,10 @@ enum PostgresSchema {
                 )
                 """,
             ]),
+        // Channel moderators may add and remove members, as the creator may.
+        Migration(
+            name: "v3-channel-roles",
+            statements: ["ALTER TABLE member ADD COLUMN channel_role TEXT NOT NULL DEFAULT 'channel_member'"]),
     ]
 
     /// An arbitrary constant: the advisory lock that serialises migrations.

@@ -313,6 +313,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
         return try await session.rows(query).map { row in
             MemberState(
                 userID: try row["user_id"], joinedAt: Timestamp(microseconds: try row["created_at"]),
+                channelRole: ChannelRole(rawValue: try row["channel_role"]) ?? .member,
                 cursors: Cursors(read: try row["read_seq"], delivered: try row["delivered_seq"]),
                 readAt: Timestamp(microseconds: try row["read_at"]),
                 deliveredAt: Timestamp(microseconds: try row["delivered_at"]),
@@ -353,6 +354,34 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
         try await session.value(
             "SELECT EXISTS (SELECT 1 FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID))",
             as: Bool.self) ?? false
+    }
+
+    public func member(_ userID: String, of channel: ChannelRecord) async throws -> MemberState? {
+        try await readOne { session in try await Self.memberState(session, channelPK: channel.pk, userID: userID) }
+    }
+
+    public func setChannelRole(_ role: ChannelRole, of userIDs: [String], in channel: ChannelRecord, now: Timestamp)
+        async throws -> [MemberState]
+    {
+        try await write { session in
+            // The channel's row first, as every change that takes both does.
+            _ = try await Self.channel(session, pk: channel.pk, lock: true)
+            var changed: [MemberState] = []
+            for userID in userIDs.uniqued() {
+                let updated = try await session.values(
+                    """
+                    UPDATE member SET channel_role = \(role.rawValue)
+                    WHERE channel_pk = \(channel.pk) AND user_id = \(userID) AND channel_role <> \(role.rawValue)
+                    RETURNING user_id
+                    """, as: String.self)
+                guard !updated.isEmpty,
+                    let state = try await Self.memberState(session, channelPK: channel.pk, userID: userID)
+                else { continue }
+                changed.append(state)
+            }
+            if !changed.isEmpty { try await Self.touch(session, channel.pk, now) }
+            return changed
+        }
     }
 
     public func addMembers(_ userIDs: [String], to channel: ChannelRecord, now: Timestamp) async throws
@@ -645,16 +674,16 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
             // Resolve and check every entry first: all or nothing.
             var best: [Int64: (seq: Seq, channel: ChannelRecord, config: ChannelConfig)] = [:]
             for target in targets {
-                let parts = target.cid.split(separator: ":", maxSplits: 1).map(String.init)
-                guard parts.count == 2, let found = try await Self.channel(session, type: parts[0], id: parts[1]) else {
-                    throw APIError.input("channel '\(target.cid)' does not exist")
+                guard let found = try await Self.channel(session, type: target.channel.type, id: target.channel.id)
+                else {
+                    throw APIError.input("channel '\(target.channel)' does not exist")
                 }
                 let channel = found.channel
                 guard let seq = try await Self.seq(session, of: target.messageID, in: channel.pk) else {
-                    throw APIError.input("message '\(target.messageID)' is not in channel \(target.cid)")
+                    throw APIError.input("message '\(target.messageID)' is not in channel \(target.channel)")
                 }
                 guard try await Self.isMember(session, userID, channel.pk) else {
-                    throw APIError.forbidden("user '\(userID)' is not a member of channel \(target.cid)")
+                    throw APIError.forbidden("user '\(userID)' is not a member of channel \(target.channel)")
                 }
                 // R9: channel types without delivery events accept and ignore it.
                 let config = try Self.requireConfig(found)

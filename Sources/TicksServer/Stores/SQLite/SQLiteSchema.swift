@@ -77,6 +77,10 @@ enum SQLiteSchema {
                     CREATE INDEX message_by_author ON message(channel_pk, user_id, seq);
                     """)
         }
+        // Channel moderators may add and remove members, as the creator may.
+        migrator.registerMigration("v3-channel-roles") { db in
+            try db.execute(sql: "ALTER TABLE member ADD COLUMN channel_role TEXT NOT NULL DEFAULT 'channel_member'")
+        }
         return migrator
     }
 }

@@ -349,6 +349,7 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
         return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { row in
             MemberState(
                 userID: row["user_id"], joinedAt: Timestamp(microseconds: row["created_at"]),
+                channelRole: ChannelRole(rawValue: row["channel_role"]) ?? .member,
                 cursors: Cursors(read: row["read_seq"], delivered: row["delivered_seq"]),
                 readAt: Timestamp(microseconds: row["read_at"]),
                 deliveredAt: Timestamp(microseconds: row["delivered_at"]),
@@ -407,6 +408,28 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
         try Bool.fetchOne(
             db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM member WHERE channel_pk = ? AND user_id = ?)"),
             arguments: [channelPK, userID]) ?? false
+    }
+
+    public func member(_ userID: String, of channel: ChannelRecord) async throws -> MemberState? {
+        try read { db in try Self.memberState(db, channelPK: channel.pk, userID: userID) }
+    }
+
+    public func setChannelRole(_ role: ChannelRole, of userIDs: [String], in channel: ChannelRecord, now: Timestamp)
+        async throws -> [MemberState]
+    {
+        try await committer.write { db in
+            var changed: [MemberState] = []
+            for userID in userIDs.uniqued() {
+                try db.cachedStatement(
+                    sql: "UPDATE member SET channel_role = ? WHERE channel_pk = ? AND user_id = ? AND channel_role <> ?"
+                ).execute(arguments: [role.rawValue, channel.pk, userID, role.rawValue])
+                guard db.changesCount > 0, let state = try Self.memberState(db, channelPK: channel.pk, userID: userID)
+                else { continue }
+                changed.append(state)
+            }
+            if !changed.isEmpty { try Self.touch(db, channel.pk, now) }
+            return changed
+        }
     }
 
     public func addMembers(_ userIDs: [String], to channel: ChannelRecord, now: Timestamp) async throws
@@ -668,15 +691,14 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
             var best: [Int64: (seq: Seq, channel: ChannelRecord)] = [:]
             var order: [Int64] = []
             for target in targets {
-                let parts = target.cid.split(separator: ":", maxSplits: 1).map(String.init)
-                guard parts.count == 2, let channel = try Self.channel(db, type: parts[0], id: parts[1]) else {
-                    throw APIError.input("channel '\(target.cid)' does not exist")
+                guard let channel = try Self.channel(db, type: target.channel.type, id: target.channel.id) else {
+                    throw APIError.input("channel '\(target.channel)' does not exist")
                 }
                 guard let seq = try Self.seq(db, of: target.messageID, in: channel.pk) else {
-                    throw APIError.input("message '\(target.messageID)' is not in channel \(target.cid)")
+                    throw APIError.input("message '\(target.messageID)' is not in channel \(target.channel)")
                 }
                 guard try Self.isMember(db, userID, channel.pk) else {
-                    throw APIError.forbidden("user '\(userID)' is not a member of channel \(target.cid)")
+                    throw APIError.forbidden("user '\(userID)' is not a member of channel \(target.channel)")
                 }
                 // R9: channel types without delivery events accept and ignore it.
                 guard try self.channelType(db, channel.type)?.deliveryEvents == true else { continue }

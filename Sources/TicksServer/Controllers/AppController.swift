@@ -1,0 +1,174 @@
+import Foundation
+import Hummingbird
+import TicksProtocol
+
+/// `GET /app` (the app's settings, as Stream answers them, with the limits
+/// and rate limits in force) and `GET /rate_limits` (Stream's quota report).
+struct AppController {
+    let store: any TicksStore
+    let rateLimiter: RateLimiter
+    let limits: ServerLimits
+    let rateLimits: RateLimits
+    let apiKey: String
+
+    func addRoutes(to group: RouterGroup<TicksRequestContext>) {
+        group.on(.getApp, use: app)
+        group.on(.getRateLimits, use: quotas)
+    }
+
+    struct AppResponse: Encodable {
+        var app: AppSettings
+    }
+
+    struct AppSettings: Encodable {
+        var name: String
+        var placement = "self-hosted"
+        var permissionVersion = "v2"
+        var disableAuthChecks = false
+        var disablePermissionsChecks = false
+        var channelConfigs: [String: ChannelConfig]
+        var rateLimits: RateLimitSettings
+        var limits: LimitSettings
+
+        enum CodingKeys: String, CodingKey {
+            case name, placement, limits
+            case permissionVersion = "permission_version"
+            case disableAuthChecks = "disable_auth_checks"
+            case disablePermissionsChecks = "disable_permissions_checks"
+            case channelConfigs = "channel_configs"
+            case rateLimits = "rate_limits"
+        }
+    }
+
+    struct RateLimitSettings: Encodable {
+        struct PerEndpoint: Encodable {
+            var user: Int
+            var serverSide: Int
+            enum CodingKeys: String, CodingKey {
+                case user
+                case serverSide = "server_side"
+            }
+        }
+        var enabled: Bool
+        var windowSeconds: Int64
+        var endpoints: [String: PerEndpoint]
+
+        enum CodingKeys: String, CodingKey {
+            case enabled, endpoints
+            case windowSeconds = "window_seconds"
+        }
+    }
+
+    struct LimitSettings: Encodable {
+        var maxBodyBytes: Int
+        var maxCustomDataBytes: Int
+        var maxChannelMembers: Int
+        var maxFilterValues: Int
+        var maxConnectionsPerUser: Int
+        var connectionBufferBytes: Int
+        var maxInboundFrameBytes: Int
+        var idleTimeoutSeconds: Int64
+        var headerTimeoutSeconds: Int64
+
+        enum CodingKeys: String, CodingKey {
+            case maxBodyBytes = "max_body_bytes"
+            case maxCustomDataBytes = "max_custom_data_bytes"
+            case maxChannelMembers = "max_channel_members"
+            case maxFilterValues = "max_filter_values"
+            case maxConnectionsPerUser = "max_connections_per_user"
+            case connectionBufferBytes = "connection_buffer_bytes"
+            case maxInboundFrameBytes = "max_inbound_frame_bytes"
+            case idleTimeoutSeconds = "idle_timeout_seconds"
+            case headerTimeoutSeconds = "header_timeout_seconds"
+        }
+    }
+
+    @Sendable func app(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        _ = try context.requirePrincipal()
+        let types = try await store.channelTypes()
+        let settings = AppSettings(
+            name: apiKey,
+            channelConfigs: Dictionary(uniqueKeysWithValues: types.map { ($0.name, $0) }),
+            rateLimits: RateLimitSettings(
+                enabled: rateLimits.enabled, windowSeconds: rateLimits.window.components.seconds,
+                endpoints: Dictionary(
+                    uniqueKeysWithValues: APIEndpoint.allCases.map { endpoint in
+                        let limit = rateLimits.limit(for: endpoint)
+                        return (endpoint.rawValue, .init(user: limit.user, serverSide: limit.serverSide))
+                    })),
+            limits: LimitSettings(
+                maxBodyBytes: ServerLimits.maxBodyBytes, maxCustomDataBytes: limits.maxCustomDataBytes,
+                maxChannelMembers: limits.maxChannelMembers, maxFilterValues: limits.maxFilterValues,
+                maxConnectionsPerUser: limits.maxConnectionsPerUser,
+                connectionBufferBytes: limits.connectionBufferBytes,
+                maxInboundFrameBytes: limits.maxInboundFrameBytes,
+                idleTimeoutSeconds: limits.idleTimeout.components.seconds,
+                headerTimeoutSeconds: limits.headerTimeout.components.seconds))
+        return try context.respond(AppResponse(app: settings))
+    }
+
+    /// One endpoint's quota as Stream reports it.
+    struct Quota: Encodable {
+        var limit: Int
+        var remaining: Int
+        var reset: Int64
+    }
+
+    struct QuotaReport: Encodable {
+        var serverSide: [String: Quota]?
+        var android: [String: Quota]?
+        var ios: [String: Quota]?
+        var web: [String: Quota]?
+
+        enum CodingKeys: String, CodingKey {
+            case serverSide = "server_side"
+            case android, ios, web
+        }
+    }
+
+    /// `GET /rate_limits?server_side=true&android=true&ios=true&web=true&endpoints=A,B`:
+    /// without platform flags, all four. `server_side` counts the app's server
+    /// tokens; the client platforms show the per-user limits and, for a user
+    /// token, that user's remaining calls (Ticks does not tell platforms apart).
+    @Sendable func quotas(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let principal = try context.requirePrincipal()
+        func flag(_ name: String) -> Bool { request.queryParameter(name).map { $0 == "true" || $0 == "1" } ?? false }
+        let platforms = ["server_side", "android", "ios", "web"].filter(flag)
+        let wanted = platforms.isEmpty ? ["server_side", "android", "ios", "web"] : platforms
+        var endpoints = APIEndpoint.allCases
+        if let names = request.queryParameter("endpoints"), !names.isEmpty {
+            endpoints = try names.split(separator: ",").map { name in
+                guard let endpoint = APIEndpoint(rawValue: name.trimmingCharacters(in: .whitespaces)) else {
+                    throw APIError.input("endpoints: '\(name.prefix(64))' is not an endpoint")
+                }
+                return endpoint
+            }
+        }
+        func report(_ identity: RateLimiter.Identity?) -> [String: Quota] {
+            Dictionary(
+                uniqueKeysWithValues: endpoints.map { endpoint in
+                    let limit = rateLimits.limit(for: endpoint)
+                    guard rateLimits.enabled, let identity else {
+                        let value = identity == .app ? limit.serverSide : limit.user
+                        return (endpoint.rawValue, Quota(limit: value, remaining: value, reset: nextReset()))
+                    }
+                    let decision = rateLimiter.peek(endpoint, by: identity)
+                    return (endpoint.rawValue, Quota(limit: decision.limit, remaining: decision.remaining, reset: decision.reset))
+                })
+        }
+        let client: RateLimiter.Identity? = if case .user(let userID) = principal { .user(userID) } else { nil }
+        let clients = report(client)
+        var answer = QuotaReport()
+        if wanted.contains("server_side") { answer.serverSide = report(.app) }
+        if wanted.contains("android") { answer.android = clients }
+        if wanted.contains("ios") { answer.ios = clients }
+        if wanted.contains("web") { answer.web = clients }
+        return try context.respond(answer)
+    }
+
+    /// The end of the current window, in Unix seconds.
+    func nextReset() -> Int64 {
+        let window = max(rateLimits.window.components.seconds, 1)
+        return (Int64(Date().timeIntervalSince1970) / window + 1) * window
+    }
+}

@@ -1,0 +1,115 @@
+import HTTPTypes
+import Hummingbird
+
+/// Every endpoint Ticks serves, by the name Stream gives it. The one list of
+/// routes: controllers register through it, rate limits are set and reported
+/// by these names, and they are the operationIds of the OpenAPI document.
+public enum APIEndpoint: String, CaseIterable, Sendable {
+    case health = "Health"
+    case metrics = "Metrics"
+    case openAPI = "OpenAPI"
+    case getApp = "GetApp"
+    case getRateLimits = "GetRateLimits"
+    case updateUsers = "UpdateUsers"
+    case queryUsers = "QueryUsers"
+    case createChannelType = "CreateChannelType"
+    case listChannelTypes = "ListChannelTypes"
+    case getChannelType = "GetChannelType"
+    case updateChannelType = "UpdateChannelType"
+    case queryChannels = "QueryChannels"
+    case markChannelsRead = "MarkChannelsRead"
+    case markDelivered = "MarkDelivered"
+    case getOrCreateChannel = "GetOrCreateChannel"
+    case updateChannel = "UpdateChannel"
+    case sendMessage = "SendMessage"
+    case markRead = "MarkRead"
+    case markUnread = "MarkUnread"
+    case getMessage = "GetMessage"
+    case getReceipts = "GetReceipts"
+    case connect = "Connect"
+    case demoToken = "DemoToken"
+
+    public var method: HTTPRequest.Method {
+        switch self {
+        case .health, .metrics, .openAPI, .getApp, .getRateLimits, .queryUsers, .listChannelTypes, .getChannelType,
+            .getMessage, .getReceipts, .connect:
+            .get
+        case .updateChannelType: .put
+        default: .post
+        }
+    }
+
+    /// The path as the router reports a matched route (`/channels/{type}/{id}/read`).
+    public var path: String {
+        switch self {
+        case .health: "/health"
+        case .metrics: "/metrics"
+        case .openAPI: "/openapi.json"
+        case .getApp: "/app"
+        case .getRateLimits: "/rate_limits"
+        case .updateUsers, .queryUsers: "/users"
+        case .createChannelType, .listChannelTypes: "/channeltypes"
+        case .getChannelType, .updateChannelType: "/channeltypes/{name}"
+        case .queryChannels: "/channels"
+        case .markChannelsRead: "/channels/read"
+        case .markDelivered: "/channels/delivered"
+        case .getOrCreateChannel: "/channels/{type}/{id}/query"
+        case .updateChannel: "/channels/{type}/{id}"
+        case .sendMessage: "/channels/{type}/{id}/message"
+        case .markRead: "/channels/{type}/{id}/read"
+        case .markUnread: "/channels/{type}/{id}/unread"
+        case .getMessage: "/messages/{id}"
+        case .getReceipts: "/messages/{id}/receipts"
+        case .connect: "/connect"
+        case .demoToken: "/demo/token"
+        }
+    }
+
+    /// Whether the endpoint needs `api_key` and a token (checked by `AuthMiddleware`,
+    /// or by the WebSocket handler for `Connect`).
+    public var isAuthenticated: Bool {
+        switch self {
+        case .health, .metrics, .openAPI, .demoToken: false
+        default: true
+        }
+    }
+
+    private static let byRoute: [String: APIEndpoint] = Dictionary(
+        uniqueKeysWithValues: allCases.map { ("\($0.method.rawValue) \($0.path)", $0) })
+
+    /// The endpoint of a route the router matched.
+    static func matching(method: HTTPRequest.Method, path: String?) -> APIEndpoint? {
+        guard let path else { return nil }
+        return byRoute["\(method.rawValue) \(path)"]
+    }
+
+    /// The methods `endpoints` serve at a concrete request path (for a 405's `Allow`); empty when none is.
+    static func methods(servingPath requestPath: String, among endpoints: Set<APIEndpoint>) -> [HTTPRequest.Method] {
+        let parts = requestPath.split(separator: "/", omittingEmptySubsequences: true)
+        return allCases.filter { endpoint in
+            guard endpoints.contains(endpoint) else { return false }
+            let pattern = endpoint.path.split(separator: "/", omittingEmptySubsequences: true)
+            return pattern.count == parts.count
+                && zip(pattern, parts).allSatisfy { $0.first == "{" || $0 == $1 }
+        }.map(\.method)
+    }
+
+    /// The route in the router's syntax (`channels/:type/:id/read`).
+    var routerPath: RouterPath {
+        RouterPath(
+            stringLiteral: path.split(separator: "/").map { part in
+                part.first == "{" ? ":" + part.dropFirst().dropLast() : part
+            }.joined(separator: "/"))
+    }
+}
+
+extension RouterMethods {
+    /// Registers `handler` for `endpoint`'s method and path.
+    @discardableResult
+    func on(
+        _ endpoint: APIEndpoint,
+        use handler: @Sendable @escaping (Request, Context) async throws -> some ResponseGenerator
+    ) -> Self {
+        on(endpoint.routerPath, method: endpoint.method, use: handler)
+    }
+}
