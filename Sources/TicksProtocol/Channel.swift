@@ -130,6 +130,13 @@ public struct Channel: Codable, Sendable, Equatable {
     }
 }
 
+/// A member's role in a channel (Stream's `channel_role`): moderators, like
+/// the channel's creator, may add and remove members.
+public enum ChannelRole: String, Codable, Sendable, CaseIterable {
+    case member = "channel_member"
+    case moderator = "channel_moderator"
+}
+
 /// A member of a channel.
 public struct Member: Codable, Sendable, Equatable {
     public var userID: String
@@ -146,6 +153,14 @@ public struct Member: Codable, Sendable, Equatable {
         self.user = user
         self.createdAt = createdAt
         self.updatedAt = createdAt
+    }
+
+    /// A member with their role: `role` is "owner" for the channel's creator,
+    /// "moderator" for a channel moderator, else "member".
+    public init(user: User, createdAt: Timestamp, channelRole: ChannelRole, isCreator: Bool) {
+        self.init(user: user, createdAt: createdAt)
+        self.channelRole = channelRole.rawValue
+        self.role = isCreator ? "owner" : channelRole == .moderator ? "moderator" : "member"
     }
 
     enum CodingKeys: String, CodingKey {
