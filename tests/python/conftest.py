@@ -14,6 +14,7 @@ import time
 import urllib.request
 
 import pytest
+from wire import Ticks
 
 TICKS_BIN = os.environ.get("TICKS_BIN", os.path.join(os.getcwd(), ".build", "debug", "ticks"))
 
@@ -94,9 +95,8 @@ def ticks(tmp_path_factory):
 
 @pytest.fixture
 def client(ticks):
-    from stream_chat import StreamChat
-
-    return StreamChat(api_key=ticks.api_key, api_secret=ticks.api_secret, base_url=ticks.base_url)
+    """A wire client of the session's server (wire.Ticks), with the server token."""
+    return Ticks(ticks.base_url, ticks.api_key, ticks.api_secret)
 
 
 @pytest.fixture

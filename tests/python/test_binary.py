@@ -46,9 +46,9 @@ def test_a_short_secret_is_refused(tmp_path):
 
 def test_token_command_and_websocket_events(ticks, client, unique):
     alice, bob = f"{unique}-alice", f"{unique}-bob"
-    client.upsert_users([{"id": alice}, {"id": bob}])
-    channel = client.channel("messaging", f"{unique}-dm", data={"members": [alice, bob]})
-    channel.create(alice)
+    client.upsert_users(alice, bob)
+    cid = f"messaging:{unique}-dm"
+    client.create_channel(cid, [alice, bob], created_by=alice)
 
     env = dict(os.environ, TICKS_API_KEY=ticks.api_key, TICKS_API_SECRET=ticks.api_secret)
     token = run_ticks("token", alice, "--data-dir", ticks.data_dir, env=env)
@@ -62,18 +62,18 @@ def test_token_command_and_websocket_events(ticks, client, unique):
         assert hello["me"]["id"] == alice
         assert hello["connection_id"]
 
-        channel.send_message({"id": f"{unique}-m1", "text": "hi"}, alice)
+        client.send_message(cid, alice, "hi", message_id=f"{unique}-m1")
         new = json.loads(socket.recv(timeout=10))
-        assert (new["type"], new["message"]["id"], new["cid"]) == ("message.new", f"{unique}-m1", channel.cid)
+        assert (new["type"], new["message"]["id"], new["cid"]) == ("message.new", f"{unique}-m1", cid)
 
-        client.mark_delivered_simple(bob, f"{unique}-m1", channel.cid)
+        client.mark_delivered(bob, (cid, f"{unique}-m1"))
         delivered = json.loads(socket.recv(timeout=10))
         assert delivered["type"] == "message.delivered"
         assert delivered["user"]["id"] == bob
         assert delivered["last_delivered_message_id"] == f"{unique}-m1"
         assert delivered["last_delivered_at"]
 
-        channel.mark_read(bob)
+        client.mark_read(cid, bob)
         read = json.loads(socket.recv(timeout=10))
         assert read["type"] == "message.read"
         assert read["user"]["id"] == bob

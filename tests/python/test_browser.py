@@ -15,6 +15,7 @@ import urllib.request
 
 import pytest
 from conftest import TicksProcess
+from wire import Ticks
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -61,9 +62,7 @@ def browsers(request):
 
 
 def stream(server):
-    from stream_chat import StreamChat
-
-    return StreamChat(api_key=server.api_key, api_secret=server.api_secret, base_url=server.base_url)
+    return Ticks(server.base_url, server.api_key, server.api_secret)
 
 
 class Browser:
@@ -249,8 +248,8 @@ def test_two_people_watch_a_message_go_sent_delivered_read(demo, browsers):
 
 def test_a_group_shows_the_read_count_and_the_last_readers(demo, browsers):
     api = stream(demo)
-    api.upsert_users([{"id": "dora", "name": "Dora"}, {"id": "erik", "name": "Erik"},
-                      {"id": "finn", "name": "Finn", "privacy_settings": {"read_receipts": {"enabled": False}}}])
+    api.upsert_users({"id": "dora", "name": "Dora"}, {"id": "erik", "name": "Erik"},
+                     {"id": "finn", "name": "Finn", "privacy_settings": {"read_receipts": {"enabled": False}}})
     people = {}
     for user_id, name in [("carol", "Carol"), ("dan", "Dan")]:
         people[user_id] = browsers(demo.base_url, user_id)
@@ -273,10 +272,10 @@ def test_a_group_shows_the_read_count_and_the_last_readers(demo, browsers):
     assert indicator.find_element("css selector", ".count").text == "2"
     amy.shot("read-by-2")
 
-    # Two more readers through Stream's SDK: four readers, three avatars "and 1 more".
-    channel = api.channel("team", amy.find("#conversation").get_attribute("data-cid").split(":", 1)[1])
-    channel.mark_read("dora")
-    channel.mark_read("erik")
+    # Two more readers through the API: four readers, three avatars "and 1 more".
+    cid = "team:" + amy.find("#conversation").get_attribute("data-cid").split(":", 1)[1]
+    api.mark_read(cid, "dora")
+    api.mark_read(cid, "erik")
     indicator = amy.wait_status("Who is in?", "read", read_count=4)
     assert indicator.get_attribute("aria-label") == "Read by 4"
     assert [a.text for a in indicator.find_elements("css selector", ".avatar")] == ["ER", "DO", "DA"]
@@ -284,8 +283,8 @@ def test_a_group_shows_the_read_count_and_the_last_readers(demo, browsers):
     amy.shot("read-by-4")
 
     # finn reads privately (R10), and his answer must not make him a reader either.
-    channel.mark_read("finn")
-    channel.send_message({"id": "finn-1", "text": "Me too"}, "finn")
+    api.mark_read(cid, "finn")
+    api.send_message(cid, "finn", "Me too", message_id="finn-1")
     amy.wait(lambda: amy.message("Me too") is not None, "finn's answer")
     assert amy.indicator("Who is in?").get_attribute("data-read-count") == "4"
     amy.shot("private-reader-answered")
@@ -330,7 +329,7 @@ def test_a_reader_who_turns_read_receipts_off_is_never_shown_as_a_reader(demo, b
 
 def test_read_events_off_hides_the_indicator_and_delivery_events_off_skips_delivered(demo, browsers):
     api = stream(demo)
-    api.create_channel_type({"name": "quiet", "read_events": True, "delivery_events": False})
+    api.call("POST", "/channeltypes", {"name": "quiet", "read_events": True, "delivery_events": False})
     gil = browsers(demo.base_url, "gil")
     gil.sign_in("gil", "Gil")
     fay = browsers(demo.base_url, "fay")
@@ -371,7 +370,7 @@ def test_pending_then_failed_then_resent_and_a_reconnected_page_catches_up(tmp_p
     server = TicksProcess(data, extra_args=["--demo"], **credentials)
     try:
         api = stream(server)
-        api.upsert_user({"id": "hal", "name": "Hal"})
+        api.upsert_users({"id": "hal", "name": "Hal"})
         ivy = browsers(server.base_url, "ivy")
         ivy.sign_in("ivy", "Ivy")
         ivy.create_channel("Plans", ["hal"])
@@ -398,7 +397,7 @@ def test_pending_then_failed_then_resent_and_a_reconnected_page_catches_up(tmp_p
 
         # Meanwhile hal reads "first" through another node on the same data: ivy's page gets no event for it.
         other = TicksProcess(data, extra_args=["--demo"], **credentials)
-        stream(other).channel(*cid.split(":", 1)).mark_read("hal")
+        stream(other).mark_read(cid, "hal")
         assert other.stop() == 0, other.output()
 
         # The server is back on its port: the page reconnects, reloads, and shows the read it missed.
@@ -411,7 +410,7 @@ def test_pending_then_failed_then_resent_and_a_reconnected_page_catches_up(tmp_p
         ivy.message("second").find_element("css selector", "button.resend").click()
         ivy.wait_status("second", "sent")
         ivy.shot("resent")
-        messages = stream(server).channel(*cid.split(":", 1)).query(messages={"limit": 10})["messages"]
+        messages = stream(server).query_channel(cid, messages_limit=10)["messages"]
         assert [m["text"] for m in messages] == ["first", "second"]
     finally:
         if server.process.poll() is None:
@@ -445,9 +444,10 @@ def test_nothing_is_read_while_the_tab_is_hidden_or_the_list_scrolled_up(demo, b
     kim.shot("read-when-back")
 
     # jon scrolls up to older messages: a new one is received, not read, until he is back at the bottom.
-    channel = stream(demo).channel(*kim.find("#conversation").get_attribute("data-cid").split(":", 1))
+    cid = kim.find("#conversation").get_attribute("data-cid")
+    api = stream(demo)
     for number in range(30):
-        channel.send_message({"text": f"line {number}"}, "kim")
+        api.send_message(cid, "kim", f"line {number}")
     kim.send("the newest")
     kim.wait_status("the newest", "read")
     jon.driver.execute_script("document.getElementById('messages').scrollTop = 0")

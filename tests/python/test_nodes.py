@@ -20,6 +20,7 @@ import pytest
 from conftest import TicksProcess
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
+from wire import Ticks
 
 POSTGRES_URL = os.environ.get("TICKS_TEST_POSTGRES_URL")
 
@@ -58,9 +59,7 @@ def cluster(tmp_path):
 
 
 def stream(node):
-    from stream_chat import StreamChat
-
-    return StreamChat(api_key=node.api_key, api_secret=node.api_secret, base_url=node.base_url)
+    return Ticks(node.base_url, node.api_key, node.api_secret)
 
 
 class Socket:
@@ -69,7 +68,7 @@ class Socket:
     def __init__(self, node, client, user):
         query = urllib.parse.urlencode({
             "api_key": node.api_key, "json": json.dumps({"user_id": user}),
-            "authorization": client.create_token(user)})
+            "authorization": client.user_token(user)})
         # Entered as a context manager (websockets ≥ 17.1 warns otherwise) and left in close().
         self.exit_stack = contextlib.ExitStack()
         self.socket = self.exit_stack.enter_context(
@@ -106,16 +105,17 @@ class Socket:
 
 
 def group(client, channel_id, members, creator):
-    channel = client.channel("messaging", channel_id, data={"members": members})
-    channel.create(creator)
-    return channel
+    """Creates messaging:channel_id; its cid."""
+    cid = f"messaging:{channel_id}"
+    client.create_channel(cid, members, created_by=creator)
+    return cid
 
 
 def two_nodes_and_a_pair(cluster, channel_id):
     """Nodes A and B, a client of each, and a channel of alice and bob made through A."""
     a, b = cluster("a"), cluster("b")
     via_a, via_b = stream(a), stream(b)
-    via_a.upsert_users([{"id": "alice"}, {"id": "bob"}])
+    via_a.upsert_users("alice", "bob")
     return a, b, via_a, via_b, group(via_a, channel_id, ["alice", "bob"], "alice")
 
 
@@ -123,19 +123,19 @@ def test_a_receipt_made_through_one_node_reaches_the_sender_on_the_other(cluster
     a, b, via_a, via_b, channel = two_nodes_and_a_pair(cluster, "trip")
     alice_on_b = Socket(b, via_b, "alice")
 
-    channel.send_message({"id": "m1", "text": "who is in?"}, "alice")
+    via_a.send_message(channel, "alice", "who is in?", message_id="m1")
     new = alice_on_b.wait_for(lambda e: e["type"] == "message.new")
     assert new["message"]["id"] == "m1"
 
-    via_a.mark_delivered_simple("bob", "m1", "messaging:trip")
+    via_a.mark_delivered("bob", ("messaging:trip", "m1"))
     delivered = alice_on_b.wait_for(lambda e: e["type"] == "message.delivered")
     assert delivered["user"]["id"] == "bob" and delivered["last_delivered_message_id"] == "m1"
 
-    channel.mark_read("bob", message_id="m1")
+    via_a.mark_read(channel, "bob", message_id="m1")
     read = alice_on_b.wait_for(lambda e: e["type"] == "message.read")
     assert read["user"]["id"] == "bob" and read["last_read_message_id"] == "m1"
     # Node B answers with what node A wrote.
-    receipts = via_b.get("messages/m1/receipts")
+    receipts = via_b.receipts("m1")
     assert receipts["read_count"] == 1 and receipts["receipts"][0]["user"]["id"] == "bob"
     alice_on_b.close()
 
@@ -143,15 +143,15 @@ def test_a_receipt_made_through_one_node_reaches_the_sender_on_the_other(cluster
 def test_concurrent_marks_on_two_nodes_never_move_a_cursor_back(cluster):
     a, b = cluster("a"), cluster("b")
     clients = [stream(a), stream(b)]
-    clients[0].upsert_users([{"id": "alice"}, {"id": "bob"}])
+    clients[0].upsert_users("alice", "bob")
     channel = group(clients[0], "race", ["alice", "bob"], "alice")
     for n in range(1, 31):
-        channel.send_message({"id": f"r{n}", "text": f"{n}"}, "alice")
+        clients[0].send_message(channel, "alice", f"{n}", message_id=f"r{n}")
 
     def mark(n):
         client = clients[n % 2]
-        client.channel("messaging", "race").mark_read("bob", message_id=f"r{n}")
-        client.mark_delivered_simple("bob", f"r{31 - n}", "messaging:race")
+        client.mark_read("messaging:race", "bob", message_id=f"r{n}")
+        client.mark_delivered("bob", ("messaging:race", f"r{31 - n}"))
 
     order = list(range(1, 31))
     secrets.SystemRandom().shuffle(order)
@@ -159,13 +159,13 @@ def test_concurrent_marks_on_two_nodes_never_move_a_cursor_back(cluster):
         list(pool.map(mark, order))
 
     for client in clients:
-        state = client.channel("messaging", "race").query(state=True, messages={"limit": 0})
+        state = client.query_channel("messaging:race", messages_limit=0)
         bob = next(r for r in state["read"] if r["user"]["id"] == "bob")
         assert bob["last_read_message_id"] == "r30"
         assert bob["unread_messages"] == 0
     # Every message is read by bob exactly once in the receipt log's view.
     for n in (1, 15, 30):
-        receipts = clients[1].get(f"messages/r{n}/receipts")
+        receipts = clients[1].receipts(f"r{n}")
         assert receipts["read_count"] == 1 and receipts["delivered_count"] == 1
 
 
@@ -173,14 +173,14 @@ def test_events_too_large_for_a_notification_arrive_whole(cluster):
     a, b = cluster("a"), cluster("b")
     via_a, via_b = stream(a), stream(b)
     members = [f"u{i}" for i in range(60)]
-    via_a.upsert_users([{"id": m} for m in members])
+    via_a.upsert_users(*members)
     channel = group(via_a, "big", members, "u0")
     listener = Socket(b, via_b, "u59")
     # A frame over 8,000 bytes (✓ is three bytes of UTF-8; the limit of 5,000
     # counts characters): more than one notification can carry.
     text = "✓" * 2900 + " ünïcode"
     assert len(text.encode()) > 8000
-    channel.send_message({"id": "big1", "text": text}, "u0")
+    via_a.send_message(channel, "u0", text, message_id="big1")
     new = listener.wait_for(lambda e: e["type"] == "message.new" and e["message"]["id"] == "big1")
     assert new["message"]["text"] == text
     assert new["unread_count"] == 1
@@ -193,13 +193,13 @@ def test_a_burst_of_ordinary_events_fits_in_notifications(cluster):
     a, b = cluster("a"), cluster("b")
     via_a, via_b = stream(a), stream(b)
     members = [f"u{i}" for i in range(30)]  # 30 frames per message, together far over one notification
-    via_a.upsert_users([{"id": m, "name": f'User "{m}"'} for m in members])
+    via_a.upsert_users(*({"id": m, "name": f'User "{m}"'} for m in members))
     channel = group(via_a, "burst", members, "u0")
     listener = Socket(b, via_b, "u29")
     count = 100
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda i: channel.send_message(
-            {"id": f"m{i}", "text": f'"quoted" \\ text {i}'}, "u0"), range(count)))
+        list(pool.map(lambda i: via_a.send_message(
+            channel, "u0", f'"quoted" \\ text {i}', message_id=f"m{i}"), range(count)))
     for i in range(count):
         listener.wait_for(lambda e, i=i: e["type"] == "message.new" and e["message"]["id"] == f"m{i}")
     assert psql(f"SELECT count(*) FROM {cluster.schema}.event_batch") == "0"
@@ -209,20 +209,20 @@ def test_a_burst_of_ordinary_events_fits_in_notifications(cluster):
 def test_a_killed_node_loses_nothing_acknowledged(cluster):
     a, b, via_a, via_b, channel = two_nodes_and_a_pair(cluster, "crash")
     for n in range(1, 6):
-        channel.send_message({"id": f"k{n}", "text": f"{n}"}, "alice")
-    channel.mark_read("bob", message_id="k4")
-    via_a.mark_delivered_simple("bob", "k5", "messaging:crash")
+        via_a.send_message(channel, "alice", f"{n}", message_id=f"k{n}")
+    via_a.mark_read(channel, "bob", message_id="k4")
+    via_a.mark_delivered("bob", ("messaging:crash", "k5"))
 
     a.process.send_signal(signal.SIGKILL)
     a.process.wait(timeout=10)
 
     # Bob's device reconnects to node B and refreshes: every acknowledged receipt is there.
-    state = via_b.channel("messaging", "crash").query(state=True, messages={"limit": 10})
+    state = via_b.query_channel("messaging:crash", messages_limit=10)
     bob = next(r for r in state["read"] if r["user"]["id"] == "bob")
     assert bob["last_read_message_id"] == "k4"
     assert bob["last_delivered_message_id"] == "k5"
     assert bob["unread_messages"] == 1
-    assert via_b.get("messages/k5/receipts")["delivered_count"] == 1
+    assert via_b.receipts("k5")["delivered_count"] == 1
 
 
 def test_a_lost_listener_makes_clients_reconnect_and_events_flow_again(cluster):
@@ -239,8 +239,8 @@ def test_a_lost_listener_makes_clients_reconnect_and_events_flow_again(cluster):
     alice_again = Socket(b, via_b, "alice")
     deadline = time.monotonic() + 15
     while True:
-        channel.send_message({"id": f"d{secrets.token_hex(3)}", "text": "again"}, "alice")
-        channel.mark_read("bob")
+        via_a.send_message(channel, "alice", "again", message_id=f"d{secrets.token_hex(3)}")
+        via_a.mark_read(channel, "bob")
         try:
             alice_again.wait_for(lambda e: e["type"] == "message.read" and e["user"]["id"] == "bob", timeout=1)
             break

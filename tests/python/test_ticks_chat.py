@@ -53,21 +53,21 @@ class Chat:
 
 def test_ticks_chat_shows_sent_delivered_read_and_the_count(ticks, client, unique, tmp_path):
     alice, bob, carol = (f"{unique}-{name}" for name in ("alice", "bob", "carol"))
-    client.upsert_users([{"id": alice, "name": "Alice"}, {"id": bob, "name": "Bob"}, {"id": carol, "name": "Carol"}])
-    channel = client.channel("messaging", f"{unique}-g", data={"members": [alice, bob, carol]})
-    channel.create(alice)
+    client.upsert_users({"id": alice, "name": "Alice"}, {"id": bob, "name": "Bob"}, {"id": carol, "name": "Carol"})
+    cid = f"messaging:{unique}-g"
+    client.create_channel(cid, [alice, bob, carol], created_by=alice)
 
-    chat = Chat(ticks, alice, channel.cid, tmp_path / "outbox.sqlite")
+    chat = Chat(ticks, alice, cid, tmp_path / "outbox.sqlite")
     chat.wait_for(lambda line: "connected" in line)
     chat.type("hello group")
     chat.wait_for(lambda line: "hello group" in line and line.endswith("  ✓"))
-    message_id = channel.query(user_id=alice)["messages"][-1]["id"]
+    message_id = client.query_channel(cid, user=alice)["messages"][-1]["id"]
 
-    client.mark_delivered_simple(bob, message_id, channel.cid)
+    client.mark_delivered(bob, (cid, message_id))
     chat.wait_for(lambda line: "hello group" in line and line.endswith("  ✓✓"))
-    channel.mark_read(bob)
+    client.mark_read(cid, bob)
     chat.wait_for(lambda line: "hello group" in line and line.endswith(BLUE_TICKS + " 1"))
-    channel.mark_read(carol)
+    client.mark_read(cid, carol)
     chat.wait_for(lambda line: "hello group" in line and line.endswith(BLUE_TICKS + " 2"))
 
     chat.type("/receipts 1")
@@ -75,11 +75,11 @@ def test_ticks_chat_shows_sent_delivered_read_and_the_count(ticks, client, uniqu
     chat.wait_for(lambda line: "read by Bob at" in line)
 
     # A message from bob is shown, and read because it is on the screen.
-    channel.send_message({"id": f"{unique}-from-bob", "text": "count me in"}, bob)
+    client.send_message(cid, bob, "count me in", message_id=f"{unique}-from-bob")
     chat.wait_for(lambda line: "Bob: count me in" in line)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        reads = {r["user"]["id"]: r for r in channel.query(user_id=alice)["read"]}
+        reads = {r["user"]["id"]: r for r in client.query_channel(cid, user=alice)["read"]}
         if reads[alice]["unread_messages"] == 0:
             break
         time.sleep(0.1)
