@@ -82,11 +82,11 @@ public struct TokenAuthority: Sendable {
 /// Verified tokens and what they grant, until they expire; bounded in entries
 /// and bytes (`BoundedCache`): forgotten tokens are simply verified again.
 final class VerifiedTokens: Sendable {
-    private struct Entry {
+    struct Entry {
         let principal: Principal
         let expires: Date?
     }
-    private let entries: BoundedCache<String, Entry>
+    let entries: BoundedCache<String, Entry>
 
     init(maxEntries: Int, maxBytes: Int) {
         entries = BoundedCache(maxEntries: maxEntries, maxBytes: maxBytes)

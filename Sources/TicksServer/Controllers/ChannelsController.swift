@@ -188,15 +188,23 @@ struct ChannelsController {
         try await requirePermission(
             .init(adding: adding, removing: removing, changesModerators: !(promoting + demoting).isEmpty),
             in: channel, actingUserID: actingUserID, context: context)
-        let newcomers = Set(adding).subtracting(removing).count
-        guard channel.memberCount + newcomers <= limits.maxChannelMembers else {
-            throw APIError.input(
-                "channel \(channel.cid) has \(channel.memberCount) members; at most \(limits.maxChannelMembers)")
+        if !adding.isEmpty {
+            // Checked before changing anything, so a call past the limit changes nothing
+            // (the store checks again as it adds, for calls that race).
+            var change = 0
+            for userID in Set(adding).union(removing) {
+                let isMember = try await store.member(userID, of: channel) != nil
+                if isMember, removing.contains(userID) { change -= 1 }
+                if !isMember, !removing.contains(userID) { change += 1 }
+            }
+            try StoreRules.requireRoom(for: change, in: channel, maxMembers: limits.maxChannelMembers)
         }
-
         let now = Timestamp.now()
-        let added = adding.isEmpty ? [] : try await store.addMembers(adding, to: channel, now: now)
+        // Removals first, so swapping members fits a full channel.
         let removed = removing.isEmpty ? [] : try await store.removeMembers(removing, from: channel, now: now)
+        let added =
+            adding.isEmpty
+            ? [] : try await store.addMembers(adding, to: channel, maxMembers: limits.maxChannelMembers, now: now)
         if !promoting.isEmpty { _ = try await store.setChannelRole(.moderator, of: promoting, in: channel, now: now) }
         if !demoting.isEmpty { _ = try await store.setChannelRole(.member, of: demoting, in: channel, now: now) }
 

@@ -23,3 +23,14 @@ enum StoreSQL {
              ORDER BY g.seq LIMIT 1) AS first_unread_id
         """
 }
+
+/// Decisions both stores make inside their transactions.
+enum StoreRules {
+    /// A channel takes at most `maxMembers` members (`ServerLimits.maxChannelMembers`).
+    static func requireRoom(for newcomers: Int, in channel: ChannelRecord, maxMembers: Int) throws {
+        guard channel.memberCount + newcomers <= maxMembers else {
+            throw APIError.input(
+                "channel \(channel.cid) has \(channel.memberCount) members; adding \(newcomers) would pass the limit of \(maxMembers)")
+        }
+    }
+}

@@ -244,7 +244,9 @@ public protocol TicksStore: Sendable {
     func setChannelRole(_ role: ChannelRole, of userIDs: [String], in channel: ChannelRecord, now: Timestamp)
         async throws -> [MemberState]
     /// Adds the users not yet members (R5); returns the new members' states.
-    func addMembers(_ userIDs: [String], to channel: ChannelRecord, now: Timestamp) async throws -> [MemberState]
+    /// All or nothing: throws when the channel would have more than `maxMembers`.
+    func addMembers(_ userIDs: [String], to channel: ChannelRecord, maxMembers: Int, now: Timestamp) async throws
+        -> [MemberState]
     /// Removes members and drops their read state and receipt log (R6); returns those removed.
     func removeMembers(_ userIDs: [String], from channel: ChannelRecord, now: Timestamp) async throws -> [String]
 

@@ -144,7 +144,7 @@ extension Request {
         return nil
     }
 
-    private static func formDecode(_ text: Substring) -> String? {
+    static func formDecode(_ text: Substring) -> String? {
         // Most names and values (api_key, tokens) have nothing to decode.
         guard text.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "%") }) else {
             return String(text)

@@ -97,7 +97,7 @@ struct SQLiteStoreTests {
             let (channel, _) = try await store.createChannel(
                 type: "messaging", id: "count", createdBy: nil, memberIDs: ["a", "b", "b", "c"], custom: [:], now: now)
             #expect(channel.memberCount == 3)
-            _ = try await store.addMembers(["c", "d", "e"], to: channel, now: now)
+            _ = try await store.addMembers(["c", "d", "e"], to: channel, maxMembers: 100, now: now)
             _ = try await store.removeMembers(["a", "x"], from: channel, now: now)
             let current = try #require(try await store.channel(type: "messaging", id: "count"))
             let snapshot = try await store.snapshot(of: current, messageLimit: 0, beforeMessageID: nil)

@@ -384,15 +384,19 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
         }
     }
 
-    public func addMembers(_ userIDs: [String], to channel: ChannelRecord, now: Timestamp) async throws
-        -> [MemberState]
+    public func addMembers(_ userIDs: [String], to channel: ChannelRecord, maxMembers: Int, now: Timestamp)
+        async throws -> [MemberState]
     {
         try await write { session in
             try await Self.requireUsers(session, userIDs)
             let current = try await Self.channel(session, pk: channel.pk, lock: true).channel
+            var newcomers: [String] = []
+            for userID in userIDs.uniqued() where try await !Self.isMember(session, userID, channel.pk) {
+                newcomers.append(userID)
+            }
+            try StoreRules.requireRoom(for: newcomers.count, in: current, maxMembers: maxMembers)
             var added: [MemberState] = []
-            for userID in userIDs.uniqued() {
-                guard try await !Self.isMember(session, userID, channel.pk) else { continue }
+            for userID in newcomers {
                 try await Self.insertMember(
                     session, userID: userID, channelPK: channel.pk, newest: current.lastSeq, now: now)
                 if let state = try await Self.memberState(session, channelPK: channel.pk, userID: userID) {

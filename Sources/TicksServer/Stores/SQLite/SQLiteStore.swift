@@ -432,14 +432,16 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
         }
     }
 
-    public func addMembers(_ userIDs: [String], to channel: ChannelRecord, now: Timestamp) async throws
-        -> [MemberState]
+    public func addMembers(_ userIDs: [String], to channel: ChannelRecord, maxMembers: Int, now: Timestamp)
+        async throws -> [MemberState]
     {
         try await committer.write { db in
             try Self.requireUsers(db, userIDs)
             let current = try Self.channel(db, pk: channel.pk)
+            let newcomers = try userIDs.uniqued().filter { try !Self.isMember(db, $0, channel.pk) }
+            try StoreRules.requireRoom(for: newcomers.count, in: current, maxMembers: maxMembers)
             var added: [MemberState] = []
-            for userID in userIDs.uniqued() where try !Self.isMember(db, userID, channel.pk) {
+            for userID in newcomers {
                 try Self.insertMember(db, userID: userID, channelPK: channel.pk, newest: current.lastSeq, now: now)
                 if let state = try Self.memberState(db, channelPK: channel.pk, userID: userID) { added.append(state) }
             }

@@ -1,0 +1,204 @@
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import TicksServer
+
+/// Stream's rate limits: per endpoint, per user (user tokens), per app
+/// (server tokens), per address (no valid token), with the headers on every
+/// answer and 429 with code 9 past the limit.
+@Suite("Rate limits")
+struct RateLimitTests {
+    static let limit = HTTPField.Name("X-RateLimit-Limit")!
+    static let remaining = HTTPField.Name("X-RateLimit-Remaining")!
+    static let reset = HTTPField.Name("X-RateLimit-Reset")!
+
+    /// MarkRead: 3 a minute per user, 5 per app.
+    static var tight: RateLimits {
+        var limits = RateLimits()
+        try! limits.set("MarkRead=3/5")
+        return limits
+    }
+
+    func setUp(_ server: TestServer) async throws {
+        try await server.upsert("alice", "bob")
+        try await server.createChannel("messaging:r", members: ["alice", "bob"])
+        try await server.send("messaging:r", id: "r1", from: "alice")
+    }
+
+    func markRead(_ server: TestServer, as user: String?) async throws -> Reply {
+        try await server.call(
+            .post, "/channels/messaging/r/read", body: #"{"user_id": "\#(user ?? "bob")"}"#,
+            token: try await server.optionalToken(user))
+    }
+
+    @Test("one user hammering one endpoint gets 429 with code 9; the headers count down on every answer")
+    func userLimit() async throws {
+        try await TestServer.run(rateLimits: Self.tight) { server in
+            try await setUp(server)
+            let now = Int64(Date().timeIntervalSince1970)
+            for expected in [2, 1, 0] {
+                let reply = try await markRead(server, as: "bob")
+                #expect(reply.status == 200, "\(reply.body)")
+                #expect(reply.headers[Self.limit] == "3")
+                #expect(reply.headers[Self.remaining] == String(expected))
+                let reset = try #require(reply.headers[Self.reset].flatMap { Int64($0) })
+                #expect(reset > now && reset <= now + 61)
+            }
+            let refused = try await markRead(server, as: "bob")
+            try refused.expectError(429, code: 9)
+            #expect(refused.headers[Self.remaining] == "0")
+            // Another user, another endpoint and the server token count apart.
+            #expect(try await markRead(server, as: "alice").status == 200)
+            #expect(try await server.call(.get, "/messages/r1", token: try await server.token("bob")).status == 200)
+            #expect(try await markRead(server, as: nil).headers[Self.limit] == "5")
+        }
+    }
+
+    @Test("server tokens count per app: five calls for any users, then 429")
+    func appLimit() async throws {
+        try await TestServer.run(rateLimits: Self.tight) { server in
+            try await setUp(server)
+            for user in ["bob", "alice", "bob", "alice", "bob"] {
+                let reply = try await server.call(.post, "/channels/messaging/r/read", body: #"{"user_id": "\#(user)"}"#)
+                #expect(reply.status == 200)
+            }
+            try await server.call(.post, "/channels/messaging/r/read", body: #"{"user_id": "alice"}"#)
+                .expectError(429, code: 9)
+        }
+    }
+
+    @Test("errors carry the headers too: 400, 401, 404 and 405")
+    func headersOnErrors() async throws {
+        try await TestServer.run { server in
+            for reply in [
+                try await server.call(.post, "/users", body: "{"),
+                try await server.call(.get, "/messages/x1", token: "forged"),
+                try await server.call(.get, "/nowhere"),
+                try await server.call(.delete, "/users"),
+                try await server.call(.get, "/health"),
+            ] {
+                #expect(reply.headers[Self.limit] != nil, "\(reply.status) \(reply.body)")
+                #expect(reply.headers[Self.remaining] != nil)
+                #expect(reply.headers[Self.reset] != nil)
+            }
+        }
+    }
+
+    @Test("requests without a valid token count against their address, so forged tokens are limited too")
+    func unauthenticatedByAddress() async throws {
+        var limits = RateLimits()
+        try limits.set("GetMessage=2")
+        try await TestServer.run(.standard, .live, rateLimits: limits) { server in
+            #expect(try await server.call(.get, "/messages/x1", token: "forged-1").status == 401)
+            #expect(try await server.call(.get, "/messages/x1", token: "forged-2").status == 401)
+            try await server.call(.get, "/messages/x1", token: "forged-3").expectError(429, code: 9)
+        }
+    }
+
+    @Test("--rate-limits off: no headers and no 429")
+    func off() async throws {
+        try await TestServer.run(rateLimits: .off) { server in
+            try await setUp(server)
+            for _ in 0..<400 {
+                let reply = try await markRead(server, as: "bob")
+                #expect(reply.status == 200)
+                #expect(reply.headers[Self.limit] == nil)
+            }
+        }
+    }
+
+    @Test("GET /app: the app's settings, channel types, limits and the rate limits in force")
+    func app() async throws {
+        var limits = ServerLimits()
+        limits.maxConnectionsPerUser = 7
+        try await TestServer.run(limits: limits, rateLimits: Self.tight) { server in
+            let app = try await server.ok(.get, "/app")["app"]
+            #expect(app["name"].string == TestKeys.apiKey)
+            #expect(app["channel_configs"]["messaging"]["read_events"].bool == true)
+            #expect(app["channel_configs"]["livestream"]["read_events"].bool == false)
+            #expect(app["rate_limits"]["enabled"].bool == true)
+            #expect(app["rate_limits"]["window_seconds"].int == 60)
+            #expect(app["rate_limits"]["endpoints"]["MarkRead"]["user"].int == 3)
+            #expect(app["rate_limits"]["endpoints"]["MarkRead"]["server_side"].int == 5)
+            #expect(app["rate_limits"]["endpoints"]["SendMessage"]["user"].int == 300)
+            #expect(app["limits"]["max_connections_per_user"].int == 7)
+            #expect(app["limits"]["max_body_bytes"].int == 1 << 20)
+            #expect(app["limits"]["max_custom_data_bytes"].int == 5 * 1024)
+        }
+    }
+
+    @Test("GET /rate_limits as Stream answers it: per platform and endpoint, remaining calls counted down")
+    func quotas() async throws {
+        try await TestServer.run(rateLimits: Self.tight) { server in
+            try await setUp(server)
+            _ = try await markRead(server, as: "bob")
+            let bob = try await server.token("bob")
+            let mine = try await server.ok(.get, "/rate_limits?web=true&endpoints=MarkRead,SendMessage", token: bob)
+            #expect(mine["web"]["MarkRead"]["limit"].int == 3)
+            #expect(mine["web"]["MarkRead"]["remaining"].int == 2)
+            #expect(mine["web"]["SendMessage"]["remaining"].int == 300)
+            #expect(!mine["server_side"].exists)
+            #expect(!mine["web"]["GetMessage"].exists)
+            _ = try await markRead(server, as: nil)
+            let all = try await server.ok(.get, "/rate_limits")
+            #expect(all["server_side"]["MarkRead"]["limit"].int == 5)
+            #expect(all["server_side"]["MarkRead"]["remaining"].int == 4)
+            for platform in ["android", "ios", "web"] { #expect(all[platform]["MarkRead"]["limit"].int == 3) }
+            try await server.call(.get, "/rate_limits?endpoints=Nope").expectError(400, code: 4)
+        }
+    }
+
+    @Test("--rate-limit NAME=USER[/SERVER] parses, and refuses what it cannot")
+    func specifications() throws {
+        var limits = RateLimits()
+        try limits.set("SendMessage=10")
+        #expect(limits.limits[.sendMessage] == .init(user: 10, serverSide: 10_000))
+        try limits.set("SendMessage=20/30")
+        #expect(limits.limits[.sendMessage] == .init(user: 20, serverSide: 30))
+        for bad in ["SendMessage", "Nope=1", "SendMessage=x", "SendMessage=-1", "SendMessage=1/2/3", "=5"] {
+            #expect(throws: RateLimitSpecificationError.self) { try limits.set(bad) }
+        }
+    }
+}
+
+/// The sliding window itself, on a clock of the test's choosing.
+@Suite("Rate limiter")
+struct RateLimiterTests {
+    static func limiter(_ spec: String, maxKeys: Int = 100_000) throws -> RateLimiter {
+        var limits = RateLimits()
+        try limits.set(spec)
+        return RateLimiter(limits: limits, maxKeys: maxKeys)
+    }
+
+    @Test("the previous window counts in proportion to how much of it the sliding window still covers")
+    func slidingWindow() throws {
+        let limiter = try Self.limiter("MarkRead=10")
+        let start = Date(timeIntervalSince1970: 1_800_000_000)  // a window boundary (divisible by 60)
+        for second in 0..<10 {
+            #expect(limiter.check(.markRead, by: .user("a"), at: start + Double(second)).allowed)
+        }
+        #expect(!limiter.check(.markRead, by: .user("a"), at: start + 30).allowed)
+        // Half-way through the next window, half of the previous one's 10 calls still count.
+        let halfWay = start + 90
+        #expect(limiter.peek(.markRead, by: .user("a"), at: halfWay).remaining == 5)
+        for _ in 0..<5 { #expect(limiter.check(.markRead, by: .user("a"), at: halfWay).allowed) }
+        #expect(!limiter.check(.markRead, by: .user("a"), at: halfWay).allowed)
+        // Two windows later, everything has slid out.
+        #expect(limiter.peek(.markRead, by: .user("a"), at: start + 180).remaining == 10)
+        #expect(limiter.check(.markRead, by: .user("a"), at: start + 180).reset == 1_800_000_240)
+    }
+
+    @Test("bounded: past maxKeys, new identities share one counter instead of growing the table")
+    func boundedKeys() throws {
+        // 16 shards of one key each.
+        let limiter = try Self.limiter("MarkRead=2", maxKeys: 16)
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        var refused = 0
+        for index in 0..<1000 where !limiter.check(.markRead, by: .user("u\(index)"), at: now).allowed {
+            refused += 1
+        }
+        // Most of the thousand identities landed on full shards and shared the overflow counters.
+        #expect(refused > 900)
+    }
+}

@@ -1,0 +1,165 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+import Testing
+
+@testable import TicksServer
+
+/// Two nodes' event buses on one PostgreSQL schema. An event a node cannot
+/// deliver to the others must not vanish: the users it was for have their
+/// connections on the other nodes closed, so their clients resync.
+@Suite("PostgreSQL event bus", .enabled(if: PostgresTestDatabase.url != nil))
+struct EventBusTests {
+    struct Node {
+        let bus: PostgresEventBus
+        let hub: ConnectionHub
+        let metrics: ServerMetrics
+    }
+
+    /// Runs `body` with nodes A (with `queueBytes`) and B, their buses running, and a client of their schema.
+    func withNodes(
+        queueBytes: Int = 64 << 20, _ body: @Sendable (Node, Node, PostgresClient) async throws -> Void
+    ) async throws {
+        try await PostgresTestDatabase.withStore { store, location in
+            let client = store.transactions.client
+            func node(queueBytes: Int) throws -> Node {
+                let metrics = ServerMetrics()
+                let hub = ConnectionHub(
+                    bufferBytes: 1 << 20, maxConnectionsPerUser: 10, metrics: metrics, logger: PostgresTestDatabase.logger)
+                let bus = PostgresEventBus(
+                    client: client, configuration: try location.connectionConfiguration(), schema: location.schema,
+                    queueBytes: queueBytes, logger: PostgresTestDatabase.logger)
+                return Node(bus: bus, hub: hub, metrics: metrics)
+            }
+            let a = try node(queueBytes: queueBytes)
+            let b = try node(queueBytes: 64 << 20)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await a.bus.run(hub: a.hub) }
+                group.addTask { try await b.bus.run(hub: b.hub) }
+                defer { group.cancelAll() }
+                try await body(a, b, client)
+            }
+        }
+    }
+
+    /// A frame `size` bytes long, as JSON.
+    static func event(_ label: String, size: Int = 100) -> EncodedEvent {
+        let padding = String(repeating: "x", count: max(size - 30 - label.count, 0))
+        return EncodedEvent(Data(#"{"type":"\#(label)","pad":"\#(padding)"}"#.utf8))
+    }
+
+    /// Publishes small events from A until one reaches `userID` on B: both listeners are up.
+    static func waitUntilConnected(_ a: Node, _ frames: Collector, _ userID: String) async throws {
+        // One ping a second at most: pings must not fill a small queue while A is still connecting.
+        for _ in 0..<30 {
+            a.bus.publish(event("ping"), to: [userID])
+            if await frames.first(within: .seconds(1), where: { $0.contains("ping") }) != nil { return }
+        }
+        Issue.record("the nodes never heard each other")
+    }
+
+    /// Reads one connection's frames as they come (an `AsyncStream` has one
+    /// reader, and ends for good when that reader is cancelled).
+    final class Collector: Sendable {
+        private final class Box: Sendable {
+            let state = Mutex<(texts: [String], ended: Bool)>(([], false))
+        }
+        private let box = Box()
+        private let task: Task<Void, Never>
+
+        init(_ frames: AsyncStream<OutboundFrame>) {
+            let box = self.box
+            task = Task {
+                for await frame in frames {
+                    let text = String(buffer: frame.buffer)
+                    box.state.withLock { $0.texts.append(text) }
+                }
+                box.state.withLock { $0.ended = true }
+            }
+        }
+
+        var texts: [String] { box.state.withLock { $0.texts } }
+
+        /// Takes the first frame that `matches`, waiting up to `timeout`.
+        func first(within timeout: Duration, where matches: (String) -> Bool) async -> String? {
+            let deadline = ContinuousClock.now + timeout
+            repeat {
+                let found = box.state.withLock { state -> String? in
+                    guard let index = state.texts.firstIndex(where: matches) else { return nil }
+                    return state.texts.remove(at: index)
+                }
+                if let found { return found }
+                try? await Task.sleep(for: .milliseconds(5))
+            } while ContinuousClock.now < deadline
+            return nil
+        }
+
+        /// Whether the connection is closed within `timeout`.
+        func ends(within timeout: Duration) async -> Bool {
+            let deadline = ContinuousClock.now + timeout
+            repeat {
+                if box.state.withLock({ $0.ended }) { return true }
+                try? await Task.sleep(for: .milliseconds(5))
+            } while ContinuousClock.now < deadline
+            return false
+        }
+
+        deinit { task.cancel() }
+    }
+
+    @Test("an event that cannot be published (the batch table is gone) closes its users' connections on the other node")
+    func publishFailureResyncs() async throws {
+        try await withNodes { a, b, client in
+            let bob = Collector(try b.hub.register(userID: "bob").frames)
+            let carol = Collector(try b.hub.register(userID: "carol").frames)
+            try await Self.waitUntilConnected(a, bob, "bob")
+            try await client.query("ALTER TABLE event_batch RENAME TO event_batch_away")
+            // Too large for a notification: it must go through event_batch, which is not there.
+            a.bus.publish(Self.event("lost", size: 20_000), to: ["bob"])
+            #expect(await bob.ends(within: .seconds(10)), "bob's connection on B stayed open after A lost an event for him")
+            #expect(!bob.texts.contains { $0.contains("lost") })
+            #expect(a.metrics.registry.emitToString().contains("ticks_bus_events_lost_total 1"))
+            // Carol missed nothing: her connection stays.
+            #expect(await carol.ends(within: .milliseconds(300)) == false)
+            try await client.query("ALTER TABLE event_batch_away RENAME TO event_batch")
+        }
+    }
+
+    @Test("an event that does not fit the queue closes its users' connections on the other node; the others still flow")
+    func queueFullResyncs() async throws {
+        try await withNodes(queueBytes: 10_000) { a, b, _ in
+            let bob = Collector(try b.hub.register(userID: "bob").frames)
+            let carol = Collector(try b.hub.register(userID: "carol").frames)
+            try await Self.waitUntilConnected(a, bob, "bob")
+            try await Self.waitUntilConnected(a, carol, "carol")
+            a.bus.publish(Self.event("too-big", size: 20_000), to: ["bob"])
+            a.bus.publish(Self.event("fits"), to: ["carol"])
+            #expect(await bob.ends(within: .seconds(10)), "bob's connection on B stayed open after A dropped an event for him")
+            #expect(!bob.texts.contains { $0.contains("too-big") })
+            #expect(await carol.first(within: .seconds(10), where: { $0.contains("fits") }) != nil)
+            #expect(await carol.ends(within: .milliseconds(300)) == false)
+        }
+    }
+
+    @Test("message.new travels once with each recipient's ending, and arrives whole on the other node")
+    func personalEndings() async throws {
+        try await withNodes { a, b, _ in
+            let bob = Collector(try b.hub.register(userID: "bob").frames)
+            let carol = Collector(try b.hub.register(userID: "carol").frames)
+            try await Self.waitUntilConnected(a, bob, "bob")
+            try await Self.waitUntilConnected(a, carol, "carol")
+            let event = try EncodedEvent(
+                object: Data(#"{"type":"message.new","text":"hi"}"#.utf8),
+                endings: ["bob": #","unread_count":1"#, "carol": #","unread_count":2"#])
+            a.bus.publish(event, to: ["bob", "carol"])
+            for (frames, count) in [(bob, 1), (carol, 2)] {
+                let text = try #require(await frames.first(within: .seconds(10), where: { !$0.contains("ping") }))
+                let json = try JSON(parsing: text)
+                #expect(json["type"].string == "message.new")
+                #expect(json["unread_count"].int == count)
+            }
+        }
+    }
+}
+
