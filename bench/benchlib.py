@@ -45,11 +45,16 @@ def wait_for(url, seconds, process):
     raise SystemExit(f"{url} did not answer within {seconds}s")
 
 
-def start_ticks(data_dir):
-    """A release Ticks server on TICKS_PORT with a fresh SQLite database in data_dir."""
+def start_ticks(data_dir, extra_args=()):
+    """A release Ticks server on TICKS_PORT with a fresh SQLite database in data_dir.
+
+    Rate limits are off (`--rate-limits off`): the benchmarks measure what the
+    server can do, and one generator plays thousands of users at rates no
+    single app would."""
     process = subprocess.Popen(
         [os.path.join(ROOT, ".build/release/ticks"), "serve", "--port", str(TICKS_PORT), "--data-dir", data_dir,
-         "--log-level", "warning"], stdout=subprocess.DEVNULL, stderr=open(os.path.join(data_dir, "log"), "w"))
+         "--log-level", "warning", "--rate-limits", "off", *extra_args],
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(data_dir, "log"), "w"))
     wait_for(f"{TICKS_URL}/health", 30, process)
     return process
 
