@@ -111,3 +111,32 @@ def test_sigterm_is_not_held_up_by_an_unused_connection(tmp_path):
         assert time.monotonic() - started < 5
     finally:
         idle.close()
+
+
+def test_demo_refuses_an_address_others_can_reach(tmp_path):
+    """`--demo` hands out tokens for any user: loopback only, unless forced."""
+    env = dict(os.environ, TICKS_API_KEY="demo", TICKS_API_SECRET="d" * 40)
+    refused = run_ticks("serve", "--demo", "--host", "0.0.0.0", "--port", "0", "--data-dir", str(tmp_path), env=env)
+    assert refused.returncode != 0
+    assert "--demo-allow-remote" in refused.stderr + refused.stdout
+    # Forced, it starts (and stops cleanly).
+    server = TicksProcess(tmp_path / "forced", api_key="demo", api_secret="d" * 40,
+                          extra_args=["--demo", "--host", "0.0.0.0", "--demo-allow-remote"])
+    assert server.stop() == 0
+
+
+def test_limit_flags_are_checked(tmp_path):
+    env = dict(os.environ, TICKS_API_KEY="k", TICKS_API_SECRET="s" * 40)
+    for args in (["--rate-limit", "Nope=5"], ["--rate-limits", "maybe"], ["--connection-buffer-bytes", "0"]):
+        result = run_ticks("serve", "--port", "0", "--data-dir", str(tmp_path), *args, env=env)
+        assert result.returncode != 0, args
+    # A limit that is set is in force: GET /app reports it.
+    server = TicksProcess(tmp_path / "limited", api_key="k", api_secret="s" * 40,
+                          extra_args=["--max-connections-per-user", "3", "--rate-limit", "MarkRead=7/9"])
+    try:
+        from wire import Ticks
+        app = Ticks(server.base_url, "k", "s" * 40).call("GET", "/app")["app"]
+        assert app["limits"]["max_connections_per_user"] == 3
+        assert app["rate_limits"]["endpoints"]["MarkRead"] == {"user": 7, "server_side": 9}
+    finally:
+        assert server.stop() == 0

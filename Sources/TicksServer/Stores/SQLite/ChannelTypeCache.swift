@@ -15,6 +15,8 @@ final class ChannelTypeCache: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Entries kept at most (a config is a few hundred bytes).
+    static let maxEntries = 1_000
 
     func cached(_ name: String) -> ChannelConfig? {
         state.withLock { $0.configs[name] }
@@ -27,7 +29,10 @@ final class ChannelTypeCache: Sendable {
         let loaded = try load()
         if let loaded {
             state.withLock { state in
-                if state.generation == generation { state.configs[name] = loaded }
+                guard state.generation == generation else { return }
+                // Bounded: types are made by server tokens only, but a cache has a bound whatever feeds it.
+                if state.configs.count >= Self.maxEntries { state.configs.removeAll() }
+                state.configs[name] = loaded
             }
         }
         return loaded
