@@ -125,23 +125,10 @@ struct SlowConnectionTests {
 /// A WebSocket client that completes the handshake and then never reads, with
 /// a tiny receive buffer: the slowest client there is.
 struct RawNonReadingClient {
-    let descriptor: Int32
+    let connection: RawConnection
 
     init(port: Int, token: String, userID: String) throws {
-        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(descriptor >= 0)
-        var size: Int32 = 4096
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port)).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        try #require(connected == 0)
+        connection = try RawConnection(port: port, receiveBufferBytes: 4096)
         let json = #"{"user_id":"\#(userID)"}"#.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
         let request = """
             GET /connect?api_key=\(TestKeys.apiKey)&json=\(json)&authorization=\(token) HTTP/1.1\r
@@ -153,16 +140,15 @@ struct RawNonReadingClient {
             \r
 
             """
-        let bytes = Array(request.utf8)
-        try #require(write(descriptor, bytes, bytes.count) == bytes.count)
+        try #require(connection.send(Array(request.utf8)))
         // Read the 101 answer and the first frame, then stop reading for good.
         var buffer = [UInt8](repeating: 0, count: 1024)
-        let received = read(descriptor, &buffer, buffer.count)
+        let received = read(connection.descriptor, &buffer, buffer.count)
         try #require(received > 0)
         try #require(String(decoding: buffer[..<received], as: UTF8.self).hasPrefix("HTTP/1.1 101"))
     }
 
     func close() {
-        _ = Glibc.close(descriptor)
+        connection.close()
     }
 }

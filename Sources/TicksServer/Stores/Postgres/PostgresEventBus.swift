@@ -315,11 +315,7 @@ public final class PostgresEventBus: EventBus {
                 do {
                     try await connection.listen(on: channel) { notifications in
                         if lostBefore {
-                            let dropped = hub.connectionCount
-                            hub.closeAll()
-                            logger.warning(
-                                "event bus listener is back; closed every WebSocket so clients refresh",
-                                metadata: ["connections": "\(dropped)"])
+                            closeAll(hub, because: "the event bus listener is back after it was lost")
                         }
                         backoff = .milliseconds(100)
                         for try await notification in notifications {
@@ -351,18 +347,12 @@ public final class PostgresEventBus: EventBus {
             batch = try JSONCoding.decode(Batch.self, from: payload)
         } catch {
             // Not knowing whom it was for, every client here resyncs.
-            let closed = hub.connectionCount
-            hub.closeAll()
-            logger.error(
-                "could not read an event batch; closed every WebSocket so clients refresh",
-                metadata: ["error": "\(String(reflecting: error))", "connections": "\(closed)"])
+            closeAll(hub, because: "could not read an event batch", error: error)
             return
         }
         guard batch.node != node else { return }
         if batch.resyncEveryone == true {
-            let closed = hub.connectionCount
-            hub.closeAll()
-            logger.warning("another node lost events: closed every WebSocket", metadata: ["connections": "\(closed)"])
+            closeAll(hub, because: "another node lost events for everyone")
         }
         if let users = batch.resync {
             let closed = hub.close(usersOf: users)
@@ -379,11 +369,7 @@ public final class PostgresEventBus: EventBus {
                 else { throw PostgresEventBusError.storedBatchGone(id) }
                 entries = try JSONCoding.decode(Batch.self, from: body).entries ?? []
             } catch {
-                let closed = hub.connectionCount
-                hub.closeAll()
-                logger.error(
-                    "could not fetch a stored event batch; closed every WebSocket so clients refresh",
-                    metadata: ["error": "\(String(reflecting: error))", "connections": "\(closed)"])
+                closeAll(hub, because: "could not fetch a stored event batch", error: error)
                 return
             }
         }
@@ -396,6 +382,15 @@ public final class PostgresEventBus: EventBus {
             }
             hub.send(EncodedEvent(shared: shared, personal: personal), to: entry.users)
         }
+    }
+
+    /// Closes every WebSocket of this node, so its clients reconnect and refresh what they may have missed.
+    private func closeAll(_ hub: ConnectionHub, because reason: String, error: (any Error)? = nil) {
+        let closed = hub.connectionCount
+        hub.closeAll()
+        var metadata: Logger.Metadata = ["reason": "\(reason)", "connections": "\(closed)"]
+        if let error { metadata["error"] = "\(String(reflecting: error))" }
+        logger.error("closed every WebSocket so clients refresh", metadata: metadata)
     }
 
     /// Deletes stored batches every node has had time to fetch.

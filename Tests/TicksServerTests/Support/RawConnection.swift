@@ -1,0 +1,79 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+
+/// A plain TCP connection to a live test server.
+final class RawConnection {
+    let descriptor: Int32
+
+    /// - Parameter receiveBufferBytes: shrinks the socket's receive buffer (a client that reads slowly).
+    init(port: Int, receiveBufferBytes: Int32? = nil) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(descriptor >= 0)
+        if var size = receiveBufferBytes {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port)).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        try #require(connected == 0)
+    }
+
+    /// False when the peer has gone.
+    func send(_ bytes: [UInt8]) -> Bool {
+        Glibc.send(descriptor, bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count
+    }
+
+    /// What arrives within `timeout` (until the first pause of 100 ms after some bytes).
+    ///
+    /// Polls without blocking and sleeps between polls: a blocking wait would
+    /// hold one of the few threads the server under test needs to answer.
+    func read(within timeout: Duration) async -> String {
+        var received: [UInt8] = []
+        let deadline = ContinuousClock.now + timeout
+        var quietSince = ContinuousClock.now
+        while ContinuousClock.now < deadline {
+            if let chunk = readChunk() {
+                if chunk.isEmpty { break }
+                received += chunk
+                quietSince = .now
+            } else if !received.isEmpty, ContinuousClock.now - quietSince > .milliseconds(100) {
+                break
+            } else {
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
+    /// Whether the server closes the connection within `timeout` (anything it sends first is read and dropped).
+    func waitForClose(within timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let chunk = readChunk(), chunk.isEmpty { return true }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return false
+    }
+
+    /// Bytes read; empty at end of stream (or a reset); nil when nothing is there yet.
+    private func readChunk() -> [UInt8]? {
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, 0) > 0 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = Glibc.read(descriptor, &buffer, buffer.count)
+        return count <= 0 ? [] : Array(buffer[..<count])
+    }
+
+    func close() {
+        _ = Glibc.close(descriptor)
+    }
+}
