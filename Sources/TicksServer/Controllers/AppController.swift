@@ -137,12 +137,14 @@ struct AppController {
         let wanted = platforms.isEmpty ? ["server_side", "android", "ios", "web"] : platforms
         var endpoints = APIEndpoint.allCases
         if let names = request.queryParameter("endpoints"), !names.isEmpty {
-            endpoints = try names.split(separator: ",").map { name in
+            let named = try names.split(separator: ",").map { name in
                 guard let endpoint = APIEndpoint(rawValue: name.trimmingCharacters(in: .whitespaces)) else {
                     throw APIError.input("endpoints: '\(name.prefix(64))' is not an endpoint")
                 }
                 return endpoint
             }
+            // An endpoint named twice is reported once.
+            endpoints = endpoints.filter(named.contains)
         }
         func report(_ identity: RateLimiter.Identity?) -> [String: Quota] {
             Dictionary(

@@ -146,6 +146,9 @@ struct RateLimitTests {
             #expect(all["server_side"]["MarkRead"]["remaining"].int == 4)
             for platform in ["android", "ios", "web"] { #expect(all[platform]["MarkRead"]["limit"].int == 3) }
             try await server.call(.get, "/rate_limits?endpoints=Nope").expectError(400, code: 4)
+            // An endpoint named twice is reported once (it used to trap on a duplicate key).
+            let twice = try await server.ok(.get, "/rate_limits?server_side=true&endpoints=MarkRead,MarkRead")
+            #expect(twice["server_side"].keys == ["MarkRead"])
         }
     }
 
