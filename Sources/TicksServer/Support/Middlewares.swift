@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import NIOHTTP1
 import TicksProtocol
 
 /// Turns every error into Stream's JSON error body, so a client never sees an
@@ -60,6 +61,9 @@ struct StreamErrorMiddleware: RouterMiddleware {
             return error
         case is NIOTooManyBytesError:
             return .tooLarge("the request body is larger than \(maxRequestBodyBytes) bytes")
+        case let error as HTTPParserError:
+            // A body that breaks HTTP/1.1 (a bad chunk size, say); a bad head never gets this far.
+            return .input("the request is not valid HTTP/1.1 (\(error))")
         case let error as DecodingError:
             return .input(error.readableDescription)
         case let error as HTTPError:

@@ -2,9 +2,11 @@ import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import NIOHTTP1
 
-/// The HTTP + WebSocket child channel with `ConnectionGuard` in front of it;
-/// every connection is otherwise handled exactly as before.
+/// The HTTP + WebSocket child channel with `ConnectionGuard` in front of it
+/// and `MalformedRequestResponder` behind its HTTP decoder; every connection
+/// is otherwise handled exactly as before.
 struct QuiescingChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     let base: Base
     /// How long a new connection has to send its first whole request.
@@ -17,7 +19,16 @@ struct QuiescingChildChannel<Base: ServerChildChannel>: ServerChildChannel {
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }
-        return base.setup(channel: channel, logger: logger)
+        let value = base.setup(channel: channel, logger: logger)
+        // The base configured its HTTP pipeline synchronously: answer unparsable heads right after the decoder.
+        do {
+            let operations = channel.pipeline.syncOperations
+            let decoder = try operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            try operations.addHandler(MalformedRequestResponder(), position: .after(decoder))
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        return value
     }
 
     func handle(value: Base.Value, logger: Logger) async {
