@@ -292,6 +292,7 @@ struct ChannelsController {
         }
         let text = body.message.text ?? ""
         guard !text.isEmpty else { throw APIError.input("message.text must not be empty") }
+        try requireStorableText(text, "message.text")
         // Counted in Unicode scalars, so the length bounds the bytes too (a
         // character may hold any number of combining marks).
         let length = text.unicodeScalars.count

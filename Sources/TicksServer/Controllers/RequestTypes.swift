@@ -88,12 +88,12 @@ extension ChannelFilter {
     init(conditions: [String: FilterValue], limits: ServerLimits) throws {
         self.init()
         for (field, value) in conditions {
-            try requireFilterValues(value.values, of: field, limits: limits)
+            let values = try filterValues(value.values, of: field, limits: limits)
             switch field {
-            case "members": memberIn = value.values
-            case "cid": cids = value.values
-            case "type": types = value.values
-            case "id": ids = value.values
+            case "members": memberIn = values
+            case "cid": cids = values
+            case "type": types = values
+            case "id": ids = values
             default: throw APIError.input("filtering channels on '\(field.prefix(64))' is not supported")
             }
         }

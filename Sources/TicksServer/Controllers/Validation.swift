@@ -18,10 +18,22 @@ func requireCustomData(_ custom: [String: JSONValue], of what: String, limits: S
     }
 }
 
-/// A `$in` (or other) list of filter values within `ServerLimits.maxFilterValues`.
-func requireFilterValues(_ values: [String], of field: String, limits: ServerLimits) throws {
+/// The values of a `$in` (or other) list that can match, within
+/// `ServerLimits.maxFilterValues`. A value holding U+0000 is dropped: no id,
+/// cid or type name can contain it, and PostgreSQL's text cannot carry it,
+/// so it matches nothing on every store alike.
+func filterValues(_ values: [String], of field: String, limits: ServerLimits) throws -> [String] {
     guard values.count <= limits.maxFilterValues else {
         throw APIError.input("the filter on '\(field)' has \(values.count) values; at most \(limits.maxFilterValues)")
+    }
+    return values.filter { !$0.unicodeScalars.contains("\0") }
+}
+
+/// Text a store keeps as it is (a message's text) must not hold U+0000,
+/// which PostgreSQL's text cannot store.
+func requireStorableText(_ text: String, _ what: String) throws {
+    guard !text.unicodeScalars.contains("\0") else {
+        throw APIError.input("\(what) must not contain the character U+0000")
     }
 }
 

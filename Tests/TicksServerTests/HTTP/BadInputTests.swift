@@ -38,6 +38,8 @@ struct BadInputTests {
         ("unread without message_id", "/channels/messaging/x/unread", #"{"user_id": "bob"}"#, 400, 4),
         ("mark read for nobody", "/channels/messaging/x/read", "{}", 400, 4),
         ("message without text", "/channels/messaging/x/message", #"{"message": {"user_id": "alice"}}"#, 400, 4),
+        ("message text holding U+0000", "/channels/messaging/x/message",
+         #"{"message": {"text": "nul \u0000 inside", "user_id": "alice"}}"#, 400, 4),
         ("message text of wrong type", "/channels/messaging/x/message", #"{"message": {"text": 5, "user_id": "alice"}}"#, 400, 4),
         ("message without body", "/channels/messaging/x/message", #"{}"#, 400, 4),
         ("invalid message id", "/channels/messaging/x/message", #"{"message": {"id": "a b", "text": "t", "user_id": "alice"}}"#, 400, 4),
@@ -131,6 +133,24 @@ struct BadInputTests {
             try await server.call(.get, "/users?payload=%7Bnot").expectError(400, code: 4)
             try await server.call(.get, "/users?payload=%7B%22filter_conditions%22%3A%7B%22name%22%3A%22x%22%7D%7D")
                 .expectError(400, code: 4)
+        }
+    }
+
+    @Test("a filter value holding U+0000 matches nothing, on every store (PostgreSQL's text cannot carry it)")
+    func nulInFilters() async throws {
+        try await TestServer.run { server in
+            try await setUp(server)
+            // {"filter_conditions": {"id": {"$in": ["alice", "a\u0000"]}}}
+            let users = try await server.ok(
+                .get, "/users?payload=%7B%22filter_conditions%22%3A%7B%22id%22%3A%7B%22%24in%22%3A%5B%22alice%22%2C%22a%5Cu0000%22%5D%7D%7D%7D")
+            #expect(users["users"].array.map { $0["id"].string } == ["alice"])
+            let none = try await server.ok(
+                .post, "/channels", #"{"filter_conditions": {"members": {"$in": ["alice\u0000"]}}, "user_id": "alice"}"#)
+            #expect(none["channels"].array.isEmpty)
+            let some = try await server.ok(
+                .post, "/channels",
+                #"{"filter_conditions": {"cid": {"$in": ["messaging:x", "messaging:\u0000"]}}, "user_id": "alice"}"#)
+            #expect(some["channels"].array.map { $0["channel"]["cid"].string } == ["messaging:x"])
         }
     }
 
