@@ -91,6 +91,7 @@ struct ChannelsController {
             created = result.created
             if !created { try await store.requireAccess(context, to: channel) }
         }
+        if let before = body.messages?.idLt { try requireValidID(before, "messages.id_lt") }
         let snapshot = try await store.snapshot(of: channel, messageLimit: limit, beforeMessageID: body.messages?.idLt)
         let state = Presenter.channelState(
             snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)))
@@ -341,6 +342,7 @@ struct ChannelsController {
         var request = request
         let body = try await request.decodeJSON(MarkReadRequest.self)
         let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
+        if let messageID = body.messageID { try requireValidID(messageID, "message_id") }
         let outcome = try await store.markRead(
             reader, in: channel, upTo: body.messageID, audience: events.audience, now: .now())
         try events.cursorMoved(outcome)
@@ -353,6 +355,7 @@ struct ChannelsController {
         let body = try await request.decodeJSON(MarkReadRequest.self)
         let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
         guard let messageID = body.messageID else { throw APIError.input("message_id is required") }
+        try requireValidID(messageID, "message_id")
         let outcome = try await store.markUnread(reader, in: channel, from: messageID, now: .now())
         try events.markedUnread(outcome)
         return try context.respond(Empty())

@@ -39,10 +39,12 @@ public struct TicksRequestContext: RequestContext, WebSocketRequestContext {
     }
 
     /// The user a request acts as (SPEC §3): a user token acts as its own user
-    /// only; a server token acts as whichever user the request names.
+    /// only; a server token acts as whichever user the request names, which
+    /// must be a valid user id (400 otherwise, before any store sees it).
     func actingUser(named: String?) throws -> String? {
         switch try requirePrincipal() {
         case .server:
+            if let named { try requireValidID(named, "user id") }
             return named
         case .user(let own):
             if let named, named != own {
