@@ -45,15 +45,16 @@ def wait_for(url, seconds, process):
     raise SystemExit(f"{url} did not answer within {seconds}s")
 
 
-def start_ticks(data_dir, extra_args=()):
+def start_ticks(data_dir, extra_args=(), rate_limits=False):
     """A release Ticks server on TICKS_PORT with a fresh SQLite database in data_dir.
 
-    Rate limits are off (`--rate-limits off`): the benchmarks measure what the
-    server can do, and one generator plays thousands of users at rates no
-    single app would."""
+    Rate limits are off (`--rate-limits off`) unless asked for: the benchmarks
+    measure what the server can do, and one generator plays thousands of users
+    at rates no single app would."""
+    limits = () if rate_limits else ("--rate-limits", "off")
     process = subprocess.Popen(
         [os.path.join(ROOT, ".build/release/ticks"), "serve", "--port", str(TICKS_PORT), "--data-dir", data_dir,
-         "--log-level", "warning", "--rate-limits", "off", *extra_args],
+         "--log-level", "warning", *limits, *extra_args],
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(data_dir, "log"), "w"))
     wait_for(f"{TICKS_URL}/health", 30, process)
     return process

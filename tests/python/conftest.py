@@ -5,6 +5,7 @@ server gets its own data folder and a free loopback port, and must stop with
 exit code 0 on SIGTERM.
 """
 
+import contextlib
 import os
 import secrets
 import signal
@@ -17,6 +18,35 @@ import pytest
 from wire import Ticks
 
 TICKS_BIN = os.environ.get("TICKS_BIN", os.path.join(os.getcwd(), ".build", "debug", "ticks"))
+# A PostgreSQL database for the tests that run on both stores (scripts/test starts one).
+POSTGRES_URL = os.environ.get("TICKS_TEST_POSTGRES_URL")
+
+
+def psql(sql):
+    """Runs `sql` on the test database; its output, unaligned."""
+    return subprocess.run(
+        ["psql", POSTGRES_URL, "-qAtc", sql], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@contextlib.contextmanager
+def store_arguments(store, prefix):
+    """The `ticks serve` arguments for `store`: nothing for "sqlite" (the data
+    folder's database); for "postgres" a fresh schema named after `prefix`,
+    dropped afterwards. Without a test database the test is skipped, and
+    under CI=true it fails."""
+    if store == "sqlite":
+        yield []
+        return
+    if POSTGRES_URL is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the PostgreSQL tests: TICKS_TEST_POSTGRES_URL is not set")
+        pytest.skip("TICKS_TEST_POSTGRES_URL is not set (scripts/test sets it when PostgreSQL is installed)")
+    schema = f"{prefix}_{secrets.token_hex(6)}"
+    psql(f"CREATE SCHEMA {schema}")
+    try:
+        yield ["--postgres-url", f"{POSTGRES_URL}?schema={schema}"]
+    finally:
+        psql(f"DROP SCHEMA {schema} CASCADE")
 
 
 def free_port() -> int:

@@ -5,50 +5,30 @@ Each test runs on SQLite and, when TICKS_TEST_POSTGRES_URL is set (scripts/test
 starts a throwaway cluster), on PostgreSQL in a schema of its own.
 """
 
-import os
+import json
 import secrets
 import signal
 import socket
-import subprocess
 import threading
 import time
 import urllib.parse
-import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-from conftest import TicksProcess
+from conftest import TicksProcess, store_arguments
 from test_nodes import Socket
 from wire import APIError, Ticks
-
-POSTGRES_URL = os.environ.get("TICKS_TEST_POSTGRES_URL")
-
-
-def psql(sql):
-    return subprocess.run(["psql", POSTGRES_URL, "-qAtc", sql], check=True, capture_output=True, text=True).stdout
-
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def store(request, tmp_path):
     """Starts servers (`store.start()`, again on the same data) on the store asked for; stops them afterwards."""
-    extra = ["--rate-limits", "off"]
-    schema = None
-    if request.param == "postgres":
-        if POSTGRES_URL is None:
-            if os.environ.get("CI"):
-                pytest.fail("CI must run the PostgreSQL tests: TICKS_TEST_POSTGRES_URL is not set")
-            pytest.skip("TICKS_TEST_POSTGRES_URL is not set (scripts/test sets it when PostgreSQL is installed)")
-        schema = "f_" + secrets.token_hex(6)
-        psql(f"CREATE SCHEMA {schema}")
-        extra += ["--postgres-url", f"{POSTGRES_URL}?schema={schema}"]
-    servers = Servers(tmp_path / "data", extra)
-    yield servers
-    for server in servers.started:
-        if server.process.poll() is None:
-            assert server.stop() == 0, server.output()
-    if schema:
-        psql(f"DROP SCHEMA {schema} CASCADE")
+    with store_arguments(request.param, "f") as store_args:
+        servers = Servers(tmp_path / "data", ["--rate-limits", "off", *store_args])
+        yield servers
+        for server in servers.started:
+            if server.process.poll() is None:
+                assert server.stop() == 0, server.output()
 
 
 class Servers:

@@ -27,12 +27,11 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import TicksProcess
+from conftest import TicksProcess, store_arguments
 from wire import Ticks
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = ROOT / "Sources" / "TicksServer" / "OpenAPI" / "openapi.json"
-POSTGRES_URL = os.environ.get("TICKS_TEST_POSTGRES_URL")
 
 # How every fuzzed server runs: the demo (for POST /demo/token) on loopback only, and
 # no rate limits, which would otherwise answer the fuzzer's volume with 429s.
@@ -157,10 +156,6 @@ def seed(client):
     client.mark_read(SEED_CHANNEL, "fuzz-bob", message_id="fuzz-m1")
 
 
-def psql(sql):
-    return subprocess.run(["psql", POSTGRES_URL, "-qAtc", sql], check=True, capture_output=True, text=True).stdout
-
-
 @pytest.fixture
 def schemathesis_installed():
     if importlib.util.find_spec("schemathesis") is None:
@@ -172,28 +167,17 @@ def schemathesis_installed():
 @pytest.fixture(params=["sqlite", "postgres"])
 def fuzzed_server(request, tmp_path, schemathesis_installed):
     """A seeded demo server on the store asked for; stopped (and its schema dropped) afterwards."""
-    extra = list(SERVER_ARGS)
-    schema = None
-    if request.param == "postgres":
-        if POSTGRES_URL is None:
-            if os.environ.get("CI"):
-                pytest.fail("CI must run the PostgreSQL tests: TICKS_TEST_POSTGRES_URL is not set")
-            pytest.skip("TICKS_TEST_POSTGRES_URL is not set (scripts/test sets it when PostgreSQL is installed)")
-        schema = "fuzz_" + secrets.token_hex(6)
-        psql(f"CREATE SCHEMA {schema}")
-        extra += ["--postgres-url", f"{POSTGRES_URL}?schema={schema}"]
-    server = TicksProcess(tmp_path / "server", api_key="fuzzkey", api_secret=secrets.token_urlsafe(48),
-                          extra_args=extra)
-    try:
-        seed(Ticks(server.base_url, server.api_key, server.api_secret))
-        yield server
-    finally:
-        # The test reports a server that died; one still running must stop gracefully.
-        running = server.process.poll() is None
-        code = server.stop()
-        if schema:
-            psql(f"DROP SCHEMA {schema} CASCADE")
-        assert not running or code == 0, server_log(server)
+    with store_arguments(request.param, "fuzz") as store_args:
+        server = TicksProcess(tmp_path / "server", api_key="fuzzkey", api_secret=secrets.token_urlsafe(48),
+                              extra_args=[*SERVER_ARGS, *store_args])
+        try:
+            seed(Ticks(server.base_url, server.api_key, server.api_secret))
+            yield server
+        finally:
+            # The test reports a server that died; one still running must stop gracefully.
+            running = server.process.poll() is None
+            code = server.stop()
+            assert not running or code == 0, server_log(server)
 
 
 def server_log(server):

@@ -10,29 +10,20 @@ import json
 import os
 import secrets
 import signal
-import subprocess
 import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import TicksProcess
+from conftest import POSTGRES_URL, TicksProcess, psql
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 from wire import Ticks
 
-POSTGRES_URL = os.environ.get("TICKS_TEST_POSTGRES_URL")
-
 pytestmark = pytest.mark.skipif(
     POSTGRES_URL is None and not os.environ.get("CI"),
     reason="TICKS_TEST_POSTGRES_URL is not set (scripts/test sets it when PostgreSQL is installed)")
-
-
-def psql(sql):
-    """Runs `sql`; its output, unaligned."""
-    return subprocess.run(
-        ["psql", POSTGRES_URL, "-qAtc", sql], check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture
