@@ -72,9 +72,9 @@ public final class ConnectionHub: Sendable {
         self.logger = logger
     }
 
-    /// What a queued frame counts against its buffer: its bytes and the
-    /// bookkeeping around them, so many tiny frames are bounded too.
-    static func cost(of frame: OutboundFrame) -> Int { frame.byteCount + 64 }
+    /// What a queued frame counts against its buffer: the memory its bytes
+    /// hold and the bookkeeping around them, so many tiny frames are bounded too.
+    static func cost(of frame: OutboundFrame) -> Int { frame.allocatedBytes + 64 }
 
     /// Registers a connection; its frames arrive on the returned stream.
     /// Throws when the user already holds `maxConnectionsPerUser` connections.

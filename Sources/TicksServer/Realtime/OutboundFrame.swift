@@ -24,6 +24,10 @@ public struct OutboundFrame: Sendable {
 
     var byteCount: Int { shared.readableBytes + (personal?.readableBytes ?? 0) }
 
+    /// The memory the frame holds: NIO rounds every buffer's storage up to a
+    /// power of two, so a frame of 33 KB occupies 64 KiB.
+    var allocatedBytes: Int { shared.capacity + (personal?.capacity ?? 0) }
+
     /// The frame as one buffer: the shared storage itself unless part of it is personal.
     var buffer: ByteBuffer {
         guard let personal else { return shared }

@@ -20,8 +20,8 @@ struct SlowConnectionTests {
 
     @Test("a connection whose buffer passes its bound in bytes is closed; the others get every frame")
     func hubClosesOnlyTheSlowOne() async throws {
-        // Room for four frames of 100 bytes with their bookkeeping, not five.
-        let hub = hub(bufferBytes: 4 * (100 + 64))
+        // Room for four frames of 100 bytes (128 bytes of storage) with their bookkeeping, not five.
+        let hub = hub(bufferBytes: 4 * (128 + 64))
         let (slow, slowFrames) = try hub.register(userID: "slow")
         let (fast, fastFrames) = try hub.register(userID: "fast")
         let reader = Task {
@@ -48,11 +48,12 @@ struct SlowConnectionTests {
         withExtendedLifetime(slowFrames) {}
     }
 
-    @Test("one large frame counts by its bytes: a buffer of 1 MiB holds a 600 KB frame, not two")
+    @Test("a frame counts the memory it holds: a 600 KB frame takes 1 MiB of storage, and 2 MiB hold one, not two")
     func boundIsInBytes() async throws {
-        let hub = hub(bufferBytes: 1 << 20)
+        let hub = hub(bufferBytes: 2 << 20)
         let (slow, frames) = try hub.register(userID: "slow")
         let big = EncodedEvent(Data(repeating: UInt8(ascii: "x"), count: 600_000))
+        #expect(try #require(big.frame(for: "slow")).allocatedBytes == 1 << 20)
         #expect(hub.send(big, to: ["slow"]) == 1)
         #expect(!slow.isOverflowed)
         #expect(hub.send(big, to: ["slow"]) == 0)
