@@ -21,6 +21,9 @@ struct ReceiptsScenario {
         /// Receipts whose event never reached the sender within the grace period.
         var missing: Int
         var setup_seconds: Double
+        /// The server's CPU time (user and system, from its `/metrics`) over the
+        /// load, divided by the receipts it answered; nil when it does not report it.
+        var server_cpu_us_per_receipt: Double?
     }
 
     let target: any ReceiptTarget
@@ -47,6 +50,7 @@ struct ReceiptsScenario {
         // Each reader works through its own schedule, one request at a time (its
         // marks must reach the server in order), so the total is the target rate.
         let interval = Duration.seconds(Double(readerCount) / Double(parameters.rate))
+        let cpuBefore = try await target.serverCPUSeconds()
         let start = ContinuousClock.now + .milliseconds(200)
         let end = start + .seconds(parameters.duration)
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -79,11 +83,17 @@ struct ReceiptsScenario {
         // Give the last events a moment to arrive.
         let grace = ContinuousClock.now + .seconds(3)
         while book.outstanding > 0, ContinuousClock.now < grace { try await Task.sleep(for: .milliseconds(20)) }
+        // After the events arrived: the work of sending them is counted too.
+        let cpuAfter = try await target.serverCPUSeconds()
         await listening.stop()
+        var cpuPerReceipt: Double?
+        if let cpuBefore, let cpuAfter, completed.value > 0 {
+            cpuPerReceipt = ((cpuAfter - cpuBefore) / Double(completed.value) * 1_000_000 * 10).rounded() / 10
+        }
         return Result(
             params: parameters, achieved_rate: (Double(completed.value) / elapsed * 10).rounded() / 10,
             latency_ms: book.summary, errors: errors.value, missing: book.outstanding,
-            setup_seconds: (setupSeconds * 10).rounded() / 10)
+            setup_seconds: (setupSeconds * 10).rounded() / 10, server_cpu_us_per_receipt: cpuPerReceipt)
     }
 
     static func describe(_ result: Result) -> [String] {
@@ -94,6 +104,7 @@ struct ReceiptsScenario {
             "  achieved \(result.achieved_rate)/s, errors \(result.errors), missing events \(result.missing)"
                 + " (set-up \(result.setup_seconds)s)",
             "  reader → sender latency: \(result.latency_ms.text)",
+            "  server CPU per receipt: \(result.server_cpu_us_per_receipt.map { "\($0) µs" } ?? "not reported")",
         ]
     }
 }

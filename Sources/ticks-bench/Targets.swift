@@ -35,6 +35,13 @@ protocol ReceiptTarget: Sendable {
     func listen(to channels: [BenchChannel], seen: @escaping @Sendable (String) -> Void) async throws -> Listening
     /// One receipt by a reader.
     func mark(_ kind: ReceiptKind, channel: BenchChannel, reader: Int, message: Int) async throws
+    /// The CPU time the server (the node the requests go to) has used so far, in
+    /// seconds; nil when the server does not report it.
+    func serverCPUSeconds() async throws -> Double?
+}
+
+extension ReceiptTarget {
+    func serverCPUSeconds() async throws -> Double? { nil }
 }
 
 /// The senders' open connections (sockets or long polls); `stop` ends them.

@@ -146,6 +146,11 @@ struct TicksTarget: ReceiptTarget {
         }
     }
 
+    /// From the server's `/metrics`, as every run measures it.
+    func serverCPUSeconds() async throws -> Double? {
+        try await metric("ticks_process_cpu_seconds_total")
+    }
+
     /// A number from the server's `/metrics` (0 when absent), summed over label sets.
     func metric(_ name: String) async throws -> Double {
         let text = String(buffer: try await http.call(.GET, "\(baseURL)/metrics"))

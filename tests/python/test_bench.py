@@ -34,6 +34,8 @@ def test_receipts_every_mark_reaches_the_sender(server):
     assert result["latency_ms"]["count"] == 40
     assert 0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p99"] <= result["latency_ms"]["max"]
     assert result["achieved_rate"] > 20
+    # The server's CPU over the load, from its /metrics, per receipt answered: some, and not absurd.
+    assert 0 < result["server_cpu_us_per_receipt"] < 1_000_000
 
 
 def test_receipts_sweep_reports_each_rate(server):

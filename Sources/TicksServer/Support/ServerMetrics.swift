@@ -13,6 +13,8 @@ public struct ServerMetrics: Sendable {
     let framesSent: CoreMetrics.Counter
     let bytesSent: CoreMetrics.Counter
     let residentMemory: CoreMetrics.Gauge
+    /// CPU time the process has used, user and system (what `ticks-bench` divides by receipts).
+    let cpuSeconds: CoreMetrics.Gauge
     let storeSize: CoreMetrics.Gauge
     let slowConnectionsClosed: CoreMetrics.Counter
     let eventsPublished: CoreMetrics.Counter
@@ -38,6 +40,7 @@ public struct ServerMetrics: Sendable {
         framesSent = CoreMetrics.Counter(label: "ticks_ws_frames_sent_total", dimensions: [], factory: factory)
         bytesSent = CoreMetrics.Counter(label: "ticks_ws_bytes_sent_total", dimensions: [], factory: factory)
         residentMemory = CoreMetrics.Gauge(label: "ticks_process_resident_memory_bytes", dimensions: [], factory: factory)
+        cpuSeconds = CoreMetrics.Gauge(label: "ticks_process_cpu_seconds_total", dimensions: [], factory: factory)
         storeSize = CoreMetrics.Gauge(label: "ticks_store_size_bytes", dimensions: [], factory: factory)
         slowConnectionsClosed = CoreMetrics.Counter(label: "ticks_ws_slow_connections_closed_total", dimensions: [], factory: factory)
         eventsPublished = CoreMetrics.Counter(label: "ticks_events_published_total", dimensions: [], factory: factory)
@@ -72,8 +75,22 @@ extension ServerMetrics {
     /// The Prometheus text, with the gauges that are read on demand brought up to date first.
     func exposition(store: any TicksStore) async -> String {
         if let resident = Self.residentMemoryBytes() { residentMemory.record(resident) }
+        cpuSeconds.record(Self.cpuSeconds())
         if let size = try? await store.storageBytes() { storeSize.record(size) }
         return registry.emitToString()
+    }
+
+    /// The CPU time this process has used so far, user and system, in seconds.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        #if os(Linux)
+        let who = __rusage_who_t(RUSAGE_SELF.rawValue)
+        #else
+        let who = RUSAGE_SELF
+        #endif
+        guard getrusage(who, &usage) == 0 else { return 0 }
+        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1_000_000 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
     /// This process's resident set size, from /proc (Linux); nil elsewhere.
