@@ -15,15 +15,29 @@ enum PostgresTestDatabase {
         return logger
     }
 
+    /// How many tests hold a store at once. Swift Testing starts every test
+    /// together; each store's pool, its admin connection and any event bus
+    /// listeners would together pass the server's max_connections (the bus
+    /// tests then never heard each other).
+    static let stores = TestSemaphore(permits: 12)
+
     /// Runs `body` with a migrated store in a new schema, and where that schema is.
     static func withStore<Value: Sendable>(
         _ body: (PostgresStore, PostgresLocation) async throws -> Value
     ) async throws -> Value {
         guard let url else { throw PostgresTestError.notConfigured }
-        let admin = PostgresClient(configuration: try PostgresLocation(url: url).clientConfiguration(), backgroundLogger: logger)
+        await stores.acquire()
+        defer { Task { await stores.release() } }
+        // Small pools: the tests run in parallel, and together they must stay
+        // under the server's max_connections (the event bus's listeners need room too).
+        var adminConfiguration = try PostgresLocation(url: url).clientConfiguration()
+        adminConfiguration.options.maximumConnections = 1
+        let admin = PostgresClient(configuration: adminConfiguration, backgroundLogger: logger)
         var location = try PostgresLocation(url: url)
         location.schema = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        let client = PostgresClient(configuration: location.clientConfiguration(), backgroundLogger: logger)
+        var configuration = location.clientConfiguration()
+        configuration.options.maximumConnections = 4
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await admin.run() }
             group.addTask { await client.run() }
@@ -44,4 +58,28 @@ enum PostgresTestDatabase {
 
 enum PostgresTestError: Error {
     case notConfigured
+}
+
+/// A counting semaphore for tasks: `acquire` waits while every permit is taken.
+actor TestSemaphore {
+    private var available: Int
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    init(permits: Int) { available = permits }
+
+    func acquire() async {
+        if available > 0 {
+            available -= 1
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func release() {
+        if waiters.isEmpty {
+            available += 1
+        } else {
+            waiters.removeFirst().resume()
+        }
+    }
 }
