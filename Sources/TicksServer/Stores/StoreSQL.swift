@@ -29,8 +29,8 @@ enum StoreRules {
     /// A channel takes at most `maxMembers` members (`ServerLimits.maxChannelMembers`).
     static func requireRoom(for newcomers: Int, in channel: ChannelRecord, maxMembers: Int) throws {
         guard channel.memberCount + newcomers <= maxMembers else {
-            throw APIError.input(
-                "channel \(channel.cid) has \(channel.memberCount) members; adding \(newcomers) would pass the limit of \(maxMembers)")
+            throw StoreError.tooManyMembers(
+                cid: channel.cid, members: channel.memberCount, adding: newcomers, limit: maxMembers)
         }
     }
 }

@@ -41,3 +41,17 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
         .init(status: .contentTooLarge, code: .payloadTooBig, message)
     }
 }
+
+extension APIError {
+    /// Stream's error for a store's refusal.
+    init(_ error: StoreError) {
+        switch error {
+        case .channelTypeExists: self = .conflict(error.description)
+        case .channelTypeNotFound, .channelNotFound: self = .notFound(error.description)
+        case .notMember: self = .forbidden(error.description)
+        case .unknownChannelType, .unknownChannel, .unknownUser, .messageNotInChannel, .messageIDInOtherChannel,
+            .tooManyMembers:
+            self = .input(error.description)
+        }
+    }
+}

@@ -59,6 +59,8 @@ struct StreamErrorMiddleware: RouterMiddleware {
         switch error {
         case let error as APIError:
             return error
+        case let error as StoreError:
+            return APIError(error)
         case is NIOTooManyBytesError:
             return .tooLarge("the request body is larger than \(maxRequestBodyBytes) bytes")
         case let error as HTTPParserError:

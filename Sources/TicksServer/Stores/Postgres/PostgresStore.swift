@@ -95,7 +95,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
     static func requireUsers(_ session: PostgresSession, _ ids: [String]) async throws {
         let found = try await users(session, ids: ids)
         if let missing = ids.first(where: { found[$0] == nil }) {
-            throw APIError.input("user '\(missing)' does not exist: upsert it first")
+            throw StoreError.unknownUser(missing)
         }
     }
 
@@ -124,7 +124,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
                 INSERT INTO channel_type (name, config) VALUES (\(config.name), \(try JSONCoding.string(config)))
                 ON CONFLICT (name) DO NOTHING RETURNING name
                 """, as: String.self)
-            guard !inserted.isEmpty else { throw APIError.conflict("channel type '\(config.name)' already exists") }
+            guard !inserted.isEmpty else { throw StoreError.channelTypeExists(config.name) }
             return config
         }
     }
@@ -136,7 +136,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
             guard
                 let text = try await session.value(
                     "SELECT config FROM channel_type WHERE name = \(name) FOR UPDATE", as: String.self)
-            else { throw APIError.notFound("channel type '\(name)' does not exist") }
+            else { throw StoreError.channelTypeNotFound(name) }
             var config = try StoredJSON.config(text)
             patch.apply(to: &config)
             config.updatedAt = now
@@ -186,13 +186,13 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
                 SELECT \(unescaped: channelColumns) FROM channel c LEFT JOIN channel_type t ON t.name = c.type
                 WHERE c.pk = \(pk) \(unescaped: forUpdate)
                 """)
-        else { throw APIError.notFound("channel does not exist") }
+        else { throw StoreError.channelNotFound }
         return try channel(from: row)
     }
 
     static func requireConfig(_ found: (channel: ChannelRecord, config: ChannelConfig?)) throws -> ChannelConfig {
         guard let config = found.config else {
-            throw APIError.notFound("channel type '\(found.channel.type)' does not exist")
+            throw StoreError.channelTypeNotFound(found.channel.type)
         }
         return config
     }
@@ -222,7 +222,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
         try await write { session in
             if let existing = try await Self.channel(session, type: type, id: id) { return (existing.channel, false) }
             guard try await Self.channelType(session, type) != nil else {
-                throw APIError.input("channel type '\(type)' does not exist")
+                throw StoreError.unknownChannelType(type)
             }
             try await Self.requireUsers(session, memberIDs + (createdBy.map { [$0] } ?? []))
             // Two nodes creating the same channel at once: one inserts, the other finds it.
@@ -281,7 +281,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
             var beforeSeq = channel.lastSeq + 1
             if let beforeMessageID {
                 guard let seq = try await Self.seq(session, of: beforeMessageID, in: channel.pk) else {
-                    throw APIError.input("message '\(beforeMessageID)' is not in channel \(channel.cid)")
+                    throw StoreError.messageNotInChannel(messageID: beforeMessageID, cid: channel.cid)
                 }
                 beforeSeq = seq
             }
@@ -462,7 +462,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
                     return SendOutcome(message: stored, created: false, recipients: [])
                 }
                 guard try await Self.isMember(session, new.userID, channel.pk) else {
-                    throw APIError.forbidden("user '\(new.userID)' is not a member of channel \(channel.cid)")
+                    throw StoreError.notMember(userID: new.userID, cid: channel.cid)
                 }
                 // Messages are ordered the same by seq and by created_at (strictly increasing).
                 let createdAt = Timestamp(
@@ -496,7 +496,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
             }
         } catch let error where PostgresTransactions.isUniqueViolation(error) {
             // The id was taken in another channel at the same moment.
-            throw APIError.input("message id '\(new.id)' is already used in another channel")
+            throw StoreError.messageIDInOtherChannel(new.id)
         }
     }
 
@@ -510,7 +510,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
         else { return nil }
         let stored = try message(from: row, cid: channel.cid)
         guard stored.channelPK == channel.pk else {
-            throw APIError.input("message id '\(id)' is already used in another channel")
+            throw StoreError.messageIDInOtherChannel(id)
         }
         return stored
     }
@@ -562,7 +562,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
         _ session: PostgresSession, channelPK: Int64, userID: String, target: Seq, newest: Seq, now: Timestamp
     ) async throws -> CursorUpdate {
         guard let current = try await lockedCursors(session, channelPK: channelPK, userID: userID) else {
-            throw APIError.forbidden("user '\(userID)' is not a member of this channel")
+            throw StoreError.notMember(userID: userID, cid: nil)
         }
         let update = ReceiptRules.markRead(current, upTo: target, newest: newest)
         try await write(session, update, channelPK: channelPK, userID: userID, now: now)
@@ -575,7 +575,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
         update: CursorUpdate, now: Timestamp, audience: ReceiptAudience?
     ) async throws -> CursorOutcome {
         guard let state = try await memberState(session, channelPK: channel.pk, userID: userID) else {
-            throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
+            throw StoreError.notMember(userID: userID, cid: channel.cid)
         }
         let reader = try await users(session, ids: [userID])[userID] ?? User(id: userID)
         var recipients: [String] = []
@@ -613,7 +613,7 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
             var target = current.lastSeq
             if let messageID {
                 guard let seq = try await Self.seq(session, of: messageID, in: channel.pk) else {
-                    throw APIError.input("message '\(messageID)' is not in channel \(channel.cid)")
+                    throw StoreError.messageNotInChannel(messageID: messageID, cid: channel.cid)
                 }
                 target = seq
             }
@@ -631,10 +631,10 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
         try await write { session in
             let found = try await Self.channel(session, pk: channel.pk)
             guard let seq = try await Self.seq(session, of: messageID, in: channel.pk) else {
-                throw APIError.input("message '\(messageID)' is not in channel \(channel.cid)")
+                throw StoreError.messageNotInChannel(messageID: messageID, cid: channel.cid)
             }
             guard let current = try await Self.lockedCursors(session, channelPK: channel.pk, userID: userID) else {
-                throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
+                throw StoreError.notMember(userID: userID, cid: channel.cid)
             }
             let update = ReceiptRules.markUnread(current, from: seq)
             try await Self.write(session, update, channelPK: channel.pk, userID: userID, now: now)
@@ -680,14 +680,14 @@ public final class PostgresStore: TicksStore, ReceiptLogReading {
             for target in targets {
                 guard let found = try await Self.channel(session, type: target.channel.type, id: target.channel.id)
                 else {
-                    throw APIError.input("channel '\(target.channel)' does not exist")
+                    throw StoreError.unknownChannel("\(target.channel)")
                 }
                 let channel = found.channel
                 guard let seq = try await Self.seq(session, of: target.messageID, in: channel.pk) else {
-                    throw APIError.input("message '\(target.messageID)' is not in channel \(target.channel)")
+                    throw StoreError.messageNotInChannel(messageID: target.messageID, cid: "\(target.channel)")
                 }
                 guard try await Self.isMember(session, userID, channel.pk) else {
-                    throw APIError.forbidden("user '\(userID)' is not a member of channel \(target.channel)")
+                    throw StoreError.notMember(userID: userID, cid: "\(target.channel)")
                 }
                 // R9: channel types without delivery events accept and ignore it.
                 let config = try Self.requireConfig(found)

@@ -165,7 +165,7 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
             try db.cachedStatement(sql: "INSERT OR IGNORE INTO channel_type (name, config) VALUES (?, ?)").execute(
                 arguments: [config.name, try JSONCoding.string(config)])
             guard db.changesCount == 1 else {
-                throw APIError.conflict("channel type '\(config.name)' already exists")
+                throw StoreError.channelTypeExists(config.name)
             }
             return config
         }
@@ -178,7 +178,7 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
         defer { types.invalidate() }
         return try await committer.write { db in
             guard var config = try Self.loadChannelType(db, name) else {
-                throw APIError.notFound("channel type '\(name)' does not exist")
+                throw StoreError.channelTypeNotFound(name)
             }
             patch.apply(to: &config)
             config.updatedAt = now
@@ -218,7 +218,7 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
         guard
             let row = try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT \(channelColumns) FROM channel c WHERE c.pk = ?"), arguments: [pk])
-        else { throw APIError.notFound("channel does not exist") }
+        else { throw StoreError.channelNotFound }
         return try channel(from: row)
     }
 
@@ -248,7 +248,7 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
         try await committer.write { db in
             if let existing = try Self.channel(db, type: type, id: id) { return (existing, false) }
             guard try self.channelType(db, type) != nil else {
-                throw APIError.input("channel type '\(type)' does not exist")
+                throw StoreError.unknownChannelType(type)
             }
             try Self.requireUsers(db, memberIDs + (createdBy.map { [$0] } ?? []))
             try db.cachedStatement(
@@ -270,7 +270,7 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
     static func requireUsers(_ db: Database, _ ids: [String]) throws {
         let found = try users(db, ids: ids)
         if let missing = ids.first(where: { found[$0] == nil }) {
-            throw APIError.input("user '\(missing)' does not exist: upsert it first")
+            throw StoreError.unknownUser(missing)
         }
     }
 
@@ -309,12 +309,12 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
         try read { db in
             let channel = try Self.channel(db, pk: channel.pk)
             guard let config = try self.channelType(db, channel.type) else {
-                throw APIError.notFound("channel type '\(channel.type)' does not exist")
+                throw StoreError.channelTypeNotFound(channel.type)
             }
             var beforeSeq = channel.lastSeq + 1
             if let beforeMessageID {
                 guard let seq = try Self.seq(db, of: beforeMessageID, in: channel.pk) else {
-                    throw APIError.input("message '\(beforeMessageID)' is not in channel \(channel.cid)")
+                    throw StoreError.messageNotInChannel(messageID: beforeMessageID, cid: channel.cid)
                 }
                 beforeSeq = seq
             }
@@ -502,12 +502,12 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
                 // R11: a retried send returns what is stored.
                 let stored = try Self.message(from: row, cid: channel.cid)
                 guard stored.channelPK == channel.pk else {
-                    throw APIError.input("message id '\(new.id)' is already used in another channel")
+                    throw StoreError.messageIDInOtherChannel(new.id)
                 }
                 return SendOutcome(message: stored, created: false, recipients: [])
             }
             guard try Self.isMember(db, new.userID, channel.pk) else {
-                throw APIError.forbidden("user '\(new.userID)' is not a member of channel \(channel.cid)")
+                throw StoreError.notMember(userID: new.userID, cid: channel.cid)
             }
             // A channel's messages are ordered the same by seq and by created_at
             // (strictly increasing), so clients can order them by time alone.
@@ -582,7 +582,7 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
         _ db: Database, channelPK: Int64, userID: String, target: Seq, newest: Seq, now: Timestamp
     ) throws -> CursorUpdate {
         guard let current = try cursors(db, channelPK: channelPK, userID: userID) else {
-            throw APIError.forbidden("user '\(userID)' is not a member of this channel")
+            throw StoreError.notMember(userID: userID, cid: nil)
         }
         let update = ReceiptRules.markRead(current, upTo: target, newest: newest)
         try write(db, update, channelPK: channelPK, userID: userID, now: now)
@@ -596,10 +596,10 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
     ) throws -> CursorOutcome {
         let channel = try known ?? Self.channel(db, pk: channelPK)
         guard let state = try Self.memberState(db, channelPK: channelPK, userID: userID) else {
-            throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
+            throw StoreError.notMember(userID: userID, cid: channel.cid)
         }
         guard let config = try channelType(db, channel.type) else {
-            throw APIError.notFound("channel type '\(channel.type)' does not exist")
+            throw StoreError.channelTypeNotFound(channel.type)
         }
         let reader = try Self.users(db, ids: [userID])[userID] ?? User(id: userID)
         var recipients: [String] = []
@@ -633,7 +633,7 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
             var target = current.lastSeq
             if let messageID {
                 guard let seq = try Self.seq(db, of: messageID, in: channel.pk) else {
-                    throw APIError.input("message '\(messageID)' is not in channel \(channel.cid)")
+                    throw StoreError.messageNotInChannel(messageID: messageID, cid: channel.cid)
                 }
                 target = seq
             }
@@ -650,10 +650,10 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
     {
         try await committer.write { db in
             guard let seq = try Self.seq(db, of: messageID, in: channel.pk) else {
-                throw APIError.input("message '\(messageID)' is not in channel \(channel.cid)")
+                throw StoreError.messageNotInChannel(messageID: messageID, cid: channel.cid)
             }
             guard let current = try Self.cursors(db, channelPK: channel.pk, userID: userID) else {
-                throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
+                throw StoreError.notMember(userID: userID, cid: channel.cid)
             }
             let update = ReceiptRules.markUnread(current, from: seq)
             try Self.write(db, update, channelPK: channel.pk, userID: userID, now: now)
@@ -694,13 +694,13 @@ public final class SQLiteStore: TicksStore, ReceiptLogReading {
             var order: [Int64] = []
             for target in targets {
                 guard let channel = try Self.channel(db, type: target.channel.type, id: target.channel.id) else {
-                    throw APIError.input("channel '\(target.channel)' does not exist")
+                    throw StoreError.unknownChannel("\(target.channel)")
                 }
                 guard let seq = try Self.seq(db, of: target.messageID, in: channel.pk) else {
-                    throw APIError.input("message '\(target.messageID)' is not in channel \(target.channel)")
+                    throw StoreError.messageNotInChannel(messageID: target.messageID, cid: "\(target.channel)")
                 }
                 guard try Self.isMember(db, userID, channel.pk) else {
-                    throw APIError.forbidden("user '\(userID)' is not a member of channel \(target.channel)")
+                    throw StoreError.notMember(userID: userID, cid: "\(target.channel)")
                 }
                 // R9: channel types without delivery events accept and ignore it.
                 guard try self.channelType(db, channel.type)?.deliveryEvents == true else { continue }

@@ -1,0 +1,40 @@
+/// Why a store refused a change or a read. Stores know nothing of HTTP: the
+/// HTTP layer turns these into Stream's errors (`APIError(_:)`), and every
+/// store throws the same one for the same cause.
+public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A channel type of that name exists already.
+    case channelTypeExists(String)
+    /// The channel type a stored channel or an update names is not there.
+    case channelTypeNotFound(String)
+    /// A new channel names a channel type that does not exist.
+    case unknownChannelType(String)
+    /// The channel is gone.
+    case channelNotFound
+    /// A request names a channel that does not exist (mark delivered's entries).
+    case unknownChannel(String)
+    /// A user named as a member or creator has never been upserted.
+    case unknownUser(String)
+    /// The message is not one of that channel's.
+    case messageNotInChannel(messageID: String, cid: String)
+    /// The message id is taken by a message of another channel.
+    case messageIDInOtherChannel(String)
+    /// The user is not a member of the channel (its cid when the store had it at hand).
+    case notMember(userID: String, cid: String?)
+    /// Adding the members would pass the channel's limit.
+    case tooManyMembers(cid: String, members: Int, adding: Int, limit: Int)
+
+    public var description: String {
+        switch self {
+        case .channelTypeExists(let name): "channel type '\(name)' already exists"
+        case .channelTypeNotFound(let name), .unknownChannelType(let name): "channel type '\(name)' does not exist"
+        case .channelNotFound: "channel does not exist"
+        case .unknownChannel(let cid): "channel '\(cid)' does not exist"
+        case .unknownUser(let id): "user '\(id)' does not exist: upsert it first"
+        case .messageNotInChannel(let messageID, let cid): "message '\(messageID)' is not in channel \(cid)"
+        case .messageIDInOtherChannel(let id): "message id '\(id)' is already used in another channel"
+        case .notMember(let userID, let cid): "user '\(userID)' is not a member of \(cid.map { "channel \($0)" } ?? "this channel")"
+        case .tooManyMembers(let cid, let members, let adding, let limit):
+            "channel \(cid) has \(members) members; adding \(adding) would pass the limit of \(limit)"
+        }
+    }
+}
