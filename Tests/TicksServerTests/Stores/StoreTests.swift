@@ -176,7 +176,7 @@ struct SQLiteStoreTests {
         let toTwo = ReceiptRules.markRead(stale, upTo: 2, newest: 3)
         _ = try await store.markRead("b", in: channel, upTo: "3", audience: everyone, now: now)
         try await store.writer.write { db in
-            try SQLiteStore.write(db, toTwo, channelPK: channel.pk, userID: "b", now: now)
+            try SQLiteStore.apply(SQLiteSession(db: db), toTwo, of: "b", in: channel.pk, now: now)
         }
         let state = try #require(try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members.first { $0.userID == "b" })
         #expect(state.cursors == Cursors(read: 3, delivered: 3))

@@ -81,6 +81,10 @@ enum SQLiteSchema {
         migrator.registerMigration("v3-channel-roles") { db in
             try db.execute(sql: "ALTER TABLE member ADD COLUMN channel_role TEXT NOT NULL DEFAULT 'channel_member'")
         }
+        // The same table names as PostgreSQL's (`user` is a reserved word there).
+        migrator.registerMigration("v4-app-user") { db in
+            try db.execute(sql: "ALTER TABLE user RENAME TO app_user")
+        }
         return migrator
     }
 }

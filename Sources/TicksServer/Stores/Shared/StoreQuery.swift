@@ -1,0 +1,111 @@
+/// A statement written once for both stores, with its values kept apart from
+/// its text: `"SELECT … WHERE id = \(id) AND \(in: "c.type", types)"`.
+/// Interpolated values are always bound, never spliced; only `raw:` text
+/// (constants of the store's own) goes into the SQL as it is.
+///
+/// `SQLDialect.render` writes it the way each database takes it: `?` or
+/// `$1`, and a list as `IN (?, ?, …)` for SQLite or `= ANY($n)` (one array)
+/// for PostgreSQL, so a list of any length is one statement there.
+struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
+    enum Value: Sendable, Equatable {
+        case int(Int64)
+        case text(String)
+        case null
+    }
+
+    enum Part: Sendable {
+        case text(String)
+        case value(Value)
+        /// `column IN (values)`.
+        case list(column: String, values: [String])
+        /// PostgreSQL's row lock; nothing in SQLite, whose single writer already serialises changes.
+        case forUpdate(of: String?)
+    }
+
+    var parts: [Part]
+
+    init(parts: [Part]) { self.parts = parts }
+
+    init(stringLiteral value: String) { parts = [.text(value)] }
+
+    init(stringInterpolation: Interpolation) { parts = stringInterpolation.parts }
+
+    struct Interpolation: StringInterpolationProtocol {
+        var parts: [Part] = []
+
+        init(literalCapacity: Int, interpolationCount: Int) {}
+
+        mutating func appendLiteral(_ literal: String) { parts.append(.text(literal)) }
+        mutating func appendInterpolation(_ value: Int64) { parts.append(.value(.int(value))) }
+        mutating func appendInterpolation(_ value: Int) { parts.append(.value(.int(Int64(value)))) }
+        mutating func appendInterpolation(_ value: String) { parts.append(.value(.text(value))) }
+        mutating func appendInterpolation(_ value: String?) { parts.append(.value(value.map(Value.text) ?? .null)) }
+        mutating func appendInterpolation(_ value: Int64?) { parts.append(.value(value.map(Value.int) ?? .null)) }
+        /// `column IN (values)`; an empty list matches nothing.
+        mutating func appendInterpolation(in column: String, _ values: [String]) {
+            parts.append(.list(column: column, values: values))
+        }
+        /// Constant SQL of the store's own (column lists, a computed expression), never input.
+        mutating func appendInterpolation(raw text: String) { parts.append(.text(text)) }
+        /// ` FOR UPDATE [OF table]` in PostgreSQL.
+        mutating func appendInterpolation(forUpdateOf table: String?) { parts.append(.forUpdate(of: table)) }
+    }
+
+    static func + (left: StoreQuery, right: StoreQuery) -> StoreQuery { StoreQuery(parts: left.parts + right.parts) }
+}
+
+/// What an array of texts binds as, in the dialects that take arrays.
+enum SQLBinding: Sendable, Equatable {
+    case value(StoreQuery.Value)
+    case texts([String])
+}
+
+/// Where the two databases write the same statement differently.
+enum SQLDialect: Sendable {
+    case sqlite
+    case postgres
+
+    /// The statement's text in this dialect and the values to bind, in order.
+    func render(_ sql: StoreQuery) -> (text: String, bindings: [SQLBinding]) {
+        var text = ""
+        var bindings: [SQLBinding] = []
+        func placeholder() -> String {
+            switch self {
+            case .sqlite: "?"
+            case .postgres: "$\(bindings.count)"
+            }
+        }
+        for part in sql.parts {
+            switch part {
+            case .text(let literal):
+                text += literal
+            case .value(let value):
+                bindings.append(.value(value))
+                text += placeholder()
+            case .list(let column, let values):
+                switch self {
+                case .sqlite:
+                    // An empty list matches nothing: `IN (NULL)` is never true.
+                    text += "\(column) IN (\(values.isEmpty ? "NULL" : Array(repeating: "?", count: values.count).joined(separator: ", ")))"
+                    bindings += values.map { .value(.text($0)) }
+                case .postgres:
+                    bindings.append(.texts(values))
+                    text += "\(column) = ANY(\(placeholder()))"
+                }
+            case .forUpdate(let table):
+                if self == .postgres { text += " FOR UPDATE" + (table.map { " OF \($0)" } ?? "") }
+            }
+        }
+        return (text, bindings)
+    }
+}
+
+/// A result row, read by position: every store decodes the columns its
+/// statement lists, in that order (`StoreRows`), whatever the database.
+protocol StoreRow {
+    func int(_ index: Int) throws -> Int64
+    func optionalInt(_ index: Int) throws -> Int64?
+    func text(_ index: Int) throws -> String
+    func optionalText(_ index: Int) throws -> String?
+    func bool(_ index: Int) throws -> Bool
+}

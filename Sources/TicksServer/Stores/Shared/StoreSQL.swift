@@ -1,0 +1,347 @@
+import TicksProtocol
+import TicksReceipts
+
+/// Every statement the stores run, written once for SQLite and PostgreSQL
+/// (`SQLDialect` renders the few places they differ). Each query that returns
+/// rows lists its columns next to the decoder that reads them (`StoreRows`).
+enum StoreSQL {
+    // MARK: Users
+
+    /// `created_at` of a user, locked in PostgreSQL until the upsert commits.
+    static func userCreatedAt(_ id: String) -> StoreQuery {
+        "SELECT created_at FROM app_user WHERE id = \(id)\(forUpdateOf: nil)"
+    }
+
+    static func upsertUser(id: String, body: String, createdAt: Int64, now: Int64) -> StoreQuery {
+        """
+        INSERT INTO app_user (id, body, created_at, updated_at) VALUES (\(id), \(body), \(createdAt), \(now))
+        ON CONFLICT (id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at
+        """
+    }
+
+    /// Column 0: the user as JSON.
+    static func users(_ ids: [String]) -> StoreQuery {
+        "SELECT body FROM app_user WHERE \(in: "id", ids)"
+    }
+
+    // MARK: Channel types
+
+    /// Column 0: the config as JSON.
+    static let channelTypes: StoreQuery = "SELECT config FROM channel_type ORDER BY name"
+
+    /// Column 0: the config as JSON; locked in PostgreSQL when `lock`.
+    static func channelType(_ name: String, lock: Bool = false) -> StoreQuery {
+        "SELECT config FROM channel_type WHERE name = \(name)" + (lock ? "\(forUpdateOf: nil)" : "")
+    }
+
+    /// A row back only when the name was free.
+    static func insertChannelType(name: String, config: String) -> StoreQuery {
+        "INSERT INTO channel_type (name, config) VALUES (\(name), \(config)) ON CONFLICT (name) DO NOTHING RETURNING name"
+    }
+
+    static func updateChannelType(name: String, config: String) -> StoreQuery {
+        "UPDATE channel_type SET config = \(config) WHERE name = \(name)"
+    }
+
+    // MARK: Channels
+
+    /// A channel with its type's config: the 11 columns `StoreRows.channel` reads.
+    static let channelColumns = """
+        c.pk, c.type, c.id, c.created_by, c.custom, c.last_seq, c.last_message_at, c.member_count, c.created_at,
+          c.updated_at, t.config
+        """
+    static let channelFrom = "channel c LEFT JOIN channel_type t ON t.name = c.type"
+
+    static func channel(type: String, id: String) -> StoreQuery {
+        "SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE c.type = \(type) AND c.id = \(id)"
+    }
+
+    /// Locked in PostgreSQL when `lock`: a channel's row is taken before its members'.
+    static func channel(pk: Int64, lock: Bool = false) -> StoreQuery {
+        "SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE c.pk = \(pk)" + (lock ? "\(forUpdateOf: "c")" : "")
+    }
+
+    /// The channel's columns and, last, whether `userID` is a member.
+    static func channel(type: String, id: String, member userID: String) -> StoreQuery {
+        """
+        SELECT \(raw: channelColumns),
+          EXISTS (SELECT 1 FROM member m WHERE m.channel_pk = c.pk AND m.user_id = \(userID)) AS is_member
+        FROM \(raw: channelFrom) WHERE c.type = \(type) AND c.id = \(id)
+        """
+    }
+
+    /// Column 0: the new channel's pk; no row when another request made it first.
+    static func insertChannel(type: String, id: String, createdBy: String?, custom: String, now: Int64) -> StoreQuery {
+        """
+        INSERT INTO channel (type, id, created_by, custom, created_at, updated_at)
+        VALUES (\(type), \(id), \(createdBy), \(custom), \(now), \(now))
+        ON CONFLICT (type, id) DO NOTHING RETURNING pk
+        """
+    }
+
+    /// `POST /channels`: newest activity first.
+    static func channels(matching filter: ChannelFilter, limit: Int, offset: Int) -> StoreQuery {
+        var conditions: [StoreQuery] = []
+        if let member = filter.requiredMember {
+            conditions.append("c.pk IN (SELECT channel_pk FROM member WHERE user_id = \(member))")
+        }
+        if let members = filter.memberIn {
+            conditions.append("c.pk IN (SELECT channel_pk FROM member WHERE \(in: "user_id", members))")
+        }
+        if let cids = filter.cids { conditions.append("\(in: "(c.type || ':' || c.id)", cids)") }
+        if let types = filter.types { conditions.append("\(in: "c.type", types)") }
+        if let ids = filter.ids { conditions.append("\(in: "c.id", ids)") }
+        var sql: StoreQuery = "SELECT \(raw: channelColumns) FROM \(raw: channelFrom)"
+        for (index, condition) in conditions.enumerated() {
+            sql = sql + (index == 0 ? " WHERE " : " AND ") + condition
+        }
+        return sql
+            + """
+             ORDER BY COALESCE(c.last_message_at, c.created_at) DESC, c.pk DESC LIMIT \(Int64(limit)) OFFSET \(Int64(offset))
+            """
+    }
+
+    static func touch(_ channelPK: Int64, now: Int64) -> StoreQuery {
+        "UPDATE channel SET updated_at = \(now) WHERE pk = \(channelPK)"
+    }
+
+    static func countMembers(_ channelPK: Int64, by delta: Int64) -> StoreQuery {
+        "UPDATE channel SET member_count = member_count + \(delta) WHERE pk = \(channelPK)"
+    }
+
+    // MARK: Members
+
+    /// Column 0: whether `userID` is a member.
+    static func isMember(_ userID: String, of channelPK: Int64) -> StoreQuery {
+        "SELECT EXISTS (SELECT 1 FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID))"
+    }
+
+    static func insertMember(channelPK: Int64, userID: String, cursors: Cursors, now: Int64) -> StoreQuery {
+        """
+        INSERT INTO member (channel_pk, user_id, read_seq, read_at, delivered_seq, delivered_at, created_at)
+        VALUES (\(channelPK), \(userID), \(cursors.read), \(now), \(cursors.delivered), \(now), \(now))
+        """
+    }
+
+    /// A row back when the role changed.
+    static func setRole(_ role: ChannelRole, of userID: String, in channelPK: Int64) -> StoreQuery {
+        """
+        UPDATE member SET channel_role = \(role.rawValue)
+        WHERE channel_pk = \(channelPK) AND user_id = \(userID) AND channel_role <> \(role.rawValue) RETURNING user_id
+        """
+    }
+
+    /// A row back when there was such a member.
+    static func deleteMember(_ userID: String, from channelPK: Int64) -> StoreQuery {
+        "DELETE FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID) RETURNING user_id"
+    }
+
+    /// R6: a removed member's receipts go with their read state.
+    static func deleteMoves(of userID: String, in channelPK: Int64) -> StoreQuery {
+        "DELETE FROM cursor_move WHERE channel_pk = \(channelPK) AND user_id = \(userID)"
+    }
+
+    /// R7 for member `m` of channel `c`: the messages after the read cursor
+    /// (sequence numbers are dense, so `last_seq - read_seq` of them) less the
+    /// member's own among them — none unless they marked unread before their
+    /// own messages (R4) — found through `message_by_author`.
+    static let unread = """
+        ((c.last_seq - m.read_seq) - (SELECT COUNT(*) FROM message g
+            WHERE g.channel_pk = m.channel_pk AND g.user_id = m.user_id AND g.seq > m.read_seq))
+        """
+
+    /// A read state: the 11 columns `StoreRows.memberState` reads — the
+    /// role, the cursors, the ids they point at, the unread count and the
+    /// first unread message (R7).
+    static let memberStateColumns = """
+        m.user_id, m.created_at, m.channel_role, m.read_seq, m.read_at, m.delivered_seq, m.delivered_at,
+          (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.read_seq) AS read_id,
+          (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.delivered_seq) AS delivered_id,
+          \(unread) AS unread,
+          (SELECT id FROM message g
+             WHERE g.channel_pk = m.channel_pk AND g.seq > m.read_seq AND g.user_id <> m.user_id
+             ORDER BY g.seq LIMIT 1) AS first_unread_id
+        """
+
+    /// Every member's read state in join order, or `userID`'s alone.
+    static func memberStates(_ channelPK: Int64, userID: String? = nil) -> StoreQuery {
+        var sql: StoreQuery = """
+            SELECT \(raw: memberStateColumns) FROM member m JOIN channel c ON c.pk = m.channel_pk
+            WHERE m.channel_pk = \(channelPK)
+            """
+        if let userID { sql = sql + " AND m.user_id = \(userID)" }
+        return sql + " ORDER BY m.created_at, m.user_id"
+    }
+
+    // MARK: Messages
+
+    /// A message: the 7 columns `StoreRows.message` reads.
+    static let messageColumns = "g.channel_pk, g.seq, g.id, g.user_id, g.text, g.custom, g.created_at"
+
+    /// The message's columns, then its channel's type and id.
+    static func message(id: String) -> StoreQuery {
+        """
+        SELECT \(raw: messageColumns), c.type, c.id FROM message g JOIN channel c ON c.pk = g.channel_pk
+        WHERE g.id = \(id)
+        """
+    }
+
+    /// Column 0: the message's sequence number in the channel.
+    static func seq(of messageID: String, in channelPK: Int64) -> StoreQuery {
+        "SELECT seq FROM message WHERE id = \(messageID) AND channel_pk = \(channelPK)"
+    }
+
+    /// The newest `limit` messages before `beforeSeq`, newest first.
+    static func messages(in channelPK: Int64, before beforeSeq: Seq, limit: Int) -> StoreQuery {
+        """
+        SELECT \(raw: messageColumns) FROM message g WHERE g.channel_pk = \(channelPK) AND g.seq < \(beforeSeq)
+        ORDER BY g.seq DESC LIMIT \(Int64(limit))
+        """
+    }
+
+    static func appendMessage(to channelPK: Int64, seq: Seq, at: Int64) -> StoreQuery {
+        "UPDATE channel SET last_seq = \(seq), last_message_at = \(at), updated_at = \(at) WHERE pk = \(channelPK)"
+    }
+
+    static func insertMessage(channelPK: Int64, seq: Seq, message: NewMessage, custom: String, at: Int64) -> StoreQuery {
+        """
+        INSERT INTO message (channel_pk, seq, id, user_id, text, custom, created_at)
+        VALUES (\(channelPK), \(seq), \(message.id), \(message.userID), \(message.text), \(custom), \(at))
+        """
+    }
+
+    // MARK: Cursors
+
+    /// Columns 0 and 1: the read and delivered cursors; locked in PostgreSQL,
+    /// so a member's moves through any node take turns (R2).
+    static func cursors(of userID: String, in channelPK: Int64) -> StoreQuery {
+        """
+        SELECT read_seq, delivered_seq FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID)\(forUpdateOf: nil)
+        """
+    }
+
+    /// Moves one cursor, only ever the way the rule moved it (`WHERE` guards
+    /// the direction, so a stale decision cannot move it back).
+    static func moveCursor(_ move: CursorMove, of userID: String, in channelPK: Int64, at: Int64) -> StoreQuery {
+        let column = move.kind == .read ? "read" : "delivered"
+        let direction = move.to > move.from ? "<" : ">"
+        return """
+            UPDATE member SET \(raw: column)_seq = \(move.to), \(raw: column)_at = \(at)
+            WHERE channel_pk = \(channelPK) AND user_id = \(userID) AND \(raw: column)_seq \(raw: direction) \(move.to)
+            """
+    }
+
+    /// The receipt log: one row per cursor move, never one per message per member.
+    static func logMove(kind: CursorKind, seq: Seq, of userID: String, in channelPK: Int64, at: Int64) -> StoreQuery {
+        """
+        INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at)
+        VALUES (\(channelPK), \(userID), \(Int64(kind.rawValue)), \(seq), \(at))
+        """
+    }
+
+    /// Column 0: the ids a `ReceiptAudience.Source` names.
+    static func audience(_ source: ReceiptAudience.Source, in channelPK: Int64) -> StoreQuery {
+        switch source {
+        case .members:
+            "SELECT user_id FROM member WHERE channel_pk = \(channelPK)"
+        case .authors(let after, let through):
+            "SELECT DISTINCT user_id FROM message WHERE channel_pk = \(channelPK) AND seq > \(after) AND seq <= \(through)"
+        }
+    }
+
+    /// The user's channels, in pk order (the order every transaction locks members in).
+    static func channels(ofMember userID: String) -> StoreQuery {
+        """
+        SELECT \(raw: channelColumns)
+        FROM member m JOIN channel c ON c.pk = m.channel_pk LEFT JOIN channel_type t ON t.name = c.type
+        WHERE m.user_id = \(userID) ORDER BY c.pk
+        """
+    }
+
+    /// Columns 0 and 1: R7 summed over every channel of the user, and the channels with any unread.
+    static func unreadTotals(of userID: String) -> StoreQuery {
+        """
+        SELECT CAST(COALESCE(SUM(unread), 0) AS BIGINT), CAST(COALESCE(SUM(CASE WHEN unread > 0 THEN 1 ELSE 0 END), 0) AS BIGINT)
+        FROM (SELECT \(raw: unread) AS unread FROM member m JOIN channel c ON c.pk = m.channel_pk
+              WHERE m.user_id = \(userID)) u
+        """
+    }
+
+    /// `unreadTotals` of every member of a channel at once: user id, messages, channels.
+    static func unreadTotals(ofMembersOf channelPK: Int64) -> StoreQuery {
+        """
+        SELECT user_id, CAST(COALESCE(SUM(unread), 0) AS BIGINT),
+          CAST(COALESCE(SUM(CASE WHEN unread > 0 THEN 1 ELSE 0 END), 0) AS BIGINT)
+        FROM (SELECT m.user_id, \(raw: unread) AS unread FROM member m JOIN channel c ON c.pk = m.channel_pk
+              WHERE m.user_id IN (SELECT user_id FROM member WHERE channel_pk = \(channelPK))) u
+        GROUP BY user_id
+        """
+    }
+
+    // MARK: Receipts
+
+    /// For each member whose cursor of `kind` is at or past `seq` now, when it
+    /// got there (`ReceiptRules.reachedAt` as one query over the receipt log):
+    /// user id, time (null when the log lacks it).
+    static func reachedTimes(kind: CursorKind, seq: Seq, in channelPK: Int64) -> StoreQuery {
+        let column = kind == .read ? "read_seq" : "delivered_seq"
+        let kindValue = Int64(kind.rawValue)
+        return """
+            SELECT m.user_id,
+              (SELECT l.at FROM cursor_move l
+                WHERE l.channel_pk = m.channel_pk AND l.user_id = m.user_id AND l.kind = \(kindValue)
+                  AND l.seq >= \(seq)
+                  AND l.id > COALESCE((SELECT MAX(b.id) FROM cursor_move b
+                                        WHERE b.channel_pk = m.channel_pk AND b.user_id = m.user_id
+                                          AND b.kind = \(kindValue) AND b.seq < \(seq)), 0)
+                ORDER BY l.id LIMIT 1) AS at
+            FROM member m WHERE m.channel_pk = \(channelPK) AND m.\(raw: column) >= \(seq)
+            """
+    }
+
+    /// The raw log of one member's moves of one kind, oldest first: id, seq, at.
+    static func loggedMoves(kind: CursorKind, of userID: String, in channelPK: Int64) -> StoreQuery {
+        """
+        SELECT id, seq, at FROM cursor_move
+        WHERE channel_pk = \(channelPK) AND user_id = \(userID) AND kind = \(Int64(kind.rawValue)) ORDER BY id
+        """
+    }
+}
+
+/// Decoders of the rows `StoreSQL` lists, by position, for every store.
+enum StoreRows {
+    /// `StoreSQL.channelColumns` from column `offset` on; the config is nil when the type is gone.
+    static func channel(_ row: some StoreRow, at offset: Int = 0) throws -> (channel: ChannelRecord, config: ChannelConfig?) {
+        let channel = ChannelRecord(
+            pk: try row.int(offset), type: try row.text(offset + 1), id: try row.text(offset + 2),
+            createdBy: try row.optionalText(offset + 3), custom: try StoredJSON.customFields(try row.text(offset + 4)),
+            lastSeq: try row.int(offset + 5), lastMessageAt: try row.optionalInt(offset + 6).map(Timestamp.init(microseconds:)),
+            memberCount: Int(try row.int(offset + 7)), createdAt: Timestamp(microseconds: try row.int(offset + 8)),
+            updatedAt: Timestamp(microseconds: try row.int(offset + 9)))
+        return (channel, try row.optionalText(offset + 10).map(StoredJSON.config))
+    }
+
+    /// `StoreSQL.messageColumns` from column `offset` on.
+    static func message(_ row: some StoreRow, at offset: Int = 0, cid: String) throws -> MessageRecord {
+        MessageRecord(
+            id: try row.text(offset + 2), channelPK: try row.int(offset), cid: cid, seq: try row.int(offset + 1),
+            userID: try row.text(offset + 3), text: try row.text(offset + 4),
+            custom: try StoredJSON.customFields(try row.text(offset + 5)),
+            createdAt: Timestamp(microseconds: try row.int(offset + 6)))
+    }
+
+    /// `StoreSQL.memberStateColumns`.
+    static func memberState(_ row: some StoreRow) throws -> MemberState {
+        MemberState(
+            userID: try row.text(0), joinedAt: Timestamp(microseconds: try row.int(1)),
+            channelRole: ChannelRole(rawValue: try row.text(2)) ?? .member,
+            cursors: Cursors(read: try row.int(3), delivered: try row.int(5)),
+            readAt: Timestamp(microseconds: try row.int(4)), deliveredAt: Timestamp(microseconds: try row.int(6)),
+            lastReadMessageID: try row.optionalText(7), lastDeliveredMessageID: try row.optionalText(8),
+            unread: Int(try row.int(9)), firstUnreadMessageID: try row.optionalText(10))
+    }
+
+    static func totals(_ row: some StoreRow, at offset: Int = 0) throws -> UnreadTotals {
+        UnreadTotals(messages: Int(try row.int(offset)), channels: Int(try row.int(offset + 1)))
+    }
+}
