@@ -103,7 +103,7 @@ struct Serve: AsyncParsableCommand {
             let client = PostgresClient(configuration: location.clientConfiguration(), backgroundLogger: logger)
             try await withThrowingDiscardingTaskGroup { group in
                 group.addTask { await client.run() }
-                let store = try await PostgresStore.open(client: client, logger: logger)
+                let store = try await SQLStore.postgres(client: client, logger: logger)
                 configuration.eventBus = PostgresEventBus(
                     client: client, configuration: try location.connectionConfiguration(), schema: location.schema,
                     queueBytes: configuration.limits.busQueueBytes, logger: logger)
@@ -115,7 +115,7 @@ struct Serve: AsyncParsableCommand {
         } else {
             try FileManager.default.createDirectory(at: credentialOptions.dataURL, withIntermediateDirectories: true)
             let databasePath = credentialOptions.dataURL.appendingPathComponent("ticks.sqlite").path
-            let store = try SQLiteStore.open(path: databasePath)
+            let store = try SQLStore.sqlite(path: databasePath)
             try await serve(
                 store: store, configuration: configuration, database: databasePath, source: source, logger: logger)
         }

@@ -68,7 +68,7 @@ final class LiveServer: Sendable {
             readyContinuation.yield(port)
             readyContinuation.finish()
         }
-        let store = try SQLiteStore.open(path: databasePath)
+        let store = try SQLStore.sqlite(path: databasePath)
         let (application, services) = await buildApplication(configuration: configuration, store: store, logger: logger)
         let group = ServiceGroup(
             configuration: .init(services: [application], gracefulShutdownSignals: [], logger: logger))

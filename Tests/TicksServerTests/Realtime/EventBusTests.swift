@@ -22,7 +22,7 @@ struct EventBusTests {
         queueBytes: Int = 64 << 20, _ body: @Sendable (Node, Node, PostgresClient) async throws -> Void
     ) async throws {
         try await PostgresTestDatabase.withStore { store, location in
-            let client = store.transactions.client
+            let client = try #require(store.engine as? PostgresEngine).transactions.client
             func node(queueBytes: Int) throws -> Node {
                 let metrics = ServerMetrics()
                 let hub = ConnectionHub(

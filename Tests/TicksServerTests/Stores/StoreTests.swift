@@ -118,7 +118,7 @@ struct SQLiteStoreTests {
                     VALUES (1, 'a', 0, 0, 0, 0, 0), (1, 'b', 0, 0, 0, 0, 0);
                     """)
         }
-        let store = try SQLiteStore(writer: queue)
+        let store = SQLStore(engine: try SQLiteEngine(writer: queue))
         #expect(try await store.channel(type: "messaging", id: "old")?.memberCount == 2)
     }
 
@@ -132,10 +132,11 @@ struct SQLiteStoreTests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ticks-wal-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        var policy = SQLiteStore.CheckpointPolicy()
+        var policy = SQLiteEngine.CheckpointPolicy()
         policy.interval = .milliseconds(20)
         policy.restartFrames = 50
-        let store = try SQLiteStore.open(path: folder.appendingPathComponent("t.sqlite").path, checkpoints: policy)
+        let store = try SQLStore.sqlite(path: folder.appendingPathComponent("t.sqlite").path, checkpoints: policy)
+        let sqlite = try #require(store.engine as? SQLiteEngine)
         _ = try await store.upsertUsers([User(id: "a"), User(id: "b")], now: .now())
         let (channel, _) = try await store.createChannel(
             type: "messaging", id: "wal", createdBy: nil, memberIDs: ["a", "b"], custom: [:], now: .now())
@@ -150,7 +151,7 @@ struct SQLiteStoreTests {
         var log = (walFrameCount: -1, checkpointedFrameCount: -1)
         for _ in 0..<50 where log.walFrameCount < 0 {
             do {
-                log = try await store.writer.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+                log = try await sqlite.writer.writeWithoutTransaction { db in try db.checkpoint(.passive) }
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
                 try await Task.sleep(for: .milliseconds(5))  // the background checkpoint is running
             }
@@ -163,7 +164,7 @@ struct SQLiteStoreTests {
 
     @Test("R2: a cursor update computed from a stale read cannot move the cursor back")
     func staleUpdateCannotRegress() async throws {
-        let store = try SQLiteStore.inMemory()
+        let store = try SQLStore.memory()
         let now = Timestamp.now()
         _ = try await store.upsertUsers([User(id: "a"), User(id: "b")], now: now)
         let (channel, _) = try await store.createChannel(
@@ -175,8 +176,8 @@ struct SQLiteStoreTests {
         let stale = Cursors(read: 0, delivered: 0)
         let toTwo = ReceiptRules.markRead(stale, upTo: 2, newest: 3)
         _ = try await store.markRead("b", in: channel, upTo: "3", audience: everyone, now: now)
-        try await store.writer.write { db in
-            try SQLiteStore.apply(SQLiteSession(db: db), toTwo, of: "b", in: channel.pk, now: now)
+        try await #require(store.engine as? SQLiteEngine).writer.write { db in
+            try SQLiteSession(db: db).run(SQLStore.apply(toTwo, of: "b", in: channel.pk, now: now))
         }
         let state = try #require(try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members.first { $0.userID == "b" })
         #expect(state.cursors == Cursors(read: 3, delivered: 3))

@@ -23,7 +23,7 @@ enum PostgresTestDatabase {
 
     /// Runs `body` with a migrated store in a new schema, and where that schema is.
     static func withStore<Value: Sendable>(
-        _ body: (PostgresStore, PostgresLocation) async throws -> Value
+        _ body: (SQLStore, PostgresLocation) async throws -> Value
     ) async throws -> Value {
         guard let url else { throw PostgresTestError.notConfigured }
         await stores.acquire()
@@ -44,7 +44,7 @@ enum PostgresTestDatabase {
             defer { group.cancelAll() }
             try await admin.query("CREATE SCHEMA \(unescaped: location.schema)")
             do {
-                let store = try await PostgresStore.open(client: client, logger: logger)
+                let store = try await SQLStore.postgres(client: client, logger: logger)
                 let value = try await body(store, location)
                 try await admin.query("DROP SCHEMA \(unescaped: location.schema) CASCADE")
                 return value

@@ -29,12 +29,12 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
     ) async throws -> Value {
         switch self {
         case .memory:
-            return try await body(try SQLiteStore.inMemory())
+            return try await body(try SQLStore.memory())
         case .disk:
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ticks-test-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: folder) }
-            return try await body(try SQLiteStore.open(path: folder.appendingPathComponent("ticks.sqlite").path))
+            return try await body(try SQLStore.sqlite(path: folder.appendingPathComponent("ticks.sqlite").path))
         case .postgres:
             return try await PostgresTestDatabase.withStore { store, _ in try await body(store) }
         }

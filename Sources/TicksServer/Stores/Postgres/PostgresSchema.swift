@@ -101,10 +101,10 @@ enum PostgresSchema {
                 """
                 CREATE TABLE IF NOT EXISTS ticks_migration (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())
                 """)
-            let applied = Set(try await session.values("SELECT name FROM ticks_migration", as: String.self))
+            let applied = Set(try await session.run(Fetch.texts("SELECT name FROM ticks_migration")))
             for migration in migrations where !applied.contains(migration.name) {
                 for statement in migration.statements {
-                    try await session.execute(PostgresQuery(unsafeSQL: statement))
+                    try await session.execute(StoreQuery(stringLiteral: statement))
                 }
                 try await session.execute("INSERT INTO ticks_migration (name) VALUES (\(migration.name))")
                 transactions.logger.info("applied migration", metadata: ["migration": "\(migration.name)"])

@@ -1,44 +1,57 @@
 import Logging
 import PostgresNIO
+import TicksProtocol
+import TicksReceipts
 
-/// One connection inside one of the store's transactions, with the few query
-/// shapes the store needs. Interpolated values in a `PostgresQuery` are bind
-/// parameters, never SQL text.
+/// One connection inside one of the engine's transactions: runs a
+/// `StoreProgram`, one statement (one round trip) after another. Values are
+/// bind parameters, never SQL text.
 struct PostgresSession {
     let connection: PostgresConnection
     let logger: Logger
 
-    func rows(_ query: PostgresQuery) async throws -> [NamedRow] {
-        try await connection.query(query, logger: logger).collect().map { NamedRow(row: $0.makeRandomAccess()) }
+    func run<Result>(_ program: StoreProgram<Result>) async throws -> Result {
+        var program = program
+        while true {
+            switch program {
+            case .done(let result):
+                return result
+            case .step(let query, let next):
+                program = try next(query.isNothing ? [] : try await rows(query))
+            }
+        }
     }
 
-    func row(_ query: PostgresQuery) async throws -> NamedRow? {
-        try await rows(query).first
+    func rows(_ query: StoreQuery) async throws -> [PostgresRandomAccessRow] {
+        let (text, bindings) = SQLDialect.postgres.render(query)
+        var binds = PostgresBindings(capacity: bindings.count)
+        for binding in bindings {
+            switch binding {
+            case .value(.int(let value)): binds.append(value)
+            case .value(.text(let value)): binds.append(value)
+            case .value(.null): binds.appendNull()
+            case .texts(let values): binds.append(values)
+            }
+        }
+        do {
+            return try await connection.query(PostgresQuery(unsafeSQL: text, binds: binds), logger: logger).collect()
+                .map { $0.makeRandomAccess() }
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+            throw StoreEngineError.uniqueViolation
+        }
     }
 
-    /// The first column of the first row, nil when there is no row.
-    func value<T: PostgresDecodable>(_ query: PostgresQuery, as type: T.Type = T.self) async throws -> T? {
-        guard let row = try await connection.query(query, logger: logger).collect().first else { return nil }
-        return try row.makeRandomAccess()[0].decode(T.self)
-    }
-
-    /// The first column of every row.
-    func values<T: PostgresDecodable>(_ query: PostgresQuery, as type: T.Type = T.self) async throws -> [T] {
-        try await connection.query(query, logger: logger).collect().map { try $0.makeRandomAccess()[0].decode(T.self) }
-    }
-
-    func execute(_ query: PostgresQuery) async throws {
-        _ = try await connection.query(query, logger: logger).collect()
+    func execute(_ query: StoreQuery) async throws {
+        _ = try await rows(query)
     }
 }
 
-/// A result row read by column name.
-struct NamedRow {
-    let row: PostgresRandomAccessRow
-
-    subscript<T: PostgresDecodable>(_ column: String) -> T {
-        get throws { try row[column].decode(T.self) }
-    }
+extension PostgresRandomAccessRow: StoreRow {
+    func int(_ index: Int) throws -> Int64 { try self[index].decode(Int64.self) }
+    func optionalInt(_ index: Int) throws -> Int64? { try self[index].decode(Int64?.self) }
+    func text(_ index: Int) throws -> String { try self[index].decode(String.self) }
+    func optionalText(_ index: Int) throws -> String? { try self[index].decode(String?.self) }
+    func bool(_ index: Int) throws -> Bool { try self[index].decode(Bool.self) }
 }
 
 /// Runs store work in transactions on a pooled connection.
@@ -86,9 +99,5 @@ struct PostgresTransactions: Sendable {
     /// Deadlock detected, serialization failure.
     static func isRetryable(_ error: PSQLError) -> Bool {
         ["40P01", "40001"].contains(error.serverInfo?[.sqlState] ?? "")
-    }
-
-    static func isUniqueViolation(_ error: any Error) -> Bool {
-        (error as? PSQLError)?.serverInfo?[.sqlState] == "23505"
     }
 }

@@ -33,6 +33,22 @@ enum StoreRules {
         return SendOutcome(message: stored, created: false, recipients: [])
     }
 
+    /// A new message's outcome: it, and every member's unread state after it for `message.new`.
+    static func sent(
+        _ new: NewMessage, to channel: ChannelRecord, seq: Seq, at createdAt: Timestamp, members: [MemberState],
+        totals: [String: UnreadTotals]
+    ) -> SendOutcome {
+        let message = MessageRecord(
+            id: new.id, channelPK: channel.pk, cid: channel.cid, seq: seq, userID: new.userID, text: new.text,
+            custom: new.custom, createdAt: createdAt)
+        let recipients = members.map { state in
+            RecipientUnread(
+                userID: state.userID, channelUnread: state.unread,
+                totals: totals[state.userID] ?? UnreadTotals(messages: 0, channels: 0))
+        }
+        return SendOutcome(message: message, created: true, recipients: recipients)
+    }
+
     /// The message `messageID` must be one of `channel`'s.
     static func requireSeq(_ seq: Seq?, of messageID: String, in cid: String) throws(StoreError) -> Seq {
         guard let seq else { throw .messageNotInChannel(messageID: messageID, cid: cid) }
@@ -49,15 +65,6 @@ enum StoreRules {
     /// Every user a change names must have been upserted first.
     static func requireUsers(_ ids: [String], found: [String: User]) throws(StoreError) {
         if let missing = ids.first(where: { found[$0] == nil }) { throw .unknownUser(missing) }
-    }
-
-    /// Who hears of a move: nobody when nothing moved; else what the audience rule reads.
-    static func recipients(
-        of update: CursorUpdate, in channel: ChannelRecord, reader: String, audience: ReceiptAudience?,
-        read: (ReceiptAudience.Source) throws -> [String]
-    ) rethrows -> [String] {
-        guard let audience, let source = audience.source(of: update, in: channel) else { return [] }
-        return audience.recipients(try read(source), from: source, reader: reader)
     }
 }
 

@@ -344,4 +344,16 @@ enum StoreRows {
     static func totals(_ row: some StoreRow, at offset: Int = 0) throws -> UnreadTotals {
         UnreadTotals(messages: Int(try row.int(offset)), channels: Int(try row.int(offset + 1)))
     }
+
+    /// `StoreSQL.unreadTotals(ofMembersOf:)`'s rows, by user.
+    static func totalsByUser(_ rows: [any StoreRow]) throws -> [String: UnreadTotals] {
+        var totals: [String: UnreadTotals] = [:]
+        for row in rows { totals[try row.text(0)] = try self.totals(row, at: 1) }
+        return totals
+    }
+
+    /// `StoreSQL.message(id:)`: the message, in the channel its last two columns name.
+    static func messageWithChannel(_ row: some StoreRow) throws -> MessageRecord {
+        try message(row, cid: "\(try row.text(7)):\(try row.text(8))")
+    }
 }

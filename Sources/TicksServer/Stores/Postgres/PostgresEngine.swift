@@ -1,0 +1,50 @@
+import Logging
+import PostgresNIO
+
+/// PostgreSQL through postgres-nio, for `SQLStore`: the shared database of
+/// several nodes.
+///
+/// Every change runs in one READ COMMITTED transaction that locks the rows it
+/// moves, always a channel before its members (`StoreSQL` adds `FOR UPDATE`
+/// in this dialect): a member's cursor moves are serialised by their member
+/// row's lock, so a cursor computed by `ReceiptRules` from what was read is
+/// still current when it is written (R2), whichever node the requests reach;
+/// a channel's messages are numbered under its row lock, so sequence numbers
+/// stay dense. Reads that must agree run in one REPEATABLE READ snapshot.
+/// Channel types are joined into the queries that need them, so a change
+/// made through one node is seen by every other at once.
+final class PostgresEngine: StoreEngine {
+    let transactions: PostgresTransactions
+    let dialect = SQLDialect.postgres
+
+    /// Applies the migrations and seeds the built-in channel types. `client` must be running.
+    static func open(client: PostgresClient, logger: Logger) async throws -> PostgresEngine {
+        let engine = PostgresEngine(transactions: PostgresTransactions(client: client, logger: logger))
+        try await PostgresSchema.migrate(engine.transactions)
+        try await engine.write { StoreSetUp.builtInChannelTypes() }
+        return engine
+    }
+
+    init(transactions: PostgresTransactions) {
+        self.transactions = transactions
+    }
+
+    func write<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
+        try await transactions.run(.write) { session in try await session.run(program()) }
+    }
+
+    func read<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
+        try await transactions.run(.read) { session in try await session.run(program()) }
+    }
+
+    /// On any pooled connection, outside an explicit transaction.
+    func readOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
+        try await transactions.client.withConnection { connection in
+            try await PostgresSession(connection: connection, logger: transactions.logger).run(program())
+        }
+    }
+
+    func storageBytes() async throws -> Int64 {
+        try await readOne { Step.row("SELECT pg_database_size(current_database())").map { try $0?.int(0) ?? 0 } }
+    }
+}

@@ -1,0 +1,239 @@
+import TicksProtocol
+import TicksReceipts
+
+/// Users, channel types, channels and their members.
+extension SQLStore {
+    // MARK: Users
+
+    public func upsertUsers(_ users: [User], now: Timestamp) async throws -> [User] {
+        try await engine.write {
+            Step.each(users) { incoming in
+                // Locked in PostgreSQL, so two nodes upserting one user keep its first created_at.
+                Step.row(StoreSQL.userCreatedAt(incoming.id)).then { existing in
+                    var user = incoming
+                    user.createdAt = try existing.map { Timestamp(microseconds: try $0.int(0)) } ?? now
+                    user.updatedAt = now
+                    let body = try JSONCoding.string(user)
+                    return Step.execute(
+                        StoreSQL.upsertUser(
+                            id: user.id, body: body, createdAt: user.createdAt!.microseconds, now: now.microseconds)
+                    ).map { user }
+                }
+            }
+        }
+    }
+
+    public func users(ids: [String]) async throws -> [String: User] {
+        try await engine.read { Fetch.users(ids) }
+    }
+
+    // MARK: Channel types
+
+    public func channelTypes() async throws -> [ChannelConfig] {
+        try await engine.readOne { Fetch.texts(StoreSQL.channelTypes).map { try $0.map(StoredJSON.config) } }
+    }
+
+    public func channelType(named name: String) async throws -> ChannelConfig? {
+        try await engine.readOne {
+            Fetch.texts(StoreSQL.channelType(name)).map { try $0.first.map(StoredJSON.config) }
+        }
+    }
+
+    public func createChannelType(_ config: ChannelConfig) async throws -> ChannelConfig {
+        let text = try JSONCoding.string(config)
+        return try await engine.write {
+            Step.rows(StoreSQL.insertChannelType(name: config.name, config: text)).map { inserted in
+                guard !inserted.isEmpty else { throw StoreError.channelTypeExists(config.name) }
+                return config
+            }
+        }
+    }
+
+    public func updateChannelType(named name: String, _ patch: ChannelTypePatch, now: Timestamp) async throws
+        -> ChannelConfig
+    {
+        try await engine.write {
+            Fetch.texts(StoreSQL.channelType(name, lock: true)).then { found in
+                guard let text = found.first else { throw StoreError.channelTypeNotFound(name) }
+                var config = try StoredJSON.config(text)
+                patch.apply(to: &config)
+                config.updatedAt = now
+                return Step.execute(StoreSQL.updateChannelType(name: name, config: try JSONCoding.string(config)))
+                    .map { config }
+            }
+        }
+    }
+
+    // MARK: Channels
+
+    public func channel(type: String, id: String) async throws -> ChannelRecord? {
+        try await engine.readOne { Fetch.channel(type: type, id: id).map { $0?.channel } }
+    }
+
+    public func channel(type: String, id: String, member userID: String) async throws
+        -> (channel: ChannelRecord, isMember: Bool)?
+    {
+        try await engine.readOne {
+            Step.row(StoreSQL.channel(type: type, id: id, member: userID)).map { row in
+                try row.map { (try StoreRows.channel($0).channel, try $0.bool(11)) }
+            }
+        }
+    }
+
+    public func createChannel(
+        type: String, id: String, createdBy: String?, memberIDs: [String], custom: [String: JSONValue],
+        now: Timestamp
+    ) async throws -> (channel: ChannelRecord, created: Bool) {
+        let customText = try JSONCoding.string(custom)
+        let named = memberIDs + (createdBy.map { [$0] } ?? [])
+        return try await engine.write {
+            Fetch.channel(type: type, id: id).then { existing -> StoreProgram<(channel: ChannelRecord, created: Bool)> in
+                if let existing { return .done((existing.channel, false)) }
+                return Fetch.texts(StoreSQL.channelType(type)).then { types in
+                    guard !types.isEmpty else { throw StoreError.unknownChannelType(type) }
+                    return Fetch.users(named)
+                }.then { found in
+                    try StoreRules.requireUsers(named, found: found)
+                    let insert = StoreSQL.insertChannel(
+                        type: type, id: id, createdBy: createdBy, custom: customText, now: now.microseconds)
+                    return Step.row(insert)
+                }.then { inserted in
+                    guard let pk = try inserted?.int(0) else {
+                        // Two nodes creating the same channel at once: one inserts, the other finds it.
+                        return Fetch.channel(type: type, id: id).map { found in
+                            guard let found else { throw StoreError.channelNotFound }
+                            return (found.channel, false)
+                        }
+                    }
+                    return Step.each(Set(memberIDs)) { userID in
+                        Self.insertMember(userID, channelPK: pk, newest: 0, now: now)
+                    }.then { _ in Fetch.channel(pk: pk).map { ($0.channel, true) } }
+                }
+            }
+        }
+    }
+
+    /// R5: a new member has received and read everything already in the channel.
+    static func insertMember(_ userID: String, channelPK: Int64, newest: Seq, now: Timestamp) -> StoreProgram<Void> {
+        let at = now.microseconds
+        let logged = newest > 0 ? CursorKind.allCases : []
+        return Step.execute(
+            StoreSQL.insertMember(channelPK: channelPK, userID: userID, cursors: Cursors.joining(newest: newest), now: at)
+        ).then { _ in
+            Step.execute(StoreSQL.countMembers(channelPK, by: 1))
+        }.then { _ in
+            Step.each(logged) { kind in Step.execute(StoreSQL.logMove(kind: kind, seq: newest, of: userID, in: channelPK, at: at)) }
+        }.map { _ in () }
+    }
+
+    public func snapshot(of channel: ChannelRecord, messageLimit: Int, beforeMessageID: String?) async throws
+        -> ChannelSnapshot
+    {
+        try await engine.read {
+            Fetch.channel(pk: channel.pk).then { found in
+                let (channel, config) = (found.channel, try StoreRules.requireConfig(found))
+                let before: StoreProgram<Seq> =
+                    beforeMessageID.map { Fetch.requiredSeq(of: $0, in: channel) } ?? .done(channel.lastSeq + 1)
+                return before.then { before in
+                    Step.rows(StoreSQL.messages(in: channel.pk, before: before, limit: messageLimit))
+                }.then { rows in
+                    let messages = try rows.reversed().map { try StoreRows.message($0, cid: channel.cid) }
+                    return Fetch.memberStates(channel.pk).then { members in
+                        let userIDs = StoreRules.userIDs(members: members, messages: messages, createdBy: channel.createdBy)
+                        return Fetch.users(userIDs).map { users in
+                            ChannelSnapshot(channel: channel, config: config, members: members, messages: messages, users: users)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    public func channels(matching filter: ChannelFilter, limit: Int, offset: Int) async throws -> [ChannelRecord] {
+        try await engine.readOne {
+            Step.rows(StoreSQL.channels(matching: filter, limit: limit, offset: offset)).map { rows in
+                try rows.map { try StoreRows.channel($0).channel }
+            }
+        }
+    }
+
+    // MARK: Members
+
+    public func isMember(_ userID: String, of channelPK: Int64) async throws -> Bool {
+        try await engine.readOne { Fetch.isMember(userID, of: channelPK) }
+    }
+
+    public func member(_ userID: String, of channel: ChannelRecord) async throws -> MemberState? {
+        try await engine.readOne { Fetch.memberStates(channel.pk, userID: userID).map(\.first) }
+    }
+
+    public func setChannelRole(_ role: ChannelRole, of userIDs: [String], in channel: ChannelRecord, now: Timestamp)
+        async throws -> [MemberState]
+    {
+        try await engine.write {
+            // The channel's row first, as every change that takes both does.
+            Fetch.channel(pk: channel.pk, lock: true).then { _ in
+                Step.each(userIDs.uniqued()) { userID in
+                    Step.row(StoreSQL.setRole(role, of: userID, in: channel.pk)).then { changed in
+                        changed == nil ? .done([]) : Fetch.memberStates(channel.pk, userID: userID)
+                    }
+                }
+            }.then { states in
+                Self.touched(channel, if: states.joined(), now: now)
+            }
+        }
+    }
+
+    public func addMembers(_ userIDs: [String], to channel: ChannelRecord, maxMembers: Int, now: Timestamp)
+        async throws -> [MemberState]
+    {
+        let userIDs = userIDs.uniqued()
+        return try await engine.write {
+            Fetch.users(userIDs).then { found in
+                try StoreRules.requireUsers(userIDs, found: found)
+                return Fetch.channel(pk: channel.pk, lock: true)
+            }.then { current in
+                Step.each(userIDs) { userID in Fetch.isMember(userID, of: channel.pk).map { $0 ? nil : userID } }
+                    .then { candidates in
+                        let newcomers = candidates.compactMap { $0 }
+                        try StoreRules.requireRoom(for: newcomers.count, in: current.channel, maxMembers: maxMembers)
+                        return Step.each(newcomers) { userID in
+                            Self.insertMember(userID, channelPK: channel.pk, newest: current.channel.lastSeq, now: now)
+                                .then { _ in Fetch.memberStates(channel.pk, userID: userID) }
+                        }
+                    }
+            }.then { states in
+                Self.touched(channel, if: states.joined(), now: now)
+            }
+        }
+    }
+
+    public func removeMembers(_ userIDs: [String], from channel: ChannelRecord, now: Timestamp) async throws
+        -> [String]
+    {
+        try await engine.write {
+            Fetch.channel(pk: channel.pk, lock: true).then { _ in
+                Step.each(userIDs.uniqued()) { userID in
+                    Step.row(StoreSQL.deleteMember(userID, from: channel.pk)).then { deleted -> StoreProgram<String?> in
+                        guard deleted != nil else { return .done(nil) }
+                        // R6: the read state goes, and with it every receipt it gave.
+                        return Step.execute(StoreSQL.countMembers(channel.pk, by: -1))
+                            .then { _ in Step.execute(StoreSQL.deleteMoves(of: userID, in: channel.pk)) }
+                            .map { userID }
+                    }
+                }
+            }.then { removed in
+                Self.touched(channel, if: removed.compactMap { $0 }, now: now)
+            }
+        }
+    }
+
+    /// `changes`, after marking the channel updated when there are any.
+    static func touched<Change>(_ channel: ChannelRecord, if changes: some Collection<Change>, now: Timestamp)
+        -> StoreProgram<[Change]>
+    {
+        let changes = Array(changes)
+        guard !changes.isEmpty else { return .done(changes) }
+        return Step.execute(StoreSQL.touch(channel.pk, now: now.microseconds)).map { changes }
+    }
+}

@@ -1,0 +1,145 @@
+import TicksProtocol
+import TicksReceipts
+
+/// Read and delivered cursors: `ReceiptRules` decides each move, these apply it.
+extension SQLStore {
+    public func markRead(
+        _ userID: String, in channel: ChannelRecord, upTo messageID: String?, audience: ReceiptAudience, now: Timestamp
+    ) async throws -> CursorOutcome {
+        try await engine.write {
+            Fetch.channel(pk: channel.pk).then { found in
+                let current = found.channel
+                let target: StoreProgram<Seq> =
+                    messageID.map { Fetch.requiredSeq(of: $0, in: current) } ?? .done(current.lastSeq)
+                return target.then { target in
+                    Self.applyRead(userID, in: current, target: target, newest: current.lastSeq, now: now)
+                }.then { update in
+                    Self.outcome(of: update, by: userID, in: found, now: now, audience: audience)
+                }
+            }
+        }
+    }
+
+    public func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp)
+        async throws -> CursorOutcome
+    {
+        try await engine.write {
+            Fetch.channel(pk: channel.pk).then { found in
+                Fetch.requiredSeq(of: messageID, in: found.channel).then { seq in
+                    Fetch.cursors(of: userID, in: found.channel).map { ReceiptRules.markUnread($0, from: seq) }
+                }.then { update in
+                    Self.apply(update, of: userID, in: channel.pk, now: now).map { update }
+                }.then { update in
+                    Self.outcome(of: update, by: userID, in: found, now: now, audience: nil)
+                }
+            }
+        }
+    }
+
+    public func markAllRead(_ userID: String, audience: ReceiptAudience, now: Timestamp) async throws
+        -> [CursorOutcome]
+    {
+        try await engine.write {
+            Step.rows(StoreSQL.channels(ofMember: userID)).then { rows in
+                Step.each(try rows.map { try StoreRows.channel($0) }) { found -> StoreProgram<CursorOutcome?> in
+                    let newest = found.channel.lastSeq
+                    return Self.applyRead(userID, in: found.channel, target: newest, newest: newest, now: now)
+                        .then { update in
+                            update.changed
+                                ? Self.outcome(of: update, by: userID, in: found, now: now, audience: audience).map { $0 }
+                                : .done(nil)
+                        }
+                }
+            }.map { $0.compactMap { $0 } }
+        }
+    }
+
+    public func markDelivered(
+        _ userID: String, _ targets: [DeliveredTarget], audience: ReceiptAudience, now: Timestamp
+    ) async throws -> [CursorOutcome] {
+        try await engine.write {
+            // Resolve and check every entry first: all or nothing.
+            Step.each(targets) { entry -> StoreProgram<Resolved> in
+                Fetch.channel(type: entry.channel.type, id: entry.channel.id).then { found in
+                    guard let pk = found?.channel.pk else { return .done((entry, found, nil, false)) }
+                    return Fetch.seq(of: entry.messageID, in: pk).then { seq in
+                        Fetch.isMember(userID, of: pk).map { (entry, found, seq, $0) }
+                    }
+                }
+            }.then { resolved in
+                var plan = DeliveredPlan()
+                for (entry, found, seq, isMember) in resolved {
+                    try plan.add(entry, found: found, seq: seq, isMember: isMember, userID: userID)
+                }
+                return Step.each(plan.targets) { target -> StoreProgram<CursorOutcome?> in
+                    Fetch.cursors(of: userID, in: target.channel).then { current -> StoreProgram<CursorOutcome?> in
+                        let update = ReceiptRules.markDelivered(current, upTo: target.seq, newest: target.channel.lastSeq)
+                        guard update.changed else { return .done(nil) }
+                        return Self.apply(update, of: userID, in: target.channel.pk, now: now).then { (_: Void) in
+                            Self.outcome(
+                                of: update, by: userID, in: (target.channel, target.config), now: now, audience: audience
+                            ).map { $0 }
+                        }
+                    }
+                }
+            }.map { $0.compactMap { $0 } }
+        }
+    }
+
+    public func unreadTotals(of userID: String) async throws -> UnreadTotals {
+        try await engine.readOne { Fetch.unreadTotals(of: userID) }
+    }
+
+    // MARK: Steps
+
+    /// A mark delivered entry as the store found it: its channel, the message's seq, whether the user is a member.
+    typealias Resolved = (
+        entry: DeliveredTarget, found: (channel: ChannelRecord, config: ChannelConfig?)?, seq: Seq?, isMember: Bool
+    )
+
+    /// Writes `update`'s moves and logs each in the receipt log.
+    static func apply(_ update: CursorUpdate, of userID: String, in channelPK: Int64, now: Timestamp)
+        -> StoreProgram<Void>
+    {
+        Step.each(update.moves) { move in
+            Step.execute(StoreSQL.moveCursor(move, of: userID, in: channelPK, at: now.microseconds)).then { _ in
+                Step.execute(StoreSQL.logMove(kind: move.kind, seq: move.to, of: userID, in: channelPK, at: now.microseconds))
+            }
+        }.map { _ in () }
+    }
+
+    /// R1–R3: reads up to `target`.
+    static func applyRead(_ userID: String, in channel: ChannelRecord, target: Seq, newest: Seq, now: Timestamp)
+        -> StoreProgram<CursorUpdate>
+    {
+        Fetch.cursors(of: userID, in: channel).then { current in
+            let update = ReceiptRules.markRead(current, upTo: target, newest: newest)
+            return apply(update, of: userID, in: channel.pk, now: now).map { update }
+        }
+    }
+
+    /// What a cursor move's events and answer need, read in the same transaction.
+    static func outcome(
+        of update: CursorUpdate, by userID: String, in found: (channel: ChannelRecord, config: ChannelConfig?),
+        now: Timestamp, audience: ReceiptAudience?
+    ) -> StoreProgram<CursorOutcome> {
+        let channel = found.channel
+        return Fetch.memberStates(channel.pk, userID: userID).then { states in
+            guard let state = states.first else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
+            let config = try StoreRules.requireConfig(found)
+            // Who may hear of the move (`ReceiptAudience`); nobody when nothing moved.
+            let heard = audience.flatMap { audience in audience.source(of: update, in: channel).map { (audience, $0) } }
+            let ids: StoreProgram<[String]> = heard.map { Fetch.texts(StoreSQL.audience($0.1, in: channel.pk)) } ?? .done([])
+            return ids.then { ids in
+                Fetch.users([userID]).then { users in
+                    Fetch.unreadTotals(of: userID).map { totals in
+                        CursorOutcome(
+                            channel: channel, config: config, reader: users[userID] ?? User(id: userID), update: update,
+                            state: state, totals: totals, at: now,
+                            recipients: heard.map { $0.0.recipients(ids, from: $0.1, reader: userID) } ?? [])
+                    }
+                }
+            }
+        }
+    }
+}

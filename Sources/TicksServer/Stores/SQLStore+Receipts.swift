@@ -1,0 +1,38 @@
+import TicksProtocol
+import TicksReceipts
+
+/// Per-message receipts from the log of cursor moves.
+extension SQLStore {
+    public func receipts(forMessage id: String) async throws -> MessageReceipts? {
+        try await engine.read {
+            Step.row(StoreSQL.message(id: id)).then { row -> StoreProgram<MessageReceipts?> in
+                guard let row else { return .done(nil) }
+                let message = try StoreRows.messageWithChannel(row)
+                return Fetch.channel(pk: message.channelPK).then { found in
+                    guard let config = found.config else { return .done(nil) }
+                    return Self.reachedTimes(.read, of: message).then { read in
+                        Self.reachedTimes(.delivered, of: message).map { delivered in
+                            MessageReceipts.entries(read: read, delivered: delivered, author: message.userID)
+                        }
+                    }.then { entries in
+                        Fetch.users(entries.map(\.userID)).map { users in
+                            MessageReceipts(
+                                message: message, channel: found.channel, config: config, entries: entries, users: users)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// When each member's cursor of `kind` reached the message, by user (microseconds).
+    static func reachedTimes(_ kind: CursorKind, of message: MessageRecord) -> StoreProgram<[String: Int64]> {
+        Step.rows(StoreSQL.reachedTimes(kind: kind, seq: message.seq, in: message.channelPK)).map { rows in
+            var times: [String: Int64] = [:]
+            for row in rows {
+                if let at = try row.optionalInt(1) { times[try row.text(0)] = at }
+            }
+            return times
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import Logging
+import PostgresNIO
+import TicksProtocol
+import TicksReceipts
+
+/// A database that runs `StoreProgram`s: the I/O around the operations
+/// `SQLStore` writes once. SQLite (`SQLiteEngine`) and PostgreSQL
+/// (`PostgresEngine`) are the two.
+protocol StoreEngine: Sendable {
+    var dialect: SQLDialect { get }
+    /// A change: one transaction, committed before this returns (R12). The
+    /// program is made where it runs, and may run again (a retried transaction).
+    func write<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T
+    /// Reads that must agree with each other: one snapshot.
+    func read<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T
+    /// One statement, outside an explicit transaction (a statement reads one snapshot anyway).
+    func readOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T
+    /// How many bytes the stored data takes.
+    func storageBytes() async throws -> Int64
+}
+
+/// An engine's reason to refuse a statement that the operations turn into a `StoreError`.
+enum StoreEngineError: Error {
+    /// A row with the same unique key exists (a message id taken in the same instant by another node).
+    case uniqueViolation
+}
+
+/// Ticks' store: every operation of `TicksStore` written once, as programs of
+/// `StoreSQL` statements and `StoreRules` decisions, run by the engine of
+/// the database in use. The operations are in the extensions by concern
+/// (channels, messages, cursors, receipts).
+public final class SQLStore: TicksStore, ReceiptLogReading {
+    let engine: any StoreEngine
+
+    init(engine: any StoreEngine) {
+        self.engine = engine
+    }
+
+    /// SQLite in the file at `path` (created if needed), in WAL mode.
+    public static func sqlite(path: String, checkpoints: SQLiteEngine.CheckpointPolicy = .init()) throws -> SQLStore {
+        SQLStore(engine: try SQLiteEngine.open(path: path, checkpoints: checkpoints))
+    }
+
+    /// A private in-memory SQLite database (tests).
+    public static func memory() throws -> SQLStore {
+        SQLStore(engine: try SQLiteEngine.inMemory())
+    }
+
+    /// PostgreSQL through `client`, which must be running: migrates the schema first.
+    public static func postgres(client: PostgresClient, logger: Logger) async throws -> SQLStore {
+        SQLStore(engine: try await PostgresEngine.open(client: client, logger: logger))
+    }
+
+    public func storageBytes() async throws -> Int64 {
+        try await engine.storageBytes()
+    }
+
+    func loggedMoves(channelPK: Int64, userID: String, kind: CursorKind) async throws -> [LoggedMove] {
+        try await engine.read {
+            Step.rows(StoreSQL.loggedMoves(kind: kind, of: userID, in: channelPK)).map { rows in
+                try rows.map { LoggedMove(id: try $0.int(0), kind: kind, seq: try $0.int(1), at: try $0.int(2)) }
+            }
+        }
+    }
+}
+
+/// What a new database holds before its first request.
+enum StoreSetUp {
+    /// `messaging`, `team` and `livestream`, unless they exist.
+    static func builtInChannelTypes() -> StoreProgram<Void> {
+        Step.each(BuiltInChannelTypes.all(now: .now())) { config in
+            Step.rows(StoreSQL.insertChannelType(name: config.name, config: try JSONCoding.string(config)))
+        }.map { _ in () }
+    }
+}

@@ -1,0 +1,69 @@
+import TicksProtocol
+import TicksReceipts
+
+/// The reads operations share, as programs: a `StoreSQL` statement and its
+/// `StoreRows` decoder.
+enum Fetch {
+    /// At most this many ids in one `IN` list (SQLite binds each as a parameter).
+    static let idsPerStatement = 500
+
+    static func users(_ ids: some Collection<String>) -> StoreProgram<[String: User]> {
+        let chunks = Array(Set(ids)).chunked(idsPerStatement).map(Array.init)
+        return Step.each(chunks) { chunk in Step.rows(StoreSQL.users(chunk)) }.map { results in
+            var found: [String: User] = [:]
+            for row in results.joined() {
+                let user = try StoredJSON.user(try row.text(0))
+                found[user.id] = user
+            }
+            return found
+        }
+    }
+
+    static func channel(type: String, id: String) -> StoreProgram<(channel: ChannelRecord, config: ChannelConfig?)?> {
+        Step.row(StoreSQL.channel(type: type, id: id)).map { try $0.map { try StoreRows.channel($0) } }
+    }
+
+    /// The channel, locked until the transaction ends when `lock` (PostgreSQL).
+    static func channel(pk: Int64, lock: Bool = false) -> StoreProgram<(channel: ChannelRecord, config: ChannelConfig?)> {
+        Step.row(StoreSQL.channel(pk: pk, lock: lock)).map { row in
+            guard let row else { throw StoreError.channelNotFound }
+            return try StoreRows.channel(row)
+        }
+    }
+
+    static func isMember(_ userID: String, of channelPK: Int64) -> StoreProgram<Bool> {
+        Step.row(StoreSQL.isMember(userID, of: channelPK)).map { try $0?.bool(0) ?? false }
+    }
+
+    static func seq(of messageID: String, in channelPK: Int64) -> StoreProgram<Seq?> {
+        Step.row(StoreSQL.seq(of: messageID, in: channelPK)).map { try $0?.int(0) }
+    }
+
+    /// The sequence number of `messageID`, which must be one of `channel`'s.
+    static func requiredSeq(of messageID: String, in channel: ChannelRecord) -> StoreProgram<Seq> {
+        seq(of: messageID, in: channel.pk).map { try StoreRules.requireSeq($0, of: messageID, in: channel.cid) }
+    }
+
+    static func memberStates(_ channelPK: Int64, userID: String? = nil) -> StoreProgram<[MemberState]> {
+        Step.rows(StoreSQL.memberStates(channelPK, userID: userID)).map { try $0.map { try StoreRows.memberState($0) } }
+    }
+
+    static func unreadTotals(of userID: String) -> StoreProgram<UnreadTotals> {
+        Step.row(StoreSQL.unreadTotals(of: userID)).map {
+            try $0.map { try StoreRows.totals($0) } ?? UnreadTotals(messages: 0, channels: 0)
+        }
+    }
+
+    /// Column 0 of every row.
+    static func texts(_ query: StoreQuery) -> StoreProgram<[String]> {
+        Step.rows(query).map { try $0.map { try $0.text(0) } }
+    }
+
+    /// The user's cursors in `channel`; not a member, not allowed.
+    static func cursors(of userID: String, in channel: ChannelRecord) -> StoreProgram<Cursors> {
+        Step.row(StoreSQL.cursors(of: userID, in: channel.pk)).map { row in
+            guard let row else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
+            return Cursors(read: try row.int(0), delivered: try row.int(1))
+        }
+    }
+}
