@@ -24,7 +24,7 @@ extension SQLStore {
     }
 
     public func users(ids: [String]) async throws -> [String: User] {
-        try await engine.read { Fetch.users(ids) }
+        try await engine.readOne { Fetch.users(ids) }
     }
 
     // MARK: Channel types
