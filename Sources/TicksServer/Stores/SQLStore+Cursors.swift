@@ -6,7 +6,17 @@ extension SQLStore {
     public func markRead(
         _ userID: String, in channel: ChannelRecord, upTo messageID: String?, audience: ReceiptAudience, now: Timestamp
     ) async throws -> CursorOutcome {
-        try await engine.write {
+        if engine.dialect == .postgres {
+            // One round trip: lock, move, log and read back in one statement.
+            let outcome = try await engine.writeOne {
+                Self.moveInOneStatement(
+                    .read, of: userID, in: .pk(channel.pk), named: channel.cid, upTo: messageID, audience: audience,
+                    now: now)
+            }
+            guard let outcome else { throw StoreError.inconsistent("a read move without an outcome") }
+            return outcome
+        }
+        return try await engine.write {
             Fetch.channel(pk: channel.pk).then { found in
                 let current = found.channel
                 let target: StoreProgram<Seq> =
@@ -57,7 +67,16 @@ extension SQLStore {
     public func markDelivered(
         _ userID: String, _ targets: [DeliveredTarget], audience: ReceiptAudience, now: Timestamp
     ) async throws -> [CursorOutcome] {
-        try await engine.write {
+        if engine.dialect == .postgres, targets.count == 1, let entry = targets.first {
+            // The common case (a device acknowledging one channel) in one round trip.
+            let outcome = try await engine.writeOne {
+                Self.moveInOneStatement(
+                    .delivered, of: userID, in: .cid(type: entry.channel.type, id: entry.channel.id),
+                    named: "\(entry.channel)", upTo: entry.messageID, audience: audience, now: now)
+            }
+            return outcome.map { [$0] } ?? []
+        }
+        return try await engine.write {
             // Resolve and check every entry first: all or nothing.
             Step.each(targets) { entry -> StoreProgram<Resolved> in
                 Fetch.channel(type: entry.channel.type, id: entry.channel.id).then { found in
@@ -91,6 +110,20 @@ extension SQLStore {
     }
 
     // MARK: Steps
+
+    /// PostgreSQL: mark read or delivered as one statement (`StoreSQL.moveInOneStatement`).
+    static func moveInOneStatement(
+        _ kind: CursorKind, of userID: String, in channel: OneStatementChannel, named cid: String, upTo messageID: String?,
+        audience: ReceiptAudience, now: Timestamp
+    ) -> StoreProgram<CursorOutcome?> {
+        let statement = StoreSQL.moveInOneStatement(
+            kind, of: userID, in: channel, upTo: messageID, at: now.microseconds,
+            fullChannelLimit: audience.fullChannelLimit)
+        return Step.row(statement).map { row in
+            try OneStatementMove.outcome(
+                row, kind: kind, userID: userID, messageID: messageID, named: cid, audience: audience, now: now)
+        }
+    }
 
     /// A mark delivered entry as the store found it: its channel, the message's seq, whether the user is a member.
     typealias Resolved = (

@@ -16,8 +16,17 @@ protocol StoreEngine: Sendable {
     func read<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T
     /// One statement, outside an explicit transaction (a statement reads one snapshot anyway).
     func readOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T
+    /// One statement that changes, committed on its own: PostgreSQL's
+    /// one-statement receipts (`StoreSQL.moveInOneStatement`), one round trip.
+    func writeOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T
     /// How many bytes the stored data takes.
     func storageBytes() async throws -> Int64
+}
+
+extension StoreEngine {
+    func writeOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
+        try await write(program)
+    }
 }
 
 /// An engine's reason to refuse a statement that the operations turn into a `StoreError`.

@@ -49,6 +49,7 @@ extension APIError {
         case .channelTypeExists: self = .conflict(error.description)
         case .channelTypeNotFound, .channelNotFound: self = .notFound(error.description)
         case .notMember: self = .forbidden(error.description)
+        case .inconsistent: self = APIError(status: .internalServerError, code: .internalError, "internal error")
         case .unknownChannelType, .unknownChannel, .unknownUser, .messageNotInChannel, .messageIDInOtherChannel,
             .tooManyMembers:
             self = .input(error.description)

@@ -44,6 +44,11 @@ final class PostgresEngine: StoreEngine {
         }
     }
 
+    /// In autocommit: a single statement is its own transaction.
+    func writeOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
+        try await transactions.run(.single) { session in try await session.run(program()) }
+    }
+
     func storageBytes() async throws -> Int64 {
         try await readOne { Step.row("SELECT pg_database_size(current_database())").map { try $0?.int(0) ?? 0 } }
     }

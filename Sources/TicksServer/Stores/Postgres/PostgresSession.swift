@@ -64,6 +64,8 @@ struct PostgresTransactions: Sendable {
         case write
         /// Several reads that must agree: one snapshot.
         case read
+        /// One statement, its own transaction (autocommit): no BEGIN, no COMMIT.
+        case single
     }
 
     /// Runs `body` in a transaction and commits it. A transaction PostgreSQL
@@ -74,6 +76,7 @@ struct PostgresTransactions: Sendable {
             do {
                 return try await client.withConnection { connection in
                     let session = PostgresSession(connection: connection, logger: logger)
+                    guard kind != .single else { return try await body(session) }
                     try await session.execute(
                         kind == .read ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN")
                     do {

@@ -20,6 +20,8 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case messageIDInOtherChannel(String)
     /// The user is not a member of the channel (its cid when the store had it at hand).
     case notMember(userID: String, cid: String?)
+    /// The store found itself disagreeing with the rules (a bug, never a client's doing).
+    case inconsistent(String)
     /// Adding the members would pass the channel's limit.
     case tooManyMembers(cid: String, members: Int, adding: Int, limit: Int)
 
@@ -33,6 +35,7 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
         case .messageNotInChannel(let messageID, let cid): "message '\(messageID)' is not in channel \(cid)"
         case .messageIDInOtherChannel(let id): "message id '\(id)' is already used in another channel"
         case .notMember(let userID, let cid): "user '\(userID)' is not a member of \(cid.map { "channel \($0)" } ?? "this channel")"
+        case .inconsistent(let what): "internal inconsistency: \(what)"
         case .tooManyMembers(let cid, let members, let adding, let limit):
             "channel \(cid) has \(members) members; adding \(adding) would pass the limit of \(limit)"
         }

@@ -258,6 +258,112 @@ enum StoreSQL {
         """
     }
 
+    /// Mark read or delivered as one statement, for PostgreSQL, where every
+    /// statement is a round trip (SQLite runs `SQLStore`'s steps one by one,
+    /// in process): it locks the member's row, applies `ReceiptRules.markRead`
+    /// or `markDelivered` (written here again as SQL, and checked against
+    /// them on every call: `OneStatementMove`), writes and logs the moves,
+    /// and returns what the events and the answer need. A data-modifying
+    /// CTE's changes are invisible to the rest of its statement, so the new
+    /// read state is computed from the decided cursors, not read back.
+    /// Channel types with `delivery_events` off accept and ignore delivered (R9).
+    ///
+    /// Columns: the channel (0–10); the target's seq (11, null when the
+    /// message is not in the channel); the cursors before (12, 13; null when
+    /// not a member) and after (14, 15; null when R9 ignored the move); the
+    /// member's joined time and role (16, 17), read_at and delivered_at after
+    /// (18, 19), the ids at the cursors (20, 21), unread and first unread
+    /// (22, 23); the reader as JSON (24); their unread totals after (25, 26);
+    /// the member ids when the channel has at most `fullChannelLimit` members
+    /// (27), and the authors of the messages the read move (else the delivered
+    /// move) covered (28), comma-separated.
+    static func moveInOneStatement(
+        _ kind: CursorKind, of userID: String, in channel: OneStatementChannel, upTo messageID: String?, at: Int64,
+        fullChannelLimit: Int
+    ) -> StoreQuery {
+        let read: Int64 = kind == .read ? 1 : 0
+        let which: StoreQuery =
+            switch channel {
+            case .pk(let pk): "c.pk = \(pk)"
+            case .cid(let type, let id): "c.type = \(type) AND c.id = \(id)"
+            }
+        return """
+            WITH ch AS (
+              SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE
+            """ + " " + which + "\n" + """
+            ), tgt AS (
+              SELECT CASE WHEN \(messageID)::text IS NULL THEN ch.last_seq
+                          ELSE (SELECT g.seq FROM message g WHERE g.id = \(messageID)::text AND g.channel_pk = ch.pk)
+                     END AS seq,
+                     ch.last_seq AS newest
+              FROM ch
+            ), old AS (
+              SELECT m.read_seq, m.delivered_seq, m.read_at, m.delivered_at, m.created_at, m.channel_role
+              FROM member m, ch WHERE m.channel_pk = ch.pk AND m.user_id = \(userID) FOR UPDATE OF m
+            ), new AS (
+              SELECT old.*,
+                     CASE WHEN \(read) = 1 THEN GREATEST(old.read_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest))
+                          ELSE old.read_seq END AS read_to,
+                     GREATEST(old.delivered_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest)) AS delivered_to
+              FROM old, tgt, ch
+              WHERE tgt.seq IS NOT NULL AND (\(read) = 1 OR (ch.config::jsonb ->> 'delivery_events')::boolean)
+            ), upd AS (
+              UPDATE member m SET
+                read_seq = new.read_to,
+                read_at = CASE WHEN new.read_to > new.read_seq THEN \(at) ELSE m.read_at END,
+                delivered_seq = new.delivered_to,
+                delivered_at = CASE WHEN new.delivered_to > new.delivered_seq THEN \(at) ELSE m.delivered_at END
+              FROM new, ch
+              WHERE m.channel_pk = ch.pk AND m.user_id = \(userID)
+                AND (new.read_to > new.read_seq OR new.delivered_to > new.delivered_seq)
+              RETURNING m.user_id
+            ), logged AS (
+              INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at)
+              SELECT ch.pk, \(userID), k.kind, k.seq, \(at)
+              FROM new, ch, LATERAL (VALUES (0, new.delivered_to, new.delivered_to > new.delivered_seq),
+                                            (1, new.read_to, new.read_to > new.read_seq)) AS k(kind, seq, moved)
+              WHERE k.moved ORDER BY k.kind
+              RETURNING 1
+            ), state AS (
+              SELECT old.*, COALESCE(new.read_to, old.read_seq) AS read_to,
+                COALESCE(new.delivered_to, old.delivered_seq) AS delivered_to, new.read_to IS NOT NULL AS decided,
+                CASE WHEN new.read_to > new.read_seq THEN \(at) ELSE old.read_at END AS read_at_to,
+                CASE WHEN new.delivered_to > new.delivered_seq THEN \(at) ELSE old.delivered_at END AS delivered_at_to
+              FROM old LEFT JOIN new ON true
+            ), counts AS (
+              SELECT state.*,
+                (ch.last_seq - state.read_to) - (SELECT COUNT(*) FROM message g
+                  WHERE g.channel_pk = ch.pk AND g.user_id = \(userID) AND g.seq > state.read_to) AS unread_to,
+                (ch.last_seq - state.read_seq) - (SELECT COUNT(*) FROM message g
+                  WHERE g.channel_pk = ch.pk AND g.user_id = \(userID) AND g.seq > state.read_seq) AS unread_from,
+                CASE WHEN state.read_to > state.read_seq THEN state.read_seq ELSE state.delivered_seq END AS covered_from,
+                CASE WHEN state.read_to > state.read_seq THEN state.read_to ELSE state.delivered_to END AS covered_to
+              FROM state, ch
+            )
+            SELECT ch.*, tgt.seq, counts.read_seq, counts.delivered_seq,
+              CASE WHEN counts.decided THEN counts.read_to END, CASE WHEN counts.decided THEN counts.delivered_to END,
+              counts.created_at, counts.channel_role, counts.read_at_to, counts.delivered_at_to,
+              (SELECT id FROM message WHERE channel_pk = ch.pk AND seq = counts.read_to),
+              (SELECT id FROM message WHERE channel_pk = ch.pk AND seq = counts.delivered_to),
+              counts.unread_to,
+              (SELECT id FROM message g WHERE g.channel_pk = ch.pk AND g.seq > counts.read_to AND g.user_id <> \(userID)
+                 ORDER BY g.seq LIMIT 1),
+              (SELECT body FROM app_user WHERE id = \(userID)),
+              CAST(COALESCE((SELECT SUM(\(raw: unread)) FROM member m JOIN channel c ON c.pk = m.channel_pk
+                             WHERE m.user_id = \(userID)), 0) - counts.unread_from + counts.unread_to AS BIGINT),
+              CAST(COALESCE((SELECT SUM(CASE WHEN \(raw: unread) > 0 THEN 1 ELSE 0 END)
+                             FROM member m JOIN channel c ON c.pk = m.channel_pk WHERE m.user_id = \(userID)), 0)
+                   - (CASE WHEN counts.unread_from > 0 THEN 1 ELSE 0 END)
+                   + (CASE WHEN counts.unread_to > 0 THEN 1 ELSE 0 END) AS BIGINT),
+              CASE WHEN ch.member_count <= \(Int64(fullChannelLimit))
+                   THEN (SELECT string_agg(user_id, ',') FROM member WHERE channel_pk = ch.pk) END,
+              (SELECT string_agg(DISTINCT user_id, ',') FROM message g WHERE g.channel_pk = ch.pk
+                 AND g.seq > LEAST(counts.covered_from, counts.covered_to)
+                 AND g.seq <= GREATEST(counts.covered_from, counts.covered_to))
+            FROM ch LEFT JOIN tgt ON true LEFT JOIN counts ON true
+            """
+    }
+
     /// Columns 0 and 1: R7 summed over every channel of the user, and the channels with any unread.
     static func unreadTotals(of userID: String) -> StoreQuery {
         """
@@ -306,6 +412,12 @@ enum StoreSQL {
         WHERE channel_pk = \(channelPK) AND user_id = \(userID) AND kind = \(Int64(kind.rawValue)) ORDER BY id
         """
     }
+}
+
+/// The channel a one-statement move names: by pk (mark read) or by type and id (mark delivered).
+enum OneStatementChannel {
+    case pk(Int64)
+    case cid(type: String, id: String)
 }
 
 /// Decoders of the rows `StoreSQL` lists, by position, for every store.

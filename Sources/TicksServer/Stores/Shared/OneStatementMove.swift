@@ -1,0 +1,52 @@
+import TicksProtocol
+import TicksReceipts
+
+/// PostgreSQL's one-statement mark read or delivered (`StoreSQL.moveInOneStatement`)
+/// decoded into the outcome the step-by-step program gives, and checked
+/// against `ReceiptRules`: the cursors the SQL chose must be the rules'.
+enum OneStatementMove {
+    /// The outcome; nil for a delivered move the channel type ignores (R9) or one that moved nothing.
+    static func outcome(
+        _ row: (any StoreRow)?, kind: CursorKind, userID: String, messageID: String?, named cid: String,
+        audience: ReceiptAudience, now: Timestamp
+    ) throws -> CursorOutcome? {
+        guard let row else {
+            throw kind == .read ? StoreError.channelNotFound : StoreError.unknownChannel(cid)
+        }
+        let found = try StoreRows.channel(row)
+        let channel = found.channel
+        let config = try StoreRules.requireConfig(found)
+        let target = try StoreRules.requireSeq(try row.optionalInt(11), of: messageID ?? "", in: channel.cid)
+        guard let readBefore = try row.optionalInt(12) else {
+            throw StoreError.notMember(userID: userID, cid: channel.cid)
+        }
+        let before = Cursors(read: readBefore, delivered: try row.int(13))
+        // Null when R9 ignored a delivered move.
+        guard let readAfter = try row.optionalInt(14) else { return nil }
+        let after = Cursors(read: readAfter, delivered: try row.int(15))
+        let update =
+            kind == .read
+            ? ReceiptRules.markRead(before, upTo: target, newest: channel.lastSeq)
+            : ReceiptRules.markDelivered(before, upTo: target, newest: channel.lastSeq)
+        guard update.cursors == after else {
+            throw StoreError.inconsistent(
+                "the one-statement \(kind) moved \(before) to \(after); ReceiptRules say \(update.cursors)")
+        }
+        guard kind == .read || update.changed else { return nil }
+        let state = MemberState(
+            userID: userID, joinedAt: Timestamp(microseconds: try row.int(16)),
+            channelRole: ChannelRole(rawValue: try row.text(17)) ?? .member, cursors: after,
+            readAt: Timestamp(microseconds: try row.int(18)), deliveredAt: Timestamp(microseconds: try row.int(19)),
+            lastReadMessageID: try row.optionalText(20), lastDeliveredMessageID: try row.optionalText(21),
+            unread: Int(try row.int(22)), firstUnreadMessageID: try row.optionalText(23))
+        var recipients: [String] = []
+        if let source = audience.source(of: update, in: channel) {
+            let column = source == .members ? 27 : 28
+            let ids = try row.optionalText(column).map { $0.split(separator: ",").map(String.init) } ?? []
+            recipients = audience.recipients(ids, from: source, reader: userID)
+        }
+        return CursorOutcome(
+            channel: channel, config: config, reader: try row.optionalText(24).map(StoredJSON.user) ?? User(id: userID),
+            update: update, state: state, totals: try StoreRows.totals(row, at: 25), at: now, recipients: recipients)
+    }
+}
