@@ -4,6 +4,7 @@ import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import PostgresNIO
 import ServiceLifecycle
 import TicksProtocol
 
@@ -23,7 +24,10 @@ public struct TicksServerConfiguration: Sendable {
     public var largeChannelMembers = 100
     /// Serves the web demo at `/` and hands out user tokens at `/demo/token` to anyone (`ticks serve --demo`).
     public var demo = false
-    /// How events reach the connections on other nodes sharing the store; nil with one node.
+    /// Where the state is kept (`buildApplication(configuration:logger:)` opens it).
+    public var storage: Storage = .memory
+    /// How events reach the connections on other nodes sharing the store: made
+    /// for `.postgres` storage; nil with one node.
     public var eventBus: (any EventBus)?
     /// Called once the server listens, with the port it got (useful with port 0).
     public var onServerRunning: @Sendable (_ port: Int) async -> Void = { _ in }
@@ -47,9 +51,44 @@ public struct TicksServices: Sendable {
     public let rateLimiter: RateLimiter
 }
 
-/// Builds the application the `ticks serve` binary runs; tests build the same one.
+/// Builds the application the `ticks serve` binary runs, with the store its
+/// configuration names and everything that store needs running beside the
+/// server: PostgreSQL's connection pool and event bus, SQLite's WAL
+/// checkpointer — services of the application's group, started with it and
+/// stopped gracefully with it. PostgreSQL's schema is migrated before the
+/// server takes its first request.
 public func buildApplication(
-    configuration: TicksServerConfiguration, store: any TicksStore, logger: Logger
+    configuration: TicksServerConfiguration, logger: Logger
+) async throws -> (application: some ApplicationProtocol, services: TicksServices) {
+    var configuration = configuration
+    let store: SQLStore
+    var services: [any Service] = []
+    var prepare: (@Sendable () async throws -> Void)?
+    switch configuration.storage {
+    case .memory:
+        store = try SQLStore.memory()
+    case .sqlite(let path):
+        let engine = try SQLiteEngine.open(path: path)
+        store = SQLStore(engine: engine)
+        services += engine.services
+    case .postgres(let url):
+        let location = try PostgresLocation(url: url)
+        let client = PostgresClient(configuration: location.clientConfiguration(), backgroundLogger: logger)
+        store = SQLStore.postgres(client: client, logger: logger)
+        services.append(client)
+        prepare = { try await store.prepare() }
+        configuration.eventBus = PostgresEventBus(
+            client: client, configuration: try location.connectionConfiguration(), schema: location.schema,
+            queueBytes: configuration.limits.busQueueBytes, logger: logger)
+    }
+    return await buildApplication(
+        configuration: configuration, store: store, logger: logger, services: services, beforeServerStarts: prepare)
+}
+
+/// Builds the application around a store that is already open (tests that bring their own).
+public func buildApplication(
+    configuration: TicksServerConfiguration, store: any TicksStore, logger: Logger,
+    services storeServices: [any Service] = [], beforeServerStarts: (@Sendable () async throws -> Void)? = nil
 ) async -> (application: some ApplicationProtocol, services: TicksServices) {
     let limits = configuration.limits
     let metrics = ServerMetrics()
@@ -64,7 +103,7 @@ public func buildApplication(
         rateLimiter: RateLimiter(limits: configuration.rateLimits))
     let router = buildRouter(services: services, configuration: configuration, logger: logger)
     let webSocketResponder = router.buildResponder()
-    let application = Application(
+    var application = Application(
         router: router,
         server: HTTPServerBuilder { responder in
             QuiescingChildChannel(
@@ -78,9 +117,11 @@ public func buildApplication(
                 headerTimeout: limits.headerTimeout)
         },
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ticks"),
-        services: [ConnectionShutdown(hub: hub)] + (configuration.eventBus.map { [EventBusService(bus: $0, hub: hub)] } ?? []),
+        services: storeServices + [ConnectionShutdown(hub: hub)]
+            + (configuration.eventBus.map { [EventBusService(bus: $0, hub: hub)] } ?? []),
         onServerRunning: { channel in await configuration.onServerRunning(channel.localAddress?.port ?? 0) },
         logger: logger)
+    if let beforeServerStarts { application.beforeServerStarts(perform: beforeServerStarts) }
     return (application, services)
 }
 

@@ -98,34 +98,20 @@ struct Serve: AsyncParsableCommand {
         configuration.demo = demo
         configuration.limits = limitOptions.limits
         configuration.rateLimits = try limitOptions.rateLimits()
+        let database: String
         if let url = postgresURL ?? ProcessInfo.processInfo.environment["TICKS_POSTGRES_URL"] {
-            let location = try PostgresLocation(url: url)
-            let client = PostgresClient(configuration: location.clientConfiguration(), backgroundLogger: logger)
-            try await withThrowingDiscardingTaskGroup { group in
-                group.addTask { await client.run() }
-                let store = try await SQLStore.postgres(client: client, logger: logger)
-                configuration.eventBus = PostgresEventBus(
-                    client: client, configuration: try location.connectionConfiguration(), schema: location.schema,
-                    queueBytes: configuration.limits.busQueueBytes, logger: logger)
-                try await serve(
-                    store: store, configuration: configuration, database: location.redacted, source: source,
-                    logger: logger)
-                group.cancelAll()
-            }
+            configuration.storage = .postgres(url: url)
+            database = try PostgresLocation(url: url).redacted
         } else {
             try FileManager.default.createDirectory(at: credentialOptions.dataURL, withIntermediateDirectories: true)
-            let databasePath = credentialOptions.dataURL.appendingPathComponent("ticks.sqlite").path
-            let store = try SQLStore.sqlite(path: databasePath)
-            try await serve(
-                store: store, configuration: configuration, database: databasePath, source: source, logger: logger)
+            database = credentialOptions.dataURL.appendingPathComponent("ticks.sqlite").path
+            configuration.storage = .sqlite(path: database)
         }
+        try await serve(configuration: configuration, database: database, source: source, logger: logger)
     }
 
-    func serve(
-        store: any TicksStore, configuration: TicksServerConfiguration, database: String, source: String,
-        logger: Logger
-    ) async throws {
-        let (application, _) = await buildApplication(configuration: configuration, store: store, logger: logger)
+    func serve(configuration: TicksServerConfiguration, database: String, source: String, logger: Logger) async throws {
+        let (application, _) = try await buildApplication(configuration: configuration, logger: logger)
         let tokenHint =
             credentialOptions.dataDirectory == ".ticks" ? "" : " --data-dir \(credentialOptions.dataDirectory)"
         // Straight to the file descriptor: a pipe or file sees it at once.

@@ -21,9 +21,13 @@ protocol StoreEngine: Sendable {
     func writeOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T
     /// How many bytes the stored data takes.
     func storageBytes() async throws -> Int64
+    /// Migrations and seed data, before the first request.
+    func prepare() async throws
 }
 
 extension StoreEngine {
+    func prepare() async throws {}
+
     func writeOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
         try await write(program)
     }
@@ -56,9 +60,15 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         SQLStore(engine: try SQLiteEngine.inMemory())
     }
 
-    /// PostgreSQL through `client`, which must be running: migrates the schema first.
-    public static func postgres(client: PostgresClient, logger: Logger) async throws -> SQLStore {
-        SQLStore(engine: try await PostgresEngine.open(client: client, logger: logger))
+    /// PostgreSQL through `client`; `prepare()` once it runs, before the first request.
+    public static func postgres(client: PostgresClient, logger: Logger) -> SQLStore {
+        SQLStore(engine: PostgresEngine(transactions: PostgresTransactions(client: client, logger: logger)))
+    }
+
+    /// Brings the schema up to date and adds the built-in channel types (PostgreSQL;
+    /// SQLite did both when it opened).
+    public func prepare() async throws {
+        try await engine.prepare()
     }
 
     public func storageBytes() async throws -> Int64 {

@@ -135,8 +135,11 @@ struct SQLiteStoreTests {
         var policy = SQLiteEngine.CheckpointPolicy()
         policy.interval = .milliseconds(20)
         policy.restartFrames = 50
-        let store = try SQLStore.sqlite(path: folder.appendingPathComponent("t.sqlite").path, checkpoints: policy)
-        let sqlite = try #require(store.engine as? SQLiteEngine)
+        let sqlite = try SQLiteEngine.open(path: folder.appendingPathComponent("t.sqlite").path, checkpoints: policy)
+        let store = SQLStore(engine: sqlite)
+        // The checkpointer is a service: the application's group runs it beside the server.
+        let checkpoints = Task { for service in sqlite.services { try await service.run() } }
+        defer { checkpoints.cancel() }
         _ = try await store.upsertUsers([User(id: "a"), User(id: "b")], now: .now())
         let (channel, _) = try await store.createChannel(
             type: "messaging", id: "wal", createdBy: nil, memberIDs: ["a", "b"], custom: [:], now: .now())

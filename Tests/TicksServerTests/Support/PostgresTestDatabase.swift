@@ -44,7 +44,8 @@ enum PostgresTestDatabase {
             defer { group.cancelAll() }
             try await admin.query("CREATE SCHEMA \(unescaped: location.schema)")
             do {
-                let store = try await SQLStore.postgres(client: client, logger: logger)
+                let store = SQLStore.postgres(client: client, logger: logger)
+                try await store.prepare()
                 let value = try await body(store, location)
                 try await admin.query("DROP SCHEMA \(unescaped: location.schema) CASCADE")
                 return value

@@ -17,12 +17,10 @@ final class PostgresEngine: StoreEngine {
     let transactions: PostgresTransactions
     let dialect = SQLDialect.postgres
 
-    /// Applies the migrations and seeds the built-in channel types. `client` must be running.
-    static func open(client: PostgresClient, logger: Logger) async throws -> PostgresEngine {
-        let engine = PostgresEngine(transactions: PostgresTransactions(client: client, logger: logger))
-        try await PostgresSchema.migrate(engine.transactions)
-        try await engine.write { StoreSetUp.builtInChannelTypes() }
-        return engine
+    /// Applies the migrations and seeds the built-in channel types; the client must be running.
+    func prepare() async throws {
+        try await PostgresSchema.migrate(transactions)
+        try await write { StoreSetUp.builtInChannelTypes() }
     }
 
     init(transactions: PostgresTransactions) {

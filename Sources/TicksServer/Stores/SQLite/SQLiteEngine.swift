@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import ServiceLifecycle
 
 /// SQLite through GRDB, for `SQLStore`: one node, no set-up.
 ///
@@ -13,9 +14,12 @@ public final class SQLiteEngine: StoreEngine {
     let writer: any DatabaseWriter
     /// Every write goes through here: concurrent writes share a commit.
     let committer: GroupCommitter
-    /// On-disk databases only; stops with the engine.
+    /// On-disk databases only: a service to run beside the server (`services`).
     let checkpointer: WALCheckpointer?
     let dialect = SQLDialect.sqlite
+
+    /// What must run beside the server: the WAL checkpointer of an on-disk database.
+    var services: [any Service] { checkpointer.map { [$0] } ?? [] }
 
     /// When the write-ahead log is copied back into the database (`WALCheckpointer`).
     public struct CheckpointPolicy: Sendable {

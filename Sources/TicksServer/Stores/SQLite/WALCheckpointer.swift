@@ -1,5 +1,6 @@
 import GRDB
 import Logging
+import ServiceLifecycle
 
 /// Copies the write-ahead log back into the database file from a connection
 /// of its own, off the writer's path.
@@ -16,15 +17,29 @@ import Logging
 /// holds more than `restartFrames`, `catchUp` runs one more checkpoint on the
 /// writer's own connection: it copies just the frames written since, and the
 /// next write then starts the log from the beginning.
-final class WALCheckpointer: Sendable {
-    private let task: Task<Void, Never>
+///
+/// A service of the application's group (`buildApplication`): it stops when
+/// the group shuts down.
+struct WALCheckpointer: Service {
+    let connection: DatabaseQueue
+    let interval: Duration
+    let restartFrames: Int
+    let logger: Logger
+    let catchUp: @Sendable () async throws -> Void
 
     init(
         path: String, configuration: Configuration, interval: Duration, restartFrames: Int, logger: Logger,
         catchUp: @escaping @Sendable () async throws -> Void
     ) throws {
-        let connection = try DatabaseQueue(path: path, configuration: configuration)
-        task = Task.detached(priority: .utility) {
+        connection = try DatabaseQueue(path: path, configuration: configuration)
+        self.interval = interval
+        self.restartFrames = restartFrames
+        self.logger = logger
+        self.catchUp = catchUp
+    }
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 do {
                     try await Task.sleep(for: interval)
@@ -41,6 +56,4 @@ final class WALCheckpointer: Sendable {
             }
         }
     }
-
-    deinit { task.cancel() }
 }
