@@ -169,7 +169,8 @@ func buildRouter(services: TicksServices, configuration: TicksServerConfiguratio
     MessagesController(store: services.store).addRoutes(to: api)
     ConnectController(
         store: services.store, hub: services.hub, authority: services.authority, limits: configuration.limits,
-        logger: logger
+        receipts: Receipts(store: services.store, events: events),
+        rateLimiter: configuration.rateLimits.enabled ? services.rateLimiter : nil, logger: logger
     ).addRoutes(to: router)
     if configuration.demo {
         DemoController(authority: services.authority).addRoutes(to: router, logger: logger)

@@ -10,10 +10,11 @@ struct ChannelsController {
     let events: EventPublisher
     let limits: ServerLimits
 
+    var receipts: Receipts { Receipts(store: store, events: events) }
+
     static let defaultMessageLimit = 25
     static let maxMessageLimit = 300
     static let maxChannelsPerQuery = 30
-    static let maxDeliveredEntries = 100
 
     func addRoutes(to group: RouterGroup<TicksRequestContext>) {
         group.on(.queryChannels, use: queryChannels)
@@ -342,11 +343,8 @@ struct ChannelsController {
         var request = request
         let body = try await request.decodeJSON(MarkReadRequest.self)
         let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
-        if let messageID = body.messageID { try requireValidID(messageID, "message_id") }
-        let outcome = try await store.markRead(
-            reader, in: channel, upTo: body.messageID, audience: events.audience, now: .now())
-        try events.cursorMoved(outcome)
-        return try context.respond(EventResponse(event: EventPublisher.messageRead(outcome)))
+        let event = try await receipts.markRead(reader, in: channel, upTo: body.messageID)
+        return try context.respond(EventResponse(event: event))
     }
 
     @Sendable func markUnread(_ request: Request, context: TicksRequestContext) async throws -> Response {
@@ -371,13 +369,8 @@ struct ChannelsController {
         return try context.respond(Empty())
     }
 
-    struct DeliveredEntry: Decodable {
-        var cid: String
-        var id: String
-    }
-
     struct MarkDeliveredRequest: Decodable {
-        var latestDeliveredMessages: [DeliveredEntry]
+        var latestDeliveredMessages: [Receipts.DeliveredEntry]
         var userID: String?
         var user: UserRef?
 
@@ -397,22 +390,7 @@ struct ChannelsController {
             throw APIError.input("user_id in the query ('\(queryUser)') and the body ('\(named)') differ")
         }
         let reader = try context.requireActingUser(named: named ?? queryUser)
-        let entries = body.latestDeliveredMessages
-        guard !entries.isEmpty else { throw APIError.input("latest_delivered_messages must not be empty") }
-        guard entries.count <= Self.maxDeliveredEntries else {
-            throw APIError.input("latest_delivered_messages has \(entries.count) entries; at most \(Self.maxDeliveredEntries)")
-        }
-        let targets = try entries.map { entry in
-            try requireValidID(entry.id, "message id")
-            guard let channel = ChannelID(cid: entry.cid) else {
-                throw APIError.input("cid '\(entry.cid.prefix(64))' is not valid: it is type:id")
-            }
-            return DeliveredTarget(channel: channel, messageID: entry.id)
-        }
-        let outcomes = try await store.markDelivered(reader, targets, audience: events.audience, now: .now())
-        for outcome in outcomes {
-            try events.cursorMoved(outcome)
-        }
+        try await receipts.markDelivered(reader, body.latestDeliveredMessages)
         return try context.respond(Empty())
     }
 
@@ -429,17 +407,7 @@ struct ChannelsController {
     /// The channel of the path; a user token must belong to it.
     func loadChannel(_ context: TicksRequestContext) async throws -> ChannelRecord {
         let (type, id) = try channelPath(context)
-        guard case .user(let userID) = try context.requirePrincipal() else {
-            guard let channel = try await store.channel(type: type, id: id) else {
-                throw APIError.notFound("channel \(type):\(id) does not exist")
-            }
-            return channel
-        }
-        guard let (channel, isMember) = try await store.channel(type: type, id: id, member: userID) else {
-            throw APIError.notFound("channel \(type):\(id) does not exist")
-        }
-        guard isMember else { throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)") }
-        return channel
+        return try await receipts.channel(type: type, id: id, for: try context.requirePrincipal())
     }
 
     func messageLimit(_ limit: Int?) throws -> Int {

@@ -16,6 +16,10 @@ struct ConnectController {
     let hub: ConnectionHub
     let authority: TokenAuthority
     let limits: ServerLimits
+    /// Receipts sent as frames (Ticks' extension) go where HTTP's go.
+    let receipts: Receipts
+    /// Counts receipts sent as frames against the same limits as HTTP's; nil with rate limits off.
+    let rateLimiter: RateLimiter?
     let logger: Logger
 
     /// Registered outside the authenticated group: `run` authenticates.
@@ -128,10 +132,16 @@ struct ConnectController {
             }
             group.addTask {
                 for try await message in inbound.messages(maxSize: limits.maxInboundFrameBytes) {
-                    guard case .text(let text) = message, text.contains("health.check") else { continue }
-                    var pong = Event(type: .healthCheck, createdAt: .now())
-                    pong.connectionID = outbox.id
-                    hub.enqueue(OutboundFrame(try JSONCoding.string(pong)), on: outbox)
+                    guard case .text(let text) = message else { continue }
+                    if let request = SocketReceipt.request(in: text) {
+                        // One at a time, in the order sent: a device's marks must reach the store in order.
+                        let ack = await acknowledge(request, from: userID)
+                        hub.enqueue(OutboundFrame(try JSONCoding.string(ack)), on: outbox)
+                    } else if text.contains("health.check") {
+                        var pong = Event(type: .healthCheck, createdAt: .now())
+                        pong.connectionID = outbox.id
+                        hub.enqueue(OutboundFrame(try JSONCoding.string(pong)), on: outbox)
+                    }
                 }
             }
             group.addTask {
@@ -148,6 +158,42 @@ struct ConnectController {
             logger.info("dropped a connection that fell behind")
         }
         logger.debug("disconnected")
+    }
+}
+
+extension ConnectController {
+    /// Runs a receipt a client sent on its socket, as its user, with HTTP's
+    /// checks and limits; the ack carries the request's id, and the event
+    /// (mark read) or Stream's error body.
+    func acknowledge(_ request: SocketReceipt.Request, from userID: String) async -> SocketReceipt.Ack {
+        var ack = SocketReceipt.Ack(requestID: request.requestID, createdAt: .now())
+        do {
+            let endpoint: APIEndpoint = request.type == .markRead ? .markRead : .markDelivered
+            if let rateLimiter, case let decision = rateLimiter.check(endpoint, by: .user(userID)), !decision.allowed {
+                throw APIError.rateLimited(
+                    "too many \(endpoint.rawValue) calls: \(decision.limit) a minute are allowed; "
+                        + "try again after \(decision.reset) (Unix seconds)")
+            }
+            switch request.type {
+            case .markRead:
+                guard let cid = request.cid.flatMap(ChannelID.init(cid:)) else {
+                    throw APIError.input("cid is required and is type:id")
+                }
+                let channel = try await receipts.channel(type: cid.type, id: cid.id, for: .user(userID))
+                ack.event = try await receipts.markRead(userID, in: channel, upTo: request.messageID)
+            case .markDelivered:
+                try await receipts.markDelivered(userID, request.latestDeliveredMessages ?? [])
+            }
+        } catch {
+            let apiError = StreamErrorMiddleware.apiError(for: error)
+            if apiError.status.code >= 500 {
+                logger.error("a receipt on a socket failed", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            ack.error = APIErrorBody(
+                code: apiError.code.rawValue, message: apiError.message, statusCode: apiError.status.code,
+                duration: "0.00ms")
+        }
+        return ack
     }
 }
 

@@ -1,0 +1,61 @@
+import TicksProtocol
+import TicksReceipts
+
+/// Marking read and delivered, for both ways a client asks: an HTTP request
+/// (`ChannelsController`, Stream's API) and a frame on its open WebSocket
+/// (`ConnectController`, Ticks' extension). The same checks, the same store
+/// calls and the same events, whichever way the receipt came.
+struct Receipts: Sendable {
+    let store: any TicksStore
+    let events: EventPublisher
+
+    /// At most this many entries in one mark delivered (Stream's limit).
+    static let maxDeliveredEntries = 100
+
+    /// The channel `type:id` as `principal` may use it: it must exist (404)
+    /// and, for a user, have them as a member (403).
+    func channel(type: String, id: String, for principal: Principal) async throws -> ChannelRecord {
+        guard case .user(let userID) = principal else {
+            guard let channel = try await store.channel(type: type, id: id) else {
+                throw APIError.notFound("channel \(type):\(id) does not exist")
+            }
+            return channel
+        }
+        guard let (channel, isMember) = try await store.channel(type: type, id: id, member: userID) else {
+            throw APIError.notFound("channel \(type):\(id) does not exist")
+        }
+        guard isMember else { throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)") }
+        return channel
+    }
+
+    /// R1–R3 for `reader`; the `message.read` event (the answer to mark read).
+    func markRead(_ reader: String, in channel: ChannelRecord, upTo messageID: String?) async throws -> Event {
+        if let messageID { try requireValidID(messageID, "message_id") }
+        let outcome = try await store.markRead(
+            reader, in: channel, upTo: messageID, audience: events.audience, now: .now())
+        try events.cursorMoved(outcome)
+        return EventPublisher.messageRead(outcome)
+    }
+
+    /// A `latest_delivered_messages` entry, the same over HTTP and on a socket.
+    typealias DeliveredEntry = SocketReceipt.DeliveredEntry
+
+    /// Marks `reader`'s devices as having received up to each entry's message.
+    func markDelivered(_ reader: String, _ entries: [DeliveredEntry]) async throws {
+        guard !entries.isEmpty else { throw APIError.input("latest_delivered_messages must not be empty") }
+        guard entries.count <= Self.maxDeliveredEntries else {
+            throw APIError.input(
+                "latest_delivered_messages has \(entries.count) entries; at most \(Self.maxDeliveredEntries)")
+        }
+        let targets = try entries.map { entry in
+            try requireValidID(entry.id, "message id")
+            guard let channel = ChannelID(cid: entry.cid) else {
+                throw APIError.input("cid '\(entry.cid.prefix(64))' is not valid: it is type:id")
+            }
+            return DeliveredTarget(channel: channel, messageID: entry.id)
+        }
+        for outcome in try await store.markDelivered(reader, targets, audience: events.audience, now: .now()) {
+            try events.cursorMoved(outcome)
+        }
+    }
+}
