@@ -33,6 +33,8 @@ public actor ChatClient {
     }
 
     private var session: Session?
+    /// Receipts sent as frames on the open socket (Ticks' extension to Stream's protocol).
+    private let socketRequests = SocketRequests()
     /// The current user as the server last described them (`health.check`'s `me`).
     private var me: User?
     private(set) var status: ConnectionStatus = .disconnected
@@ -110,7 +112,7 @@ public actor ChatClient {
             timeout: configuration.requestTimeout)
         let socket = EventSocket(
             baseURL: configuration.baseURL, apiKey: configuration.apiKey, userID: userID, token: token,
-            healthCheckInterval: configuration.healthCheckInterval, logger: logger)
+            healthCheckInterval: configuration.healthCheckInterval, requests: socketRequests, logger: logger)
         session = Session(userID: userID, api: api, socket: socket)
         local = Dictionary(uniqueKeysWithValues: try await outbox.entries(of: userID).map { ($0.id, $0) })
         publishAll()
@@ -451,8 +453,32 @@ public actor ChatClient {
 
     func markRead(_ cid: ChannelID, upTo messageID: String?) async throws {
         guard let session else { throw TicksClientError.notConnected }
-        let event = try await session.api.markRead(cid, upTo: messageID)
+        let event: Event
+        if configuration.receiptsOnSocket,
+            let ack = try await onSocket({ .markRead(cid.rawValue, upTo: messageID, requestID: $0) }),
+            let answered = ack.event
+        {
+            event = answered
+        } else {
+            event = try await session.api.markRead(cid, upTo: messageID)
+        }
         await handle(event)
+    }
+
+    /// Sends a receipt as a frame on the open socket and returns the server's
+    /// ack; nil when no socket could carry it (HTTP must). A refusal throws,
+    /// as HTTP's would.
+    private func onSocket(_ request: @Sendable (String) -> SocketReceipt.Request) async throws -> SocketReceipt.Ack? {
+        let ack: SocketReceipt.Ack
+        do {
+            ack = try await socketRequests.send(request)
+        } catch let error as TicksClientError where error.isTransient {
+            return nil
+        }
+        if let error = ack.error {
+            throw TicksClientError.api(statusCode: error.statusCode, code: error.code, message: error.message)
+        }
+        return ack
     }
 
     func markUnread(_ cid: ChannelID, from messageID: String) async throws {
@@ -532,7 +558,12 @@ public actor ChatClient {
         }
         if !batch.isEmpty {
             do {
-                try await session.api.markDelivered(batch.map { ($0.cid, $0.messageID) })
+                let entries = batch.map { SocketReceipt.DeliveredEntry(cid: $0.cid.rawValue, id: $0.messageID) }
+                var sent = false
+                if configuration.receiptsOnSocket {
+                    sent = try await onSocket({ .markDelivered(entries, requestID: $0) }) != nil
+                }
+                if !sent { try await session.api.markDelivered(batch.map { ($0.cid, $0.messageID) }) }
             } catch let error as TicksClientError where error.isTransient {
                 logger.debug("mark delivered failed; will retry", metadata: ["error": "\(error)"])
                 delivery.restore(batch)

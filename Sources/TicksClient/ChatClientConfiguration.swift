@@ -38,6 +38,10 @@ public struct ChatClientConfiguration: Sendable {
     /// How often the client sends Stream's health check; a socket silent for
     /// two periods is dropped and reconnected.
     public var healthCheckInterval: Duration = .seconds(25)
+    /// Send read and delivered receipts as frames on the open WebSocket (a
+    /// Ticks extension: one frame instead of an HTTP request); HTTP when no
+    /// socket is open, and always when false (a server that is not Ticks).
+    public var receiptsOnSocket = true
     /// Whether messages from others are marked delivered when they reach this device.
     public var marksDelivered = true
     /// At most one mark-delivered call per this period.

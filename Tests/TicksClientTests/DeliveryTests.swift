@@ -22,7 +22,7 @@ struct DeliveryTests {
             task = Task {
                 var seen = 0
                 while !Task.isCancelled {
-                    let count = server.requestCount(route: DeliveryTests.route)
+                    let count = server.markDeliveredCalls
                     if count > seen {
                         box.instants.withLock { $0.append(contentsOf: Array(repeating: .now, count: count - seen)) }
                         seen = count
@@ -64,6 +64,7 @@ struct DeliveryTests {
             }
             // None of them was refused for carrying more than 100 entries.
             #expect(server.requestCount(route: Self.route, status: 400) == 0)
+            #expect(server.socketReceipts("mark_delivered", refused: true) == 0)
             await bob.disconnect()
         }
     }
@@ -84,14 +85,14 @@ struct DeliveryTests {
             let read = await bob.channel(ChannelID(type: "messaging", id: "read"))
             try await read.load()
             try await Task.sleep(for: .milliseconds(1500))
-            #expect(server.requestCount(route: Self.route) == 0)
+            #expect(server.markDeliveredCalls == 0)
 
             // A new message from alice is marked, once.
             try await server.send("messaging:own", id: "theirs1", from: "alice")
             try await own.wait("delivered to bob") { state in
                 state.reads.first { $0.user.id == "bob" }?.lastDeliveredMessageId == "theirs1"
             }
-            #expect(server.requestCount(route: Self.route) == 1)
+            #expect(server.markDeliveredCalls == 1)
             await bob.disconnect()
         }
     }
@@ -107,7 +108,7 @@ struct DeliveryTests {
             try await server.send("messaging:p", id: "p1", from: "alice")
             try await channel.wait("arrived") { $0.message(withID: "p1") != nil }
             try await Task.sleep(for: .milliseconds(1200))
-            #expect(server.requestCount(route: Self.route) == 0)
+            #expect(server.markDeliveredCalls == 0)
             await bob.disconnect()
         }
     }
@@ -132,7 +133,7 @@ struct DeliveryTests {
                     try await alice.receipts(for: "c\(index)").deliveredCount == 1 ? true : nil
                 }
             }
-            #expect(server.requestCount(route: Self.route) == 1)
+            #expect(server.markDeliveredCalls == 1)
             await alice.disconnect()
             await bob.disconnect()
         }

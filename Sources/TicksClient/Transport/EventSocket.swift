@@ -10,10 +10,15 @@ import TicksProtocol
 struct EventSocket: Sendable {
     let url: String
     let healthCheckInterval: Duration
+    /// Receipts to send as frames while the socket is open.
+    let requests: SocketRequests
     let logger: Logger
 
     /// The connect URL for `baseURL`: http becomes ws, https wss.
-    init(baseURL: URL, apiKey: String, userID: String, token: String, healthCheckInterval: Duration, logger: Logger) {
+    init(
+        baseURL: URL, apiKey: String, userID: String, token: String, healthCheckInterval: Duration,
+        requests: SocketRequests, logger: Logger
+    ) {
         var base = baseURL.absoluteString
         while base.hasSuffix("/") { base.removeLast() }
         if base.hasPrefix("https://") {
@@ -27,6 +32,7 @@ struct EventSocket: Sendable {
         }
         url = "\(base)/connect?api_key=\(escaped(apiKey))&json=\(escaped(json ?? "{}"))&authorization=\(escaped(token))"
         self.healthCheckInterval = healthCheckInterval
+        self.requests = requests
         self.logger = logger
     }
 
@@ -58,15 +64,23 @@ struct EventSocket: Sendable {
         let lastFrame = LastFrame()
         let interval = healthCheckInterval
         let logger = logger
+        let requests = requests
+        defer { requests.detach() }
         do {
             try await WebSocketClient.connect(
                 url: url, configuration: .init(maxFrameSize: 1 << 22), logger: logger
             ) { inbound, outbound, _ in
+                let outgoing = requests.attach()
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         for try await message in inbound.messages(maxSize: 1 << 22) {
                             lastFrame.instant.withLock { $0 = .now }
                             guard case .text(let text) = message else { continue }
+                            // An answer to a receipt sent on this socket (it may carry an error: not a refusal).
+                            if let ack = SocketReceipt.Ack.ack(in: text) {
+                                requests.received(ack)
+                                continue
+                            }
                             let data = Data(text.utf8)
                             if let refusal = try? JSONDecoder().decode(ErrorFrame.self, from: data) {
                                 throw TicksClientError.api(
@@ -80,6 +94,10 @@ struct EventSocket: Sendable {
                                 logger.debug("skipped a frame", metadata: ["frame": "\(text.prefix(200))"])
                             }
                         }
+                    }
+                    group.addTask {
+                        // Ends only when the session does (`SocketRequests.detach`).
+                        for await frame in outgoing { try await outbound.write(.text(frame)) }
                     }
                     group.addTask {
                         while true {

@@ -193,6 +193,7 @@ extension ConnectController {
                 code: apiError.code.rawValue, message: apiError.message, statusCode: apiError.status.code,
                 duration: "0.00ms")
         }
+        hub.metrics.socketReceipt(request.type, refused: ack.error != nil).increment()
         return ack
     }
 }

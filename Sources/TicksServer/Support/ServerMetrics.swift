@@ -2,6 +2,7 @@ import CoreMetrics
 import Foundation
 import Metrics
 import Prometheus
+import TicksProtocol
 
 /// The server's counters and histograms, on a registry of its own so several
 /// servers (tests) can live in one process. Exposed at `GET /metrics`.
@@ -56,6 +57,13 @@ public struct ServerMetrics: Sendable {
         CoreMetrics.Counter(
             label: "ticks_rate_limited_total", dimensions: [("endpoint", endpoint?.rawValue ?? "unmatched")],
             factory: factory)
+    }
+
+    /// Receipts sent as frames on a socket, by type, answered or refused.
+    func socketReceipt(_ kind: SocketReceipt.Kind, refused: Bool) -> CoreMetrics.Counter {
+        CoreMetrics.Counter(
+            label: "ticks_socket_receipts_total",
+            dimensions: [("type", kind.rawValue), ("outcome", refused ? "refused" : "ok")], factory: factory)
     }
 
     func requestCounter(route: String, method: String, status: Int) -> CoreMetrics.Counter {

@@ -201,6 +201,17 @@ final class LiveServer: Sendable {
             "{\"name\": \"\(name)\", \"read_events\": \(readEvents), \"delivery_events\": \(deliveryEvents)}")
     }
 
+    /// Where `member`'s cursors point, as the server has them.
+    func readState(_ cid: String, of member: String) async throws -> (lastRead: String?, lastDelivered: String?)? {
+        let state = try await call(.POST, "/channels/\(path(cid))/query", "{\"state\": true}")
+        guard case .object(let object) = state, case .array(let reads)? = object["read"] else { return nil }
+        for case .object(let read) in reads {
+            guard case .object(let user)? = read["user"], user["id"]?.stringValue == member else { continue }
+            return (read["last_read_message_id"]?.stringValue, read["last_delivered_message_id"]?.stringValue)
+        }
+        return nil
+    }
+
     /// The ids of the channel's messages as the server has them, oldest first.
     func messageIDs(_ cid: String) async throws -> [String] {
         let state = try await call(.POST, "/channels/\(path(cid))/query", "{\"messages\": {\"limit\": 300}}")
@@ -220,6 +231,19 @@ final class LiveServer: Sendable {
             .compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
             .reduce(0, +)
     }
+
+    /// Receipts of `kind` the server took as frames on a socket (refused ones, or answered ones).
+    func socketReceipts(_ kind: String, refused: Bool = false) -> Int {
+        guard let text = services?.metrics.registry.emitToString() else { return 0 }
+        return text.split(separator: "\n")
+            .filter { $0.hasPrefix("ticks_socket_receipts_total") && $0.contains("type=\"\(kind)\"") }
+            .filter { $0.contains("outcome=\"\(refused ? "refused" : "ok")\"") }
+            .compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
+            .reduce(0, +)
+    }
+
+    /// Mark delivered calls the server answered, whichever way they came (HTTP or a frame on the socket).
+    var markDeliveredCalls: Int { requestCount(route: "/channels/delivered") + socketReceipts("mark_delivered") }
 
     func path(_ cid: String) -> String { cid.replacingOccurrences(of: ":", with: "/") }
 }
