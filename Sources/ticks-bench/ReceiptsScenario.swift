@@ -10,6 +10,8 @@ struct ReceiptsScenario {
         var rate: Int
         var duration: Double
         var kinds: [ReceiptKind]
+        /// How readers sent their receipts: http, or socket (frames on their own sockets).
+        var via = "http"
     }
 
     struct Result: Codable, Sendable {
@@ -100,7 +102,7 @@ struct ReceiptsScenario {
         let p = result.params
         return [
             "receipts on \(p.target): \(p.channels) channels of \(p.members), target \(p.rate)/s for \(p.duration)s"
-                + " (\(p.kinds.map(\.rawValue).joined(separator: "+")))",
+                + " (\(p.kinds.map(\.rawValue).joined(separator: "+")), over \(p.via))",
             "  achieved \(result.achieved_rate)/s, errors \(result.errors), missing events \(result.missing)"
                 + " (set-up \(result.setup_seconds)s)",
             "  reader → sender latency: \(result.latency_ms.text)",

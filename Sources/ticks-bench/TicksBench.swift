@@ -62,9 +62,14 @@ struct Receipts: AsyncParsableCommand {
     @Option(help: "read, or delivered,read (Ticks only).") var kinds = "delivered,read"
     @Option(help: "HTTP connections to the server.") var connections = 64
     @Option(help: "With a sweep: the p99 bound (ms) the highest passing rate must meet.") var p99Bound = 10.0
+    @Option(help: "How readers send receipts: http, or socket (frames on sockets of their own; Ticks only).")
+    var via = "http"
 
     func run() async throws {
         guard (2...3).contains(members) else { throw ValidationError("--members is 2 or 3") }
+        guard via == "http" || (via == "socket" && target == "ticks") else {
+            throw ValidationError("--via is http, or socket with --target ticks")
+        }
         let rates = rate.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
         guard !rates.isEmpty, rates.allSatisfy({ $0 > 0 }) else { throw ValidationError("--rate: positive numbers") }
         let kinds = self.kinds.split(separator: ",").compactMap { ReceiptKind(rawValue: String($0)) }
@@ -73,7 +78,8 @@ struct Receipts: AsyncParsableCommand {
         let http: HTTP
         switch target {
         case "ticks":
-            let ticks = try await server.ticks(connections: connections)
+            var ticks = try await server.ticks(connections: connections)
+            if via == "socket" { ticks.readerSockets = ReaderSockets() }
             receiptTarget = ticks
             http = ticks.http
         case "synapse":
@@ -90,7 +96,7 @@ struct Receipts: AsyncParsableCommand {
                     target: receiptTarget,
                     parameters: .init(
                         target: target, channels: channels, members: members, rate: rate, duration: duration,
-                        kinds: kinds)
+                        kinds: kinds, via: via)
                 ).run()
                 results.append(result)
                 if rates.count > 1 {

@@ -14,6 +14,9 @@ struct TicksTarget: ReceiptTarget {
     let apiKey: String
     let tokens: Tokens
     let http: HTTP
+    /// Readers send their receipts as frames on sockets of their own (Ticks'
+    /// extension) instead of HTTP requests; filled by `listen`.
+    var readerSockets: ReaderSockets?
 
     func url(_ path: String) -> String { "\(baseURL)\(path)?api_key=\(apiKey)" }
 
@@ -77,20 +80,39 @@ struct TicksTarget: ReceiptTarget {
                 }
             }
         }
+        var readerTasks: [Task<Void, Never>] = []
+        if let readerSockets {
+            readerSockets.reset()
+            for channel in channels {
+                for (index, reader) in channel.readers.enumerated() {
+                    let socket = readerSockets.socket(channel: channel.index, reader: index)
+                    readerTasks.append(
+                        Task {
+                            await runSocket(
+                                user: reader, token: channel.readerTokens[index], connected: connected,
+                                outgoing: socket.frames
+                            ) { frame in socket.received(frame) }
+                        })
+                }
+            }
+        }
+        let expected = channels.count + (readerSockets == nil ? 0 : channels.reduce(0) { $0 + $1.readers.count })
         let deadline = ContinuousClock.now + .seconds(60)
-        while connected.value < channels.count {
+        while connected.value < expected {
             guard ContinuousClock.now < deadline else {
-                throw HTTP.Failure(status: 0, body: "only \(connected.value) of \(channels.count) senders connected")
+                throw HTTP.Failure(status: 0, body: "only \(connected.value) of \(expected) sockets connected")
             }
             try await Task.sleep(for: .milliseconds(20))
         }
-        return Listening(tasks: tasks)
+        return Listening(tasks: tasks + readerTasks)
     }
 
-    /// Keeps one WebSocket open as `user`, handing every text frame to `onFrame`.
-    func runSocket(user: String, token: String, connected: Counter, onFrame: @escaping @Sendable (String) -> Void)
-        async
-    {
+    /// Keeps one WebSocket open as `user`, handing every text frame to
+    /// `onFrame` and writing what `outgoing` yields.
+    func runSocket(
+        user: String, token: String, connected: Counter, outgoing: AsyncStream<String>? = nil,
+        onFrame: @escaping @Sendable (String) -> Void
+    ) async {
         let json = "{\"user_id\":\"\(user)\"}".addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
         let wsBase = socketBaseURL.replacingOccurrences(of: "http://", with: "ws://")
         var logger = Logger(label: "bench-socket")
@@ -98,15 +120,24 @@ struct TicksTarget: ReceiptTarget {
         _ = try? await WebSocketClient.connect(
             url: "\(wsBase)/connect?api_key=\(apiKey)&json=\(json)&authorization=\(token)",
             configuration: .init(maxFrameSize: 1 << 20), logger: logger
-        ) { inbound, _, _ in
-            var first = true
-            for try await message in inbound.messages(maxSize: 1 << 20) {
-                guard case .text(let text) = message else { continue }
-                if first {
-                    first = false
-                    connected.increment()
+        ) { inbound, outbound, _ in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    var first = true
+                    for try await message in inbound.messages(maxSize: 1 << 20) {
+                        guard case .text(let text) = message else { continue }
+                        if first {
+                            first = false
+                            connected.increment()
+                        }
+                        onFrame(text)
+                    }
                 }
-                onFrame(text)
+                if let outgoing {
+                    group.addTask { for await frame in outgoing { try await outbound.write(.text(frame)) } }
+                }
+                try await group.next()
+                group.cancelAll()
             }
         }
     }
@@ -134,6 +165,17 @@ struct TicksTarget: ReceiptTarget {
     func mark(_ kind: ReceiptKind, channel: BenchChannel, reader: Int, message: Int) async throws {
         let token = channel.readerTokens[reader]
         let messageID = channel.messageIDs[message]
+        if let readerSockets {
+            let cid = "messaging:\(channel.id)"
+            let frame =
+                switch kind {
+                case .read: #"{"type":"mark_read","request_id":"\#(message)","cid":"\#(cid)","message_id":"\#(messageID)"}"#
+                case .delivered:
+                    #"{"type":"mark_delivered","request_id":"\#(message)","latest_delivered_messages":[{"cid":"\#(cid)","id":"\#(messageID)"}]}"#
+                }
+            try await readerSockets.socket(channel: channel.index, reader: reader).send(frame)
+            return
+        }
         switch kind {
         case .read:
             try await http.call(
@@ -166,4 +208,55 @@ final class Counter: Sendable {
     private let count = Atomic<Int>(0)
     func increment(by amount: Int = 1) { count.add(amount, ordering: .relaxed) }
     var value: Int { count.load(ordering: .relaxed) }
+}
+
+/// The readers' sockets of a run that sends receipts as frames: one each,
+/// used by that reader alone, one receipt at a time.
+final class ReaderSockets: Sendable {
+    private let sockets = Mutex<[String: ReaderSocket]>([:])
+
+    /// New sockets for a new run (a socket's frames are read by one connection only).
+    func reset() {
+        sockets.withLock { $0 = [:] }
+    }
+
+    func socket(channel: Int, reader: Int) -> ReaderSocket {
+        sockets.withLock { all in
+            let key = "\(channel)/\(reader)"
+            if let socket = all[key] { return socket }
+            let socket = ReaderSocket()
+            all[key] = socket
+            return socket
+        }
+    }
+}
+
+/// One reader's socket: frames to send, and the acks that answer them in order.
+final class ReaderSocket: Sendable {
+    let frames: AsyncStream<String>
+    private let writer: AsyncStream<String>.Continuation
+    private let waiting = Mutex<[CheckedContinuation<Void, any Error>]>([])
+
+    init() {
+        (frames, writer) = AsyncStream.makeStream(of: String.self)
+    }
+
+    /// Sends a receipt and waits for its ack; throws when the server refused it.
+    func send(_ frame: String) async throws {
+        try await withCheckedThrowingContinuation { continuation in
+            waiting.withLock { $0.append(continuation) }
+            writer.yield(frame)
+        }
+    }
+
+    /// A frame the server sent this reader: acks answer the oldest receipt waiting.
+    func received(_ text: String) {
+        guard text.contains(#""type":"ack""#) else { return }
+        let next = waiting.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+        if text.contains(#""error":"#) {
+            next?.resume(throwing: HTTP.Failure(status: 0, body: String(text.prefix(300))))
+        } else {
+            next?.resume()
+        }
+    }
 }

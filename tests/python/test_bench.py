@@ -4,6 +4,7 @@ server: proof that the load generator still works, not a measurement."""
 import json
 import os
 import subprocess
+import urllib.request
 
 import pytest
 from conftest import TicksProcess
@@ -36,6 +37,19 @@ def test_receipts_every_mark_reaches_the_sender(server):
     assert result["achieved_rate"] > 20
     # The server's CPU over the load, from its /metrics, per receipt answered: some, and not absurd.
     assert 0 < result["server_cpu_us_per_receipt"] < 1_000_000
+
+
+def test_receipts_over_the_socket_reach_the_sender_without_http(server):
+    result = bench(server, "receipts", "--channels", "4", "--members", "3", "--rate", "40", "--duration", "1",
+                   "--via", "socket")
+    assert result["params"]["via"] == "socket"
+    assert result["errors"] == 0 and result["missing"] == 0
+    assert result["latency_ms"]["count"] == 40
+    metrics = urllib.request.urlopen(server.base_url + "/metrics", timeout=10).read().decode()
+    sent = sum(float(line.split()[-1]) for line in metrics.splitlines()
+               if line.startswith("ticks_socket_receipts_total") and 'outcome="ok"' in line)
+    assert sent == 40, metrics
+    assert 'route="/channels/{type}/{id}/read"' not in metrics
 
 
 def test_receipts_sweep_reports_each_rate(server):
