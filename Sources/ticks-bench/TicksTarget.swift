@@ -88,9 +88,10 @@ struct TicksTarget: ReceiptTarget {
                     let socket = readerSockets.socket(channel: channel.index, reader: index)
                     readerTasks.append(
                         Task {
+                            // On the node the requests go to: its receipts are the ones measured.
                             await runSocket(
                                 user: reader, token: channel.readerTokens[index], connected: connected,
-                                outgoing: socket.frames
+                                on: baseURL, outgoing: socket.frames
                             ) { frame in socket.received(frame) }
                         })
                 }
@@ -110,11 +111,11 @@ struct TicksTarget: ReceiptTarget {
     /// Keeps one WebSocket open as `user`, handing every text frame to
     /// `onFrame` and writing what `outgoing` yields.
     func runSocket(
-        user: String, token: String, connected: Counter, outgoing: AsyncStream<String>? = nil,
+        user: String, token: String, connected: Counter, on node: String? = nil, outgoing: AsyncStream<String>? = nil,
         onFrame: @escaping @Sendable (String) -> Void
     ) async {
         let json = "{\"user_id\":\"\(user)\"}".addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
-        let wsBase = socketBaseURL.replacingOccurrences(of: "http://", with: "ws://")
+        let wsBase = (node ?? socketBaseURL).replacingOccurrences(of: "http://", with: "ws://")
         var logger = Logger(label: "bench-socket")
         logger.logLevel = .critical
         _ = try? await WebSocketClient.connect(
