@@ -215,10 +215,12 @@ extension SQLStore {
             Fetch.channel(pk: channel.pk, lock: true).then { _ in
                 Step.each(userIDs.uniqued()) { userID in
                     Step.row(StoreSQL.deleteMember(userID, from: channel.pk)).then { deleted -> StoreProgram<String?> in
-                        guard deleted != nil else { return .done(nil) }
-                        // R6: the read state goes, and with it every receipt it gave.
+                        guard let deleted else { return .done(nil) }
+                        // R6: the read state goes, and with it every receipt it gave, and its unread.
+                        let change = StoreRules.totalsChange(from: try deleted.int(0), to: 0)
                         return Step.execute(StoreSQL.countMembers(channel.pk, by: -1))
                             .then { _ in Step.execute(StoreSQL.deleteMoves(of: userID, in: channel.pk)) }
+                            .then { _ in Step.execute(StoreSQL.changeTotals(of: userID, by: change)) }
                             .map { userID }
                     }
                 }

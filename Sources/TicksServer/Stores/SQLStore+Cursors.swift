@@ -36,9 +36,11 @@ extension SQLStore {
         try await engine.write {
             Fetch.channel(pk: channel.pk).then { found in
                 Fetch.requiredSeq(of: messageID, in: found.channel).then { seq in
-                    Fetch.cursors(of: userID, in: found.channel).map { ReceiptRules.markUnread($0, from: seq) }
-                }.then { update in
-                    Self.apply(update, of: userID, in: channel.pk, now: now).map { update }
+                    Fetch.cursors(of: userID, in: found.channel).then { current in
+                        let update = ReceiptRules.markUnread(current.cursors, from: seq)
+                        return Self.apply(update, of: userID, in: channel.pk, unread: current.unread, now: now)
+                            .map { update }
+                    }
                 }.then { update in
                     Self.outcome(of: update, by: userID, in: found, now: now, audience: nil)
                 }
@@ -92,9 +94,12 @@ extension SQLStore {
                 }
                 return Step.each(plan.targets) { target -> StoreProgram<CursorOutcome?> in
                     Fetch.cursors(of: userID, in: target.channel).then { current -> StoreProgram<CursorOutcome?> in
-                        let update = ReceiptRules.markDelivered(current, upTo: target.seq, newest: target.channel.lastSeq)
+                        let update = ReceiptRules.markDelivered(
+                            current.cursors, upTo: target.seq, newest: target.channel.lastSeq)
                         guard update.changed else { return .done(nil) }
-                        return Self.apply(update, of: userID, in: target.channel.pk, now: now).then { (_: Void) in
+                        return Self.apply(
+                            update, of: userID, in: target.channel.pk, unread: current.unread, now: now
+                        ).then { (_: Void) in
                             Self.outcome(
                                 of: update, by: userID, in: (target.channel, target.config), now: now, audience: audience
                             ).map { $0 }
@@ -130,15 +135,24 @@ extension SQLStore {
         entry: DeliveredTarget, found: (channel: ChannelRecord, config: ChannelConfig?)?, seq: Seq?, isMember: Bool
     )
 
-    /// Writes `update`'s moves and logs each in the receipt log.
-    static func apply(_ update: CursorUpdate, of userID: String, in channelPK: Int64, now: Timestamp)
+    /// Writes `update`'s moves and logs each in the receipt log. When the read
+    /// cursor moved, the member's unread count (`unread` before) is counted
+    /// afresh and their totals move by the difference.
+    static func apply(_ update: CursorUpdate, of userID: String, in channelPK: Int64, unread: Int64, now: Timestamp)
         -> StoreProgram<Void>
     {
         Step.each(update.moves) { move in
             Step.execute(StoreSQL.moveCursor(move, of: userID, in: channelPK, at: now.microseconds)).then { _ in
                 Step.execute(StoreSQL.logMove(kind: move.kind, seq: move.to, of: userID, in: channelPK, at: now.microseconds))
             }
-        }.map { _ in () }
+        }.then { _ -> StoreProgram<Void> in
+            guard update.moved(.read) else { return .done(()) }
+            return Step.row(StoreSQL.recountUnread(of: userID, in: channelPK)).then { row in
+                let change = StoreRules.totalsChange(from: unread, to: try row?.int(0) ?? unread)
+                guard change != UnreadTotals(messages: 0, channels: 0) else { return .done(()) }
+                return Step.execute(StoreSQL.changeTotals(of: userID, by: change))
+            }
+        }
     }
 
     /// R1–R3: reads up to `target`.
@@ -146,8 +160,8 @@ extension SQLStore {
         -> StoreProgram<CursorUpdate>
     {
         Fetch.cursors(of: userID, in: channel).then { current in
-            let update = ReceiptRules.markRead(current, upTo: target, newest: newest)
-            return apply(update, of: userID, in: channel.pk, now: now).map { update }
+            let update = ReceiptRules.markRead(current.cursors, upTo: target, newest: newest)
+            return apply(update, of: userID, in: channel.pk, unread: current.unread, now: now).map { update }
         }
     }
 

@@ -39,6 +39,10 @@ extension SQLStore {
             Step.execute(
                 StoreSQL.insertMessage(channelPK: channel.pk, seq: seq, message: new, custom: custom, at: createdAt.microseconds))
         }.then { (_: Void) in
+            // R7: one more unread for every other member, in their channel and their totals.
+            let counts = StoreSQL.countNewMessage(in: channel.pk, by: new.userID)
+            return Step.each(counts) { Step.execute($0) }
+        }.then { (_: [Void]) in
             // R4: the author has read their own message, and everything before it.
             Self.applyRead(new.userID, in: channel, target: seq, newest: seq, now: createdAt)
         }.then { (_: CursorUpdate) in

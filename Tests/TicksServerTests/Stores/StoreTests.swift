@@ -89,6 +89,86 @@ struct SQLiteStoreTests {
         }
     }
 
+    @Test(
+        "random histories over several channels: the unread counts kept with members and users equal R7 counted afresh",
+        arguments: StoreKind.all, [11, 12, 13, 14])
+    func randomCounters(kind: StoreKind, seed: UInt64) async throws {
+        try await kind.withStore { store in try await randomCounterHistory(store, seed: seed) }
+    }
+
+    func randomCounterHistory(_ store: any TicksStore, seed: UInt64) async throws {
+        var random = SplitMix(state: seed)
+        let users = ["u0", "u1", "u2", "u3"]
+        var clock: Int64 = 1_700_000_000_000_000
+        func tick() -> Timestamp {
+            clock += Int64.random(in: 1...1000, using: &random)
+            return Timestamp(microseconds: clock)
+        }
+        _ = try await store.upsertUsers(users.map { User(id: $0) }, now: tick())
+        var channels: [ChannelRecord] = []
+        var logs: [[(id: String, author: String)]] = []
+        for index in 0..<3 {
+            let members = Array(users.shuffled(using: &random).prefix(Int.random(in: 2...4, using: &random)))
+            channels.append(
+                try await store.createChannel(
+                    type: "messaging", id: "k\(seed)-\(index)", createdBy: nil, memberIDs: members, custom: [:],
+                    now: tick()
+                ).channel)
+            logs.append([])
+        }
+
+        /// Every member's kept count against R7 on the log, and every user's totals against their sum.
+        func check(_ step: Int) async throws {
+            var expected: [String: UnreadTotals] = Dictionary(
+                uniqueKeysWithValues: users.map { ($0, UnreadTotals(messages: 0, channels: 0)) })
+            for (index, channel) in channels.enumerated() {
+                let log = logs[index].enumerated().map { LogEntry(seq: Seq($0.offset + 1), authorID: $0.element.author) }
+                for state in try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members {
+                    let unread = ReceiptRules.unread(in: log, for: state.userID, read: state.cursors.read)
+                    #expect(state.unread == unread.count, "seed \(seed) step \(step): \(state.userID) in \(channel.id)")
+                    expected[state.userID]!.messages += unread.count
+                    expected[state.userID]!.channels += unread.count > 0 ? 1 : 0
+                }
+            }
+            for user in users {
+                #expect(try await store.unreadTotals(of: user) == expected[user], "seed \(seed) step \(step): \(user)")
+            }
+        }
+
+        for step in 0..<150 {
+            let index = Int.random(in: 0..<channels.count, using: &random)
+            let channel = channels[index]
+            let members = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members.map(\.userID)
+            let member = members.randomElement(using: &random)!
+            let pick = logs[index].randomElement(using: &random)?.id
+            switch Int.random(in: 0..<12, using: &random) {
+            case 0..<4:
+                let id = "m\(seed)-\(step)"
+                _ = try await store.sendMessage(NewMessage(id: id, userID: member, text: "t", custom: [:]), to: channel, now: tick())
+                logs[index].append((id, member))
+            case 4..<6:
+                _ = try await store.markRead(member, in: channel, upTo: pick, audience: everyone, now: tick())
+            case 6:
+                if let pick { _ = try await store.markUnread(member, in: channel, from: pick, now: tick()) }
+            case 7:
+                _ = try await store.markAllRead(member, audience: everyone, now: tick())
+            case 8:
+                if let pick {
+                    let target = DeliveredTarget(channel: ChannelID(type: channel.type, id: channel.id), messageID: pick)
+                    _ = try await store.markDelivered(member, [target], audience: everyone, now: tick())
+                }
+            case 9:
+                if members.count > 1 { _ = try await store.removeMembers([member], from: channel, now: tick()) }
+            default:
+                if let outsider = users.filter({ !members.contains($0) }).randomElement(using: &random) {
+                    _ = try await store.addMembers([outsider], to: channel, maxMembers: 100, now: tick())
+                }
+            }
+            if step % 25 == 24 { try await check(step) }
+        }
+        try await check(150)
+    }
+
     @Test("the member count kept on the channel follows adds and removes", arguments: StoreKind.all)
     func memberCount(kind: StoreKind) async throws {
         try await kind.withStore { store in
@@ -120,6 +200,32 @@ struct SQLiteStoreTests {
         }
         let store = SQLStore(engine: try SQLiteEngine(writer: queue))
         #expect(try await store.channel(type: "messaging", id: "old")?.memberCount == 2)
+    }
+
+    @Test("a database made before unread counts were kept gets them counted on opening")
+    func migratesUnreadCounters() async throws {
+        let queue = try DatabaseQueue()
+        try SQLiteSchema.migrator.migrate(queue, upTo: "v4-app-user")
+        try await queue.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO app_user (id, body, created_at, updated_at) VALUES
+                      ('a', '{"id":"a"}', 0, 0), ('b', '{"id":"b"}', 0, 0);
+                    INSERT INTO channel (pk, type, id, last_seq, member_count, created_at, updated_at)
+                      VALUES (1, 'messaging', 'old', 3, 2, 0, 0), (2, 'messaging', 'other', 1, 2, 0, 0);
+                    INSERT INTO message (channel_pk, seq, id, user_id, text, created_at) VALUES
+                      (1, 1, 'o1', 'a', 't', 0), (1, 2, 'o2', 'b', 't', 0), (1, 3, 'o3', 'a', 't', 0),
+                      (2, 1, 'p1', 'a', 't', 0);
+                    INSERT INTO member (channel_pk, user_id, read_seq, read_at, delivered_seq, delivered_at, created_at)
+                    VALUES (1, 'a', 3, 0, 3, 0, 0), (1, 'b', 0, 0, 0, 0, 0), (2, 'a', 1, 0, 1, 0, 0), (2, 'b', 0, 0, 0, 0, 0);
+                    """)
+        }
+        let store = SQLStore(engine: try SQLiteEngine(writer: queue))
+        // b has not read o1 and o3 (o2 is b's own) in one channel, nor p1 in the other.
+        #expect(try await store.unreadTotals(of: "b") == UnreadTotals(messages: 3, channels: 2))
+        #expect(try await store.unreadTotals(of: "a") == UnreadTotals(messages: 0, channels: 0))
+        let old = try #require(try await store.channel(type: "messaging", id: "old"))
+        #expect(try await store.member("b", of: old)?.unread == 2)
     }
 
     /// SQLite only, so it runs in the SQLite pass of `scripts/test`: in the
@@ -180,7 +286,7 @@ struct SQLiteStoreTests {
         let toTwo = ReceiptRules.markRead(stale, upTo: 2, newest: 3)
         _ = try await store.markRead("b", in: channel, upTo: "3", audience: everyone, now: now)
         try await #require(store.engine as? SQLiteEngine).writer.write { db in
-            try SQLiteSession(db: db).run(SQLStore.apply(toTwo, of: "b", in: channel.pk, now: now))
+            try SQLiteSession(db: db).run(SQLStore.apply(toTwo, of: "b", in: channel.pk, unread: 0, now: now))
         }
         let state = try #require(try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members.first { $0.userID == "b" })
         #expect(state.cursors == Cursors(read: 3, delivered: 3))

@@ -88,6 +88,7 @@ enum PostgresSchema {
         Migration(
             name: "v3-channel-roles",
             statements: ["ALTER TABLE member ADD COLUMN channel_role TEXT NOT NULL DEFAULT 'channel_member'"]),
+        Migration(name: "v5-unread-counters", statements: StoreMigrations.unreadCounters(integer: "BIGINT")),
     ]
 
     /// An arbitrary constant: the advisory lock that serialises migrations.

@@ -34,11 +34,30 @@ struct PostgresSession {
             }
         }
         do {
-            return try await connection.query(PostgresQuery(unsafeSQL: text, binds: binds), logger: logger).collect()
-                .map { $0.makeRandomAccess() }
+            switch query.prepared {
+            case .moveByChannelPK?:
+                return try await prepared(PreparedStoreStatement<MoveByChannelPK>(bindings: binds), text)
+            case .moveByCID?:
+                return try await prepared(PreparedStoreStatement<MoveByCID>(bindings: binds), text)
+            case nil:
+                return try await connection.query(PostgresQuery(unsafeSQL: text, binds: binds), logger: logger)
+                    .collect().map { $0.makeRandomAccess() }
+            }
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
             throw StoreEngineError.uniqueViolation
         }
+    }
+
+    /// Runs a statement kept prepared on this connection (prepared on its first use here).
+    private func prepared<Shape>(_ statement: PreparedStoreStatement<Shape>, _ text: String) async throws
+        -> [PostgresRandomAccessRow]
+    {
+        assert(text == Shape.sql, "a prepared statement's text changed between calls")
+        var rows: [PostgresRandomAccessRow] = []
+        for try await row in try await connection.execute(statement, logger: logger) {
+            rows.append(row.makeRandomAccess())
+        }
+        return rows
     }
 
     func execute(_ query: StoreQuery) async throws {

@@ -85,6 +85,9 @@ enum SQLiteSchema {
         migrator.registerMigration("v4-app-user") { db in
             try db.execute(sql: "ALTER TABLE user RENAME TO app_user")
         }
+        migrator.registerMigration("v5-unread-counters") { db in
+            for statement in StoreMigrations.unreadCounters(integer: "INTEGER") { try db.execute(sql: statement) }
+        }
         return migrator
     }
 }

@@ -59,11 +59,11 @@ enum Fetch {
         Step.rows(query).map { try $0.map { try $0.text(0) } }
     }
 
-    /// The user's cursors in `channel`; not a member, not allowed.
-    static func cursors(of userID: String, in channel: ChannelRecord) -> StoreProgram<Cursors> {
+    /// The user's cursors in `channel` and the unread count kept with them; not a member, not allowed.
+    static func cursors(of userID: String, in channel: ChannelRecord) -> StoreProgram<(cursors: Cursors, unread: Int64)> {
         Step.row(StoreSQL.cursors(of: userID, in: channel.pk)).map { row in
             guard let row else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
-            return Cursors(read: try row.int(0), delivered: try row.int(1))
+            return (Cursors(read: try row.int(0), delivered: try row.int(1)), try row.int(2))
         }
     }
 }

@@ -23,6 +23,9 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
     }
 
     var parts: [Part]
+    /// A statement PostgreSQL keeps prepared on each connection (parsed and
+    /// planned once): its text must be the same on every call, only its values differ.
+    var prepared: PreparedStatementName?
 
     init(parts: [Part]) { self.parts = parts }
 
@@ -52,6 +55,19 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
     }
 
     static func + (left: StoreQuery, right: StoreQuery) -> StoreQuery { StoreQuery(parts: left.parts + right.parts) }
+
+    /// This statement, kept prepared under `name` where the engine can (PostgreSQL).
+    func prepared(as name: PreparedStatementName) -> StoreQuery {
+        var query = self
+        query.prepared = name
+        return query
+    }
+}
+
+/// The statements worth preparing: those of every receipt.
+enum PreparedStatementName: String, Sendable, CaseIterable {
+    case moveByChannelPK
+    case moveByCID
 }
 
 /// What an array of texts binds as, in the dialects that take arrays.

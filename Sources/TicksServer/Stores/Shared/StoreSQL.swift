@@ -131,24 +131,15 @@ enum StoreSQL {
         """
     }
 
-    /// A row back when there was such a member.
+    /// A row back when there was such a member: their unread count, which leaves their totals with them.
     static func deleteMember(_ userID: String, from channelPK: Int64) -> StoreQuery {
-        "DELETE FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID) RETURNING user_id"
+        "DELETE FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID) RETURNING unread"
     }
 
     /// R6: a removed member's receipts go with their read state.
     static func deleteMoves(of userID: String, in channelPK: Int64) -> StoreQuery {
         "DELETE FROM cursor_move WHERE channel_pk = \(channelPK) AND user_id = \(userID)"
     }
-
-    /// R7 for member `m` of channel `c`: the messages after the read cursor
-    /// (sequence numbers are dense, so `last_seq - read_seq` of them) less the
-    /// member's own among them — none unless they marked unread before their
-    /// own messages (R4) — found through `message_by_author`.
-    static let unread = """
-        ((c.last_seq - m.read_seq) - (SELECT COUNT(*) FROM message g
-            WHERE g.channel_pk = m.channel_pk AND g.user_id = m.user_id AND g.seq > m.read_seq))
-        """
 
     /// A read state: the 11 columns `StoreRows.memberState` reads — the
     /// role, the cursors, the ids they point at, the unread count and the
@@ -157,7 +148,7 @@ enum StoreSQL {
         m.user_id, m.created_at, m.channel_role, m.read_seq, m.read_at, m.delivered_seq, m.delivered_at,
           (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.read_seq) AS read_id,
           (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.delivered_seq) AS delivered_id,
-          \(unread) AS unread,
+          m.unread,
           (SELECT id FROM message g
              WHERE g.channel_pk = m.channel_pk AND g.seq > m.read_seq AND g.user_id <> m.user_id
              ORDER BY g.seq LIMIT 1) AS first_unread_id
@@ -166,7 +157,7 @@ enum StoreSQL {
     /// Every member's read state in join order, or `userID`'s alone.
     static func memberStates(_ channelPK: Int64, userID: String? = nil) -> StoreQuery {
         var sql: StoreQuery = """
-            SELECT \(raw: memberStateColumns) FROM member m JOIN channel c ON c.pk = m.channel_pk
+            SELECT \(raw: memberStateColumns) FROM member m
             WHERE m.channel_pk = \(channelPK)
             """
         if let userID { sql = sql + " AND m.user_id = \(userID)" }
@@ -212,11 +203,12 @@ enum StoreSQL {
 
     // MARK: Cursors
 
-    /// Columns 0 and 1: the read and delivered cursors; locked in PostgreSQL,
-    /// so a member's moves through any node take turns (R2).
+    /// Columns 0 and 1: the read and delivered cursors, 2: the unread count
+    /// kept with them; locked in PostgreSQL, so a member's moves through any
+    /// node take turns (R2).
     static func cursors(of userID: String, in channelPK: Int64) -> StoreQuery {
         """
-        SELECT read_seq, delivered_seq FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID)\(forUpdateOf: nil)
+        SELECT read_seq, delivered_seq, unread FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID)\(forUpdateOf: nil)
         """
     }
 
@@ -287,7 +279,12 @@ enum StoreSQL {
             case .pk(let pk): "c.pk = \(pk)"
             case .cid(let type, let id): "c.type = \(type) AND c.id = \(id)"
             }
-        return """
+        let name: PreparedStatementName =
+            switch channel {
+            case .pk: .moveByChannelPK
+            case .cid: .moveByCID
+            }
+        let query: StoreQuery = """
             WITH ch AS (
               SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE
             """ + " " + which + "\n" + """
@@ -298,7 +295,7 @@ enum StoreSQL {
                      ch.last_seq AS newest
               FROM ch
             ), old AS (
-              SELECT m.read_seq, m.delivered_seq, m.read_at, m.delivered_at, m.created_at, m.channel_role
+              SELECT m.read_seq, m.delivered_seq, m.read_at, m.delivered_at, m.created_at, m.channel_role, m.unread
               FROM member m, ch WHERE m.channel_pk = ch.pk AND m.user_id = \(userID) FOR UPDATE OF m
             ), new AS (
               SELECT old.*,
@@ -307,38 +304,47 @@ enum StoreSQL {
                      GREATEST(old.delivered_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest)) AS delivered_to
               FROM old, tgt, ch
               WHERE tgt.seq IS NOT NULL AND (\(read) = 1 OR (ch.config::jsonb ->> 'delivery_events')::boolean)
+            ), counted AS (
+              SELECT new.*, (ch.last_seq - new.read_to) - (SELECT COUNT(*) FROM message g
+                WHERE g.channel_pk = ch.pk AND g.user_id = \(userID) AND g.seq > new.read_to) AS unread_to
+              FROM new, ch
             ), upd AS (
               UPDATE member m SET
-                read_seq = new.read_to,
-                read_at = CASE WHEN new.read_to > new.read_seq THEN \(at) ELSE m.read_at END,
-                delivered_seq = new.delivered_to,
-                delivered_at = CASE WHEN new.delivered_to > new.delivered_seq THEN \(at) ELSE m.delivered_at END
-              FROM new, ch
+                read_seq = counted.read_to,
+                read_at = CASE WHEN counted.read_to > counted.read_seq THEN \(at) ELSE m.read_at END,
+                delivered_seq = counted.delivered_to,
+                delivered_at = CASE WHEN counted.delivered_to > counted.delivered_seq THEN \(at) ELSE m.delivered_at END,
+                unread = counted.unread_to
+              FROM counted, ch
               WHERE m.channel_pk = ch.pk AND m.user_id = \(userID)
-                AND (new.read_to > new.read_seq OR new.delivered_to > new.delivered_seq)
+                AND (counted.read_to > counted.read_seq OR counted.delivered_to > counted.delivered_seq)
               RETURNING m.user_id
+            ), tot AS (
+              UPDATE app_user SET
+                unread_messages = unread_messages + counted.unread_to - counted.unread,
+                unread_channels = unread_channels + (CASE WHEN counted.unread_to > 0 THEN 1 ELSE 0 END)
+                                                  - (CASE WHEN counted.unread > 0 THEN 1 ELSE 0 END)
+              FROM counted WHERE app_user.id = \(userID) AND counted.unread_to <> counted.unread
+              RETURNING unread_messages, unread_channels
             ), logged AS (
               INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at)
               SELECT ch.pk, \(userID), k.kind, k.seq, \(at)
-              FROM new, ch, LATERAL (VALUES (0, new.delivered_to, new.delivered_to > new.delivered_seq),
-                                            (1, new.read_to, new.read_to > new.read_seq)) AS k(kind, seq, moved)
+              FROM counted, ch, LATERAL (VALUES (0, counted.delivered_to, counted.delivered_to > counted.delivered_seq),
+                                                (1, counted.read_to, counted.read_to > counted.read_seq)) AS k(kind, seq, moved)
               WHERE k.moved ORDER BY k.kind
               RETURNING 1
             ), state AS (
-              SELECT old.*, COALESCE(new.read_to, old.read_seq) AS read_to,
-                COALESCE(new.delivered_to, old.delivered_seq) AS delivered_to, new.read_to IS NOT NULL AS decided,
-                CASE WHEN new.read_to > new.read_seq THEN \(at) ELSE old.read_at END AS read_at_to,
-                CASE WHEN new.delivered_to > new.delivered_seq THEN \(at) ELSE old.delivered_at END AS delivered_at_to
-              FROM old LEFT JOIN new ON true
+              SELECT old.*, COALESCE(counted.read_to, old.read_seq) AS read_to,
+                COALESCE(counted.delivered_to, old.delivered_seq) AS delivered_to, counted.read_to IS NOT NULL AS decided,
+                COALESCE(counted.unread_to, old.unread) AS unread_to,
+                CASE WHEN counted.read_to > counted.read_seq THEN \(at) ELSE old.read_at END AS read_at_to,
+                CASE WHEN counted.delivered_to > counted.delivered_seq THEN \(at) ELSE old.delivered_at END AS delivered_at_to
+              FROM old LEFT JOIN counted ON true
             ), counts AS (
               SELECT state.*,
-                (ch.last_seq - state.read_to) - (SELECT COUNT(*) FROM message g
-                  WHERE g.channel_pk = ch.pk AND g.user_id = \(userID) AND g.seq > state.read_to) AS unread_to,
-                (ch.last_seq - state.read_seq) - (SELECT COUNT(*) FROM message g
-                  WHERE g.channel_pk = ch.pk AND g.user_id = \(userID) AND g.seq > state.read_seq) AS unread_from,
                 CASE WHEN state.read_to > state.read_seq THEN state.read_seq ELSE state.delivered_seq END AS covered_from,
                 CASE WHEN state.read_to > state.read_seq THEN state.read_to ELSE state.delivered_to END AS covered_to
-              FROM state, ch
+              FROM state
             )
             SELECT ch.*, tgt.seq, counts.read_seq, counts.delivered_seq,
               CASE WHEN counts.decided THEN counts.read_to END, CASE WHEN counts.decided THEN counts.delivered_to END,
@@ -349,12 +355,8 @@ enum StoreSQL {
               (SELECT id FROM message g WHERE g.channel_pk = ch.pk AND g.seq > counts.read_to AND g.user_id <> \(userID)
                  ORDER BY g.seq LIMIT 1),
               (SELECT body FROM app_user WHERE id = \(userID)),
-              CAST(COALESCE((SELECT SUM(\(raw: unread)) FROM member m JOIN channel c ON c.pk = m.channel_pk
-                             WHERE m.user_id = \(userID)), 0) - counts.unread_from + counts.unread_to AS BIGINT),
-              CAST(COALESCE((SELECT SUM(CASE WHEN \(raw: unread) > 0 THEN 1 ELSE 0 END)
-                             FROM member m JOIN channel c ON c.pk = m.channel_pk WHERE m.user_id = \(userID)), 0)
-                   - (CASE WHEN counts.unread_from > 0 THEN 1 ELSE 0 END)
-                   + (CASE WHEN counts.unread_to > 0 THEN 1 ELSE 0 END) AS BIGINT),
+              COALESCE((SELECT unread_messages FROM tot), (SELECT unread_messages FROM app_user WHERE id = \(userID))),
+              COALESCE((SELECT unread_channels FROM tot), (SELECT unread_channels FROM app_user WHERE id = \(userID))),
               CASE WHEN ch.member_count <= \(Int64(fullChannelLimit))
                    THEN (SELECT string_agg(user_id, ',') FROM member WHERE channel_pk = ch.pk) END,
               (SELECT string_agg(DISTINCT user_id, ',') FROM message g WHERE g.channel_pk = ch.pk
@@ -362,25 +364,63 @@ enum StoreSQL {
                  AND g.seq <= GREATEST(counts.covered_from, counts.covered_to))
             FROM ch LEFT JOIN tgt ON true LEFT JOIN counts ON true
             """
+        return query.prepared(as: name)
     }
 
-    /// Columns 0 and 1: R7 summed over every channel of the user, and the channels with any unread.
+    /// Columns 0 and 1: the user's unread messages over all their channels, and
+    /// the channels with any (R7), as kept on the user.
     static func unreadTotals(of userID: String) -> StoreQuery {
-        """
-        SELECT CAST(COALESCE(SUM(unread), 0) AS BIGINT), CAST(COALESCE(SUM(CASE WHEN unread > 0 THEN 1 ELSE 0 END), 0) AS BIGINT)
-        FROM (SELECT \(raw: unread) AS unread FROM member m JOIN channel c ON c.pk = m.channel_pk
-              WHERE m.user_id = \(userID)) u
-        """
+        "SELECT unread_messages, unread_channels FROM app_user WHERE id = \(userID)"
     }
 
     /// `unreadTotals` of every member of a channel at once: user id, messages, channels.
     static func unreadTotals(ofMembersOf channelPK: Int64) -> StoreQuery {
         """
-        SELECT user_id, CAST(COALESCE(SUM(unread), 0) AS BIGINT),
-          CAST(COALESCE(SUM(CASE WHEN unread > 0 THEN 1 ELSE 0 END), 0) AS BIGINT)
-        FROM (SELECT m.user_id, \(raw: unread) AS unread FROM member m JOIN channel c ON c.pk = m.channel_pk
-              WHERE m.user_id IN (SELECT user_id FROM member WHERE channel_pk = \(channelPK))) u
-        GROUP BY user_id
+        SELECT u.id, u.unread_messages, u.unread_channels FROM member m JOIN app_user u ON u.id = m.user_id
+        WHERE m.channel_pk = \(channelPK)
+        """
+    }
+
+    /// A new message in the channel by `author`: one more unread for every
+    /// other member (R7; their read cursors are all before it), in their
+    /// channel's count and their totals — a channel whose count was 0 becomes
+    /// one more channel with unread. Members' rows first, then users', the
+    /// order every transaction takes them in.
+    static func countNewMessage(in channelPK: Int64, by author: String) -> [StoreQuery] {
+        [
+            "UPDATE member SET unread = unread + 1 WHERE channel_pk = \(channelPK) AND user_id <> \(author)",
+            """
+            UPDATE app_user SET unread_messages = unread_messages + 1,
+              unread_channels = unread_channels
+                + (SELECT CASE WHEN m.unread = 1 THEN 1 ELSE 0 END FROM member m
+                   WHERE m.channel_pk = \(channelPK) AND m.user_id = app_user.id)
+            WHERE id IN (SELECT user_id FROM member WHERE channel_pk = \(channelPK) AND user_id <> \(author))
+            """,
+        ]
+    }
+
+    /// R7 counted afresh for the member after their read cursor moved, and
+    /// kept: the messages after the read cursor (sequence numbers are dense,
+    /// so `last_seq - read_seq` of them) less the member's own among them —
+    /// none unless they marked unread before their own messages (R4) — found
+    /// through `message_by_author`. Column 0: the new count. Everything else
+    /// reads the counts kept with the member and the user (`member.unread`,
+    /// `app_user.unread_messages`, `app_user.unread_channels`).
+    static func recountUnread(of userID: String, in channelPK: Int64) -> StoreQuery {
+        """
+        UPDATE member SET unread = (SELECT c.last_seq FROM channel c WHERE c.pk = member.channel_pk) - member.read_seq
+          - (SELECT COUNT(*) FROM message g
+             WHERE g.channel_pk = member.channel_pk AND g.user_id = member.user_id AND g.seq > member.read_seq)
+        WHERE channel_pk = \(channelPK) AND user_id = \(userID) RETURNING unread
+        """
+    }
+
+    /// Moves the user's totals by a change of one channel's count (`StoreRules.totalsChange`).
+    static func changeTotals(of userID: String, by change: UnreadTotals) -> StoreQuery {
+        """
+        UPDATE app_user SET unread_messages = unread_messages + \(Int64(change.messages)),
+          unread_channels = unread_channels + \(Int64(change.channels))
+        WHERE id = \(userID)
         """
     }
 

@@ -1,0 +1,58 @@
+import PostgresNIO
+
+/// The statements PostgreSQL keeps prepared on each connection (parsed and
+/// planned once, not on every receipt): `StoreQuery.prepared` names them,
+/// and their text and parameter types come from `StoreSQL` itself.
+protocol PreparedShape {
+    static var sql: String { get }
+    static var bindingDataTypes: [PostgresDataType] { get }
+}
+
+extension PreparedShape {
+    /// The text and the parameters' types of a sample of the statement (the
+    /// text is the same for every call; only the values differ).
+    static func shape(of sample: StoreQuery) -> (sql: String, types: [PostgresDataType]) {
+        let (text, bindings) = SQLDialect.postgres.render(sample)
+        return (
+            text,
+            bindings.map { binding in
+                switch binding {
+                case .value(.int): .int8
+                case .value(.text), .value(.null): .text
+                case .texts: .textArray
+                }
+            }
+        )
+    }
+}
+
+/// `StoreSQL.moveInOneStatement` for a channel named by pk (mark read).
+enum MoveByChannelPK: PreparedShape {
+    private static let shape = shape(
+        of: StoreSQL.moveInOneStatement(.read, of: "u", in: .pk(1), upTo: "m", at: 0, fullChannelLimit: 0))
+    static var sql: String { shape.sql }
+    static var bindingDataTypes: [PostgresDataType] { shape.types }
+}
+
+/// `StoreSQL.moveInOneStatement` for a channel named by type and id (mark delivered).
+enum MoveByCID: PreparedShape {
+    private static let shape = shape(
+        of: StoreSQL.moveInOneStatement(
+            .delivered, of: "u", in: .cid(type: "t", id: "i"), upTo: "m", at: 0, fullChannelLimit: 0))
+    static var sql: String { shape.sql }
+    static var bindingDataTypes: [PostgresDataType] { shape.types }
+}
+
+/// A prepared statement of shape `Shape` with one call's values.
+struct PreparedStoreStatement<Shape: PreparedShape>: PostgresPreparedStatement {
+    typealias Row = PostgresRow
+
+    static var name: String { "ticks_\(Shape.self)" }
+    static var sql: String { Shape.sql }
+    static var bindingDataTypes: [PostgresDataType] { Shape.bindingDataTypes }
+
+    let bindings: PostgresBindings
+
+    func makeBindings() throws -> PostgresBindings { bindings }
+    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+}
