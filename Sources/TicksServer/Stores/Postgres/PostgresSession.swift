@@ -39,6 +39,8 @@ struct PostgresSession {
                 return try await prepared(PreparedStoreStatement<MoveByChannelPK>(bindings: binds), text)
             case .moveByCID?:
                 return try await prepared(PreparedStoreStatement<MoveByCID>(bindings: binds), text)
+            case .channelWithMembership?:
+                return try await prepared(PreparedStoreStatement<ChannelWithMembership>(bindings: binds), text)
             case nil:
                 return try await connection.query(PostgresQuery(unsafeSQL: text, binds: binds), logger: logger)
                     .collect().map { $0.makeRandomAccess() }

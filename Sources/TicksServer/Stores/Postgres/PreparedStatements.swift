@@ -43,6 +43,13 @@ enum MoveByCID: PreparedShape {
     static var bindingDataTypes: [PostgresDataType] { shape.types }
 }
 
+/// `StoreSQL.channel(type:id:member:)`: the channel of a receipt and whether its reader is a member.
+enum ChannelWithMembership: PreparedShape {
+    private static let shape = shape(of: StoreSQL.channel(type: "t", id: "i", member: "u"))
+    static var sql: String { shape.sql }
+    static var bindingDataTypes: [PostgresDataType] { shape.types }
+}
+
 /// A prepared statement of shape `Shape` with one call's values.
 struct PreparedStoreStatement<Shape: PreparedShape>: PostgresPreparedStatement {
     typealias Row = PostgresRow

@@ -68,6 +68,7 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
 enum PreparedStatementName: String, Sendable, CaseIterable {
     case moveByChannelPK
     case moveByCID
+    case channelWithMembership
 }
 
 /// What an array of texts binds as, in the dialects that take arrays.

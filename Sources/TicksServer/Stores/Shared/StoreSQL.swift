@@ -61,13 +61,14 @@ enum StoreSQL {
         "SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE c.pk = \(pk)" + (lock ? "\(forUpdateOf: "c")" : "")
     }
 
-    /// The channel's columns and, last, whether `userID` is a member.
+    /// The channel's columns and, last, whether `userID` is a member (every receipt asks).
     static func channel(type: String, id: String, member userID: String) -> StoreQuery {
-        """
-        SELECT \(raw: channelColumns),
-          EXISTS (SELECT 1 FROM member m WHERE m.channel_pk = c.pk AND m.user_id = \(userID)) AS is_member
-        FROM \(raw: channelFrom) WHERE c.type = \(type) AND c.id = \(id)
-        """
+        let query: StoreQuery = """
+            SELECT \(raw: channelColumns),
+              EXISTS (SELECT 1 FROM member m WHERE m.channel_pk = c.pk AND m.user_id = \(userID)) AS is_member
+            FROM \(raw: channelFrom) WHERE c.type = \(type) AND c.id = \(id)
+            """
+        return query.prepared(as: .channelWithMembership)
     }
 
     /// Column 0: the new channel's pk; no row when another request made it first.
