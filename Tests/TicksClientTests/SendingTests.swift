@@ -27,11 +27,14 @@ struct SendingTests {
             #expect(message.localState == .pending)
             #expect(message.deliveryStatus == .pending)
             #expect(message.isSentByCurrentUser)
-            try await room.wait("m1 sent") { $0.message(withID: "m1")?.deliveryStatus == .sent }
-            #expect(try await server.messageIDs("messaging:room") == ["m1"])
-            let seen = updates.all.compactMap { $0.message(withID: "m1")?.deliveryStatus }
+            // The recorder reads the updates on a task of its own: wait for
+            // it to have seen `sent`, not only for the state to be sent.
+            let seen = try await eventually("m1 sent, as an update") {
+                let statuses = updates.all.compactMap { $0.message(withID: "m1")?.deliveryStatus }
+                return statuses.last == .sent ? statuses : nil
+            }
             #expect(seen.first == .pending)
-            #expect(seen.last == .sent)
+            #expect(try await server.messageIDs("messaging:room") == ["m1"])
             #expect(try await room.state.message(withID: "m1")?.localState == nil)
             await alice.disconnect()
         }

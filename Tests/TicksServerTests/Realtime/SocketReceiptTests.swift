@@ -15,18 +15,27 @@ struct SocketReceiptTests {
         for index in 1...3 { try await server.send("messaging:s", id: "s\(index)", from: "alice") }
     }
 
-    func request(_ request: SocketReceipt.Request) throws -> String {
-        String(decoding: try JSONEncoder().encode(request), as: UTF8.self)
-    }
-
-    @Test("mark_read moves the cursor and reaches the sender; the ack carries the request id and message.read", arguments: StoreKind.all)
-    func markRead(kind: StoreKind) async throws {
+    /// A live server with the usual set-up, and alice (the sender) and bob (the reader) connected.
+    func withPair(_ kind: StoreKind, _ body: @Sendable (TestServer, TestSocket, TestSocket) async throws -> Void)
+        async throws
+    {
         try await TestServer.run(kind, .live) { server in
             try await setUp(server)
             let alice = try await TestSocket.connect(server, as: "alice")
             defer { alice.close() }
             let bob = try await TestSocket.connect(server, as: "bob")
             defer { bob.close() }
+            try await body(server, alice, bob)
+        }
+    }
+
+    func request(_ request: SocketReceipt.Request) throws -> String {
+        String(decoding: try JSONEncoder().encode(request), as: UTF8.self)
+    }
+
+    @Test("mark_read moves the cursor and reaches the sender; the ack carries the request id and message.read", arguments: StoreKind.all)
+    func markRead(kind: StoreKind) async throws {
+        try await withPair(kind) { server, alice, bob in
             try await bob.send(try request(.markRead("messaging:s", upTo: "s2", requestID: "r1")))
             let ack = try await bob.next("ack")
             #expect(ack["request_id"].string == "r1")
@@ -49,12 +58,7 @@ struct SocketReceiptTests {
 
     @Test("mark_delivered moves the delivered cursor and sends message.delivered", arguments: StoreKind.all)
     func markDelivered(kind: StoreKind) async throws {
-        try await TestServer.run(kind, .live) { server in
-            try await setUp(server)
-            let alice = try await TestSocket.connect(server, as: "alice")
-            defer { alice.close() }
-            let bob = try await TestSocket.connect(server, as: "bob")
-            defer { bob.close() }
+        try await withPair(kind) { server, alice, bob in
             let entries = [SocketReceipt.DeliveredEntry(cid: "messaging:s", id: "s3")]
             try await bob.send(try request(.markDelivered(entries, requestID: "d1")))
             let ack = try await bob.next("ack")
