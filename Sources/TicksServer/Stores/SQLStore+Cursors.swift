@@ -6,13 +6,12 @@ extension SQLStore {
     public func markRead(
         _ userID: String, in channel: ChannelRecord, upTo messageID: String?, audience: ReceiptAudience, now: Timestamp
     ) async throws -> CursorOutcome {
-        if engine.dialect == .postgres {
-            // One round trip: lock, move, log and read back in one statement.
-            let outcome = try await engine.writeOne {
-                Self.moveInOneStatement(
-                    .read, of: userID, in: .pk(channel.pk), named: channel.cid, upTo: messageID, audience: audience,
-                    now: now)
-            }
+        if let moveBatcher {
+            // One statement with the receipts that arrive meanwhile: lock, move, log and read back.
+            let outcome = try await moveBatcher.submit(
+                BatchedMove(
+                    kind: .read, userID: userID, channelType: channel.type, channelID: channel.id,
+                    messageID: messageID, at: now, audience: audience))
             guard let outcome else { throw StoreError.inconsistent("a read move without an outcome") }
             return outcome
         }
@@ -69,13 +68,12 @@ extension SQLStore {
     public func markDelivered(
         _ userID: String, _ targets: [DeliveredTarget], audience: ReceiptAudience, now: Timestamp
     ) async throws -> [CursorOutcome] {
-        if engine.dialect == .postgres, targets.count == 1, let entry = targets.first {
-            // The common case (a device acknowledging one channel) in one round trip.
-            let outcome = try await engine.writeOne {
-                Self.moveInOneStatement(
-                    .delivered, of: userID, in: .cid(type: entry.channel.type, id: entry.channel.id),
-                    named: "\(entry.channel)", upTo: entry.messageID, audience: audience, now: now)
-            }
+        if let moveBatcher, targets.count == 1, let entry = targets.first {
+            // The common case (a device acknowledging one channel), batched as mark read is.
+            let outcome = try await moveBatcher.submit(
+                BatchedMove(
+                    kind: .delivered, userID: userID, channelType: entry.channel.type, channelID: entry.channel.id,
+                    messageID: entry.messageID, at: now, audience: audience))
             return outcome.map { [$0] } ?? []
         }
         return try await engine.write {
@@ -115,20 +113,6 @@ extension SQLStore {
     }
 
     // MARK: Steps
-
-    /// PostgreSQL: mark read or delivered as one statement (`StoreSQL.moveInOneStatement`).
-    static func moveInOneStatement(
-        _ kind: CursorKind, of userID: String, in channel: OneStatementChannel, named cid: String, upTo messageID: String?,
-        audience: ReceiptAudience, now: Timestamp
-    ) -> StoreProgram<CursorOutcome?> {
-        let statement = StoreSQL.moveInOneStatement(
-            kind, of: userID, in: channel, upTo: messageID, at: now.microseconds,
-            fullChannelLimit: audience.fullChannelLimit)
-        return Step.row(statement).map { row in
-            try OneStatementMove.outcome(
-                row, kind: kind, userID: userID, messageID: messageID, named: cid, audience: audience, now: now)
-        }
-    }
 
     /// A mark delivered entry as the store found it: its channel, the message's seq, whether the user is a member.
     typealias Resolved = (

@@ -17,7 +17,7 @@ protocol StoreEngine: Sendable {
     /// One statement, outside an explicit transaction (a statement reads one snapshot anyway).
     func readOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T
     /// One statement that changes, committed on its own: PostgreSQL's
-    /// one-statement receipts (`StoreSQL.moveInOneStatement`), one round trip.
+    /// batched receipts (`StoreSQL.moves`), one round trip.
     func writeOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T
     /// How many bytes the stored data takes.
     func storageBytes() async throws -> Int64
@@ -45,9 +45,14 @@ enum StoreEngineError: Error {
 /// (channels, messages, cursors, receipts).
 public final class SQLStore: TicksStore, ReceiptLogReading {
     let engine: any StoreEngine
+    /// PostgreSQL: marks read and delivered grouped into one statement and one commit.
+    let moveBatcher: MoveBatcher?
 
     init(engine: any StoreEngine) {
         self.engine = engine
+        moveBatcher =
+            engine.dialect == .postgres
+            ? MoveBatcher { moves in try await engine.writeOne { OneStatementMove.program(moves) } } : nil
     }
 
     /// SQLite in the file at `path` (created if needed), in WAL mode.

@@ -321,6 +321,119 @@ struct SQLiteStoreTests {
         }
     }
 
+    @Test(
+        "concurrent receipts of many members in many channels, refusals among them: each answered on its own, cursors and kept counts as the rules say (PostgreSQL: grouped into batches)",
+        arguments: StoreKind.all)
+    func concurrentReceipts(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            var random = SplitMix(state: 42)
+            let users = (0..<8).map { "u\($0)" }
+            let start = Timestamp(microseconds: 1_700_000_000_000_000)
+            _ = try await store.upsertUsers((users + ["outsider"]).map { User(id: $0) }, now: start)
+            var channels: [ChannelRecord] = []
+            var logs: [[LogEntry]] = []
+            for index in 0..<4 {
+                let created = try await store.createChannel(
+                    type: "messaging", id: "b\(index)", createdBy: nil, memberIDs: users, custom: [:], now: start
+                ).channel
+                var log: [LogEntry] = []
+                for seq in 1...10 {
+                    let author = users[(seq + index) % users.count]
+                    _ = try await store.sendMessage(
+                        NewMessage(id: "b\(index)-\(seq)", userID: author, text: "x", custom: [:]), to: created,
+                        now: Timestamp(microseconds: start.microseconds + Int64(seq)))
+                    log.append(LogEntry(seq: Seq(seq), authorID: author))
+                }
+                channels.append(try #require(try await store.channel(type: "messaging", id: "b\(index)")))
+                logs.append(log)
+            }
+            // Each member of each channel: two reads and a delivered, to random messages.
+            struct Receipt: Sendable {
+                var kind: CursorKind
+                var user: String
+                var channel: Int
+                var seq: Seq
+            }
+            var receipts: [Receipt] = []
+            for user in users {
+                for channel in channels.indices {
+                    for kind in [CursorKind.read, .read, .delivered] {
+                        receipts.append(Receipt(kind: kind, user: user, channel: channel, seq: Seq.random(in: 1...10, using: &random)))
+                    }
+                }
+            }
+            receipts.shuffle(using: &random)
+            // Authors' cursors moved when they sent (R4).
+            var before: [[String: Cursors]] = []
+            for channel in channels {
+                let members = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members
+                before.append(Dictionary(uniqueKeysWithValues: members.map { ($0.userID, $0.cursors) }))
+            }
+            let snapshot = channels
+            let audience = everyone
+            let refused = try await withThrowingTaskGroup(of: Int.self) { group in
+                for receipt in receipts {
+                    group.addTask {
+                        let channel = snapshot[receipt.channel]
+                        let now = Timestamp(microseconds: start.microseconds + 1_000)
+                        switch receipt.kind {
+                        case .read:
+                            _ = try await store.markRead(
+                                receipt.user, in: channel, upTo: "b\(receipt.channel)-\(receipt.seq)", audience: audience,
+                                now: now)
+                        case .delivered:
+                            _ = try await store.markDelivered(
+                                receipt.user,
+                                [DeliveredTarget(channel: ChannelID(type: "messaging", id: channel.id), messageID: "b\(receipt.channel)-\(receipt.seq)")],
+                                audience: audience, now: now)
+                        }
+                        return 0
+                    }
+                }
+                // Refused among them, each on its own: a message not in the channel, a non-member.
+                for (user, message) in [("u1", "no-such-message"), ("outsider", "b0-3")] {
+                    group.addTask {
+                        do {
+                            _ = try await store.markRead(user, in: snapshot[0], upTo: message, audience: audience, now: start)
+                            return 0
+                        } catch is StoreError {
+                            return 1
+                        }
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(refused == 2)
+            for (index, channel) in channels.enumerated() {
+                let members = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members
+                for state in members {
+                    let own = receipts.filter { $0.user == state.userID && $0.channel == index }
+                    let start = try #require(before[index][state.userID])
+                    let read = max(start.read, own.filter { $0.kind == .read }.map(\.seq).max() ?? 0)
+                    let delivered = max(start.delivered, read, own.map(\.seq).max() ?? 0)
+                    #expect(state.cursors == Cursors(read: read, delivered: delivered), "\(state.userID) in b\(index)")
+                    #expect(state.unread == ReceiptRules.unread(in: logs[index], for: state.userID, read: read).count)
+                }
+            }
+            for user in users {
+                var expected = UnreadTotals(messages: 0, channels: 0)
+                for (index, channel) in channels.enumerated() {
+                    let members = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members
+                    let read = try #require(members.first { $0.userID == user }).cursors.read
+                    let unread = ReceiptRules.unread(in: logs[index], for: user, read: read).count
+                    expected.messages += unread
+                    expected.channels += unread > 0 ? 1 : 0
+                }
+                #expect(try await store.unreadTotals(of: user) == expected, "\(user)")
+            }
+            if let batcher = (store as? SQLStore)?.moveBatcher {
+                let statistics = batcher.statistics
+                #expect(statistics.moves == receipts.count + 2)
+                #expect(statistics.batches < statistics.moves, "\(statistics)")
+            }
+        }
+    }
+
     @Test("a channel's messages have strictly increasing created_at in seq order, whatever the clock does", arguments: StoreKind.all)
     func createdAtFollowsSeq(kind: StoreKind) async throws {
         try await kind.withStore { store in

@@ -30,15 +30,14 @@ struct PostgresSession {
             case .value(.int(let value)): binds.append(value)
             case .value(.text(let value)): binds.append(value)
             case .value(.null): binds.appendNull()
-            case .texts(let values): binds.append(values)
+            case .array(.texts(let values)): binds.append(values)
+            case .array(.ints(let values)): binds.append(values)
             }
         }
         do {
             switch query.prepared {
-            case .moveByChannelPK?:
-                return try await prepared(PreparedStoreStatement<MoveByChannelPK>(bindings: binds), text)
-            case .moveByCID?:
-                return try await prepared(PreparedStoreStatement<MoveByCID>(bindings: binds), text)
+            case .moves?:
+                return try await prepared(PreparedStoreStatement<Moves>(bindings: binds), text)
             case .channelWithMembership?:
                 return try await prepared(PreparedStoreStatement<ChannelWithMembership>(bindings: binds), text)
             case nil:

@@ -1,4 +1,5 @@
 import PostgresNIO
+import TicksProtocol
 
 /// The statements PostgreSQL keeps prepared on each connection (parsed and
 /// planned once, not on every receipt): `StoreQuery.prepared` names them,
@@ -19,26 +20,22 @@ extension PreparedShape {
                 switch binding {
                 case .value(.int): .int8
                 case .value(.text), .value(.null): .text
-                case .texts: .textArray
+                case .array(.texts): .textArray
+                case .array(.ints): .int8Array
                 }
             }
         )
     }
 }
 
-/// `StoreSQL.moveInOneStatement` for a channel named by pk (mark read).
-enum MoveByChannelPK: PreparedShape {
+/// `StoreSQL.moves`: a batch of marks read and delivered.
+enum Moves: PreparedShape {
     private static let shape = shape(
-        of: StoreSQL.moveInOneStatement(.read, of: "u", in: .pk(1), upTo: "m", at: 0, fullChannelLimit: 0))
-    static var sql: String { shape.sql }
-    static var bindingDataTypes: [PostgresDataType] { shape.types }
-}
-
-/// `StoreSQL.moveInOneStatement` for a channel named by type and id (mark delivered).
-enum MoveByCID: PreparedShape {
-    private static let shape = shape(
-        of: StoreSQL.moveInOneStatement(
-            .delivered, of: "u", in: .cid(type: "t", id: "i"), upTo: "m", at: 0, fullChannelLimit: 0))
+        of: StoreSQL.moves([
+            BatchedMove(
+                kind: .read, userID: "u", channelType: "t", channelID: "i", messageID: "m", at: Timestamp(microseconds: 0),
+                audience: ReceiptAudience(fullChannelLimit: 0))
+        ]))
     static var sql: String { shape.sql }
     static var bindingDataTypes: [PostgresDataType] { shape.types }
 }

@@ -30,7 +30,7 @@ struct SQLiteSession {
             switch binding {
             case .value(.int(let value)): value
             case .value(.text(let value)): value
-            case .value(.null), .texts: nil
+            case .value(.null), .array: nil  // never rendered for SQLite
             }
         }
         return try Row.fetchAll(statement, arguments: StatementArguments(values))

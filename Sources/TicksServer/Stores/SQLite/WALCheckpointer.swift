@@ -39,7 +39,7 @@ struct WALCheckpointer: Service {
     }
 
     func run() async throws {
-        try await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 do {
                     try await Task.sleep(for: interval)

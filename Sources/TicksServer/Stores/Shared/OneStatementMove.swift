@@ -1,22 +1,47 @@
 import TicksProtocol
 import TicksReceipts
 
-/// PostgreSQL's one-statement mark read or delivered (`StoreSQL.moveInOneStatement`)
-/// decoded into the outcome the step-by-step program gives, and checked
+/// One mark read or delivered in a batch of PostgreSQL's `StoreSQL.moves`.
+struct BatchedMove: Sendable {
+    var kind: CursorKind
+    var userID: String
+    var channelType: String
+    var channelID: String
+    /// Up to this message; nil: up to the newest.
+    var messageID: String?
+    var at: Timestamp
+    var audience: ReceiptAudience
+
+    /// The member whose row the move locks: a batch holds each at most once.
+    var member: String { "\(channelType):\(channelID)/\(userID)" }
+}
+
+/// PostgreSQL's batched marks read and delivered (`StoreSQL.moves`), each
+/// row decoded into the outcome the step-by-step program gives, and checked
 /// against `ReceiptRules`: the cursors the SQL chose must be the rules'.
 enum OneStatementMove {
+    /// The batch as one program: one statement, one outcome (or refusal) per move, in order.
+    static func program(_ moves: [BatchedMove]) -> StoreProgram<[Result<CursorOutcome?, any Error>]> {
+        Step.rows(StoreSQL.moves(moves)).map { rows in
+            guard rows.count == moves.count else {
+                throw StoreError.inconsistent("\(rows.count) rows for a batch of \(moves.count) moves")
+            }
+            return zip(rows, moves).map { row, move in Result { try outcome(row, of: move) } }
+        }
+    }
+
     /// The outcome; nil for a delivered move the channel type ignores (R9) or one that moved nothing.
-    static func outcome(
-        _ row: (any StoreRow)?, kind: CursorKind, userID: String, messageID: String?, named cid: String,
-        audience: ReceiptAudience, now: Timestamp
-    ) throws -> CursorOutcome? {
-        guard let row else {
-            throw kind == .read ? StoreError.channelNotFound : StoreError.unknownChannel(cid)
+    static func outcome(_ row: any StoreRow, of move: BatchedMove) throws -> CursorOutcome? {
+        let kind = move.kind
+        let userID = move.userID
+        guard try row.optionalInt(0) != nil else {
+            throw kind == .read
+                ? StoreError.channelNotFound : StoreError.unknownChannel("\(move.channelType):\(move.channelID)")
         }
         let found = try StoreRows.channel(row)
         let channel = found.channel
         let config = try StoreRules.requireConfig(found)
-        let target = try StoreRules.requireSeq(try row.optionalInt(11), of: messageID ?? "", in: channel.cid)
+        let target = try StoreRules.requireSeq(try row.optionalInt(11), of: move.messageID ?? "", in: channel.cid)
         guard let readBefore = try row.optionalInt(12) else {
             throw StoreError.notMember(userID: userID, cid: channel.cid)
         }
@@ -40,13 +65,14 @@ enum OneStatementMove {
             lastReadMessageID: try row.optionalText(20), lastDeliveredMessageID: try row.optionalText(21),
             unread: Int(try row.int(22)), firstUnreadMessageID: try row.optionalText(23))
         var recipients: [String] = []
-        if let source = audience.source(of: update, in: channel) {
+        if let source = move.audience.source(of: update, in: channel) {
             let column = source == .members ? 27 : 28
             let ids = try row.optionalText(column).map { $0.split(separator: ",").map(String.init) } ?? []
-            recipients = audience.recipients(ids, from: source, reader: userID)
+            recipients = move.audience.recipients(ids, from: source, reader: userID)
         }
         return CursorOutcome(
             channel: channel, config: config, reader: try row.optionalText(24).map(StoredJSON.user) ?? User(id: userID),
-            update: update, state: state, totals: try StoreRows.totals(row, at: 25), at: now, recipients: recipients)
+            update: update, state: state, totals: try StoreRows.totals(row, at: 25), at: move.at,
+            recipients: recipients)
     }
 }

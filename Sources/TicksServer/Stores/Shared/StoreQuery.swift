@@ -20,6 +20,8 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         case list(column: String, values: [String])
         /// PostgreSQL's row lock; nothing in SQLite, whose single writer already serialises changes.
         case forUpdate(of: String?)
+        /// One array value (PostgreSQL only: statements that take a batch as arrays, `unnest`ed).
+        case array(SQLArray)
     }
 
     var parts: [Part]
@@ -50,6 +52,9 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         }
         /// Constant SQL of the store's own (column lists, a computed expression), never input.
         mutating func appendInterpolation(raw text: String) { parts.append(.text(text)) }
+        /// An array bound as one value; PostgreSQL's statements only.
+        mutating func appendInterpolation(array values: [String]) { parts.append(.array(.texts(values))) }
+        mutating func appendInterpolation(array values: [Int64]) { parts.append(.array(.ints(values))) }
         /// ` FOR UPDATE [OF table]` in PostgreSQL.
         mutating func appendInterpolation(forUpdateOf table: String?) { parts.append(.forUpdate(of: table)) }
     }
@@ -66,15 +71,20 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
 
 /// The statements worth preparing: those of every receipt.
 enum PreparedStatementName: String, Sendable, CaseIterable {
-    case moveByChannelPK
-    case moveByCID
+    case moves
     case channelWithMembership
 }
 
-/// What an array of texts binds as, in the dialects that take arrays.
+/// An array bound as one value, in the dialect that takes arrays.
+enum SQLArray: Sendable, Equatable {
+    case texts([String])
+    case ints([Int64])
+}
+
+/// What a statement binds: single values, or (PostgreSQL) arrays.
 enum SQLBinding: Sendable, Equatable {
     case value(StoreQuery.Value)
-    case texts([String])
+    case array(SQLArray)
 }
 
 /// Where the two databases write the same statement differently.
@@ -106,11 +116,15 @@ enum SQLDialect: Sendable {
                     text += "\(column) IN (\(values.isEmpty ? "NULL" : Array(repeating: "?", count: values.count).joined(separator: ", ")))"
                     bindings += values.map { .value(.text($0)) }
                 case .postgres:
-                    bindings.append(.texts(values))
+                    bindings.append(.array(.texts(values)))
                     text += "\(column) = ANY(\(placeholder()))"
                 }
             case .forUpdate(let table):
                 if self == .postgres { text += " FOR UPDATE" + (table.map { " OF \($0)" } ?? "") }
+            case .array(let array):
+                precondition(self == .postgres, "arrays are bound only in PostgreSQL's statements")
+                bindings.append(.array(array))
+                text += placeholder()
             }
         }
         return (text, bindings)

@@ -251,121 +251,131 @@ enum StoreSQL {
         """
     }
 
-    /// Mark read or delivered as one statement, for PostgreSQL, where every
-    /// statement is a round trip (SQLite runs `SQLStore`'s steps one by one,
-    /// in process): it locks the member's row, applies `ReceiptRules.markRead`
-    /// or `markDelivered` (written here again as SQL, and checked against
-    /// them on every call: `OneStatementMove`), writes and logs the moves,
-    /// and returns what the events and the answer need. A data-modifying
-    /// CTE's changes are invisible to the rest of its statement, so the new
-    /// read state is computed from the decided cursors, not read back.
-    /// Channel types with `delivery_events` off accept and ignore delivered (R9).
+    /// Marks read and delivered as one statement, for PostgreSQL, where every
+    /// statement is a round trip and every commit a log flush: concurrent
+    /// receipts are batched (`MoveBatcher`), one row of arrays per receipt,
+    /// and committed together (SQLite runs `SQLStore`'s steps one by one, in
+    /// process, and groups its commits in `GroupCommitter`). For each receipt
+    /// it locks the member's row (members in key order, then the users whose
+    /// totals change, in id order, so two batches never wait on each other in
+    /// a circle), applies `ReceiptRules.markRead` or `markDelivered` (written
+    /// here again as SQL, and checked against them on every call:
+    /// `OneStatementMove`), writes and logs the moves, keeps the unread
+    /// counts, and returns what the events and the answer need. A
+    /// data-modifying CTE's changes are invisible to the rest of its
+    /// statement, so the new read state is computed from the decided cursors,
+    /// not read back. Channel types with `delivery_events` off accept and
+    /// ignore delivered (R9). The moves must name distinct members.
     ///
-    /// Columns: the channel (0–10); the target's seq (11, null when the
-    /// message is not in the channel); the cursors before (12, 13; null when
-    /// not a member) and after (14, 15; null when R9 ignored the move); the
-    /// member's joined time and role (16, 17), read_at and delivered_at after
-    /// (18, 19), the ids at the cursors (20, 21), unread and first unread
-    /// (22, 23); the reader as JSON (24); their unread totals after (25, 26);
-    /// the member ids when the channel has at most `fullChannelLimit` members
+    /// One row per move, in order. Columns: the channel (0–10; null when it
+    /// does not exist); the target's seq (11, null when the message is not in
+    /// the channel); the cursors before (12, 13; null when not a member) and
+    /// after (14, 15; null when R9 ignored the move); the member's joined time
+    /// and role (16, 17), read_at and delivered_at after (18, 19), the ids at
+    /// the cursors (20, 21), unread and first unread (22, 23); the reader as
+    /// JSON (24); their unread totals after the batch (25, 26); the member ids
+    /// when the channel has at most the move's `fullChannelLimit` members
     /// (27), and the authors of the messages the read move (else the delivered
     /// move) covered (28), comma-separated.
-    static func moveInOneStatement(
-        _ kind: CursorKind, of userID: String, in channel: OneStatementChannel, upTo messageID: String?, at: Int64,
-        fullChannelLimit: Int
-    ) -> StoreQuery {
-        let read: Int64 = kind == .read ? 1 : 0
-        let which: StoreQuery =
-            switch channel {
-            case .pk(let pk): "c.pk = \(pk)"
-            case .cid(let type, let id): "c.type = \(type) AND c.id = \(id)"
-            }
-        let name: PreparedStatementName =
-            switch channel {
-            case .pk: .moveByChannelPK
-            case .cid: .moveByCID
-            }
+    static func moves(_ moves: [BatchedMove]) -> StoreQuery {
         let query: StoreQuery = """
-            WITH ch AS (
-              SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE
-            """ + " " + which + "\n" + """
+            WITH req AS (
+              SELECT * FROM unnest(\(array: moves.map { Int64($0.kind.rawValue) }), \(array: moves.map(\.userID)),
+                \(array: moves.map(\.channelType)), \(array: moves.map(\.channelID)), \(array: moves.map { $0.messageID ?? "" }),
+                \(array: moves.map { $0.messageID == nil ? 1 as Int64 : 0 }), \(array: moves.map(\.at.microseconds)),
+                \(array: moves.map { Int64($0.audience.fullChannelLimit) }))
+                WITH ORDINALITY AS r(kind, user_id, ctype, cname, mid, to_newest, at, full_limit, ord)
+            ), ch AS (
+              SELECT r.ord, \(raw: channelColumns) FROM req r JOIN channel c ON c.type = r.ctype AND c.id = r.cname
+                LEFT JOIN channel_type t ON t.name = c.type
             ), tgt AS (
-              SELECT CASE WHEN \(messageID)::text IS NULL THEN ch.last_seq
-                          ELSE (SELECT g.seq FROM message g WHERE g.id = \(messageID)::text AND g.channel_pk = ch.pk)
-                     END AS seq,
+              SELECT ch.ord,
+                     CASE WHEN r.to_newest = 1 THEN ch.last_seq
+                          ELSE (SELECT g.seq FROM message g WHERE g.id = r.mid AND g.channel_pk = ch.pk) END AS seq,
                      ch.last_seq AS newest
-              FROM ch
+              FROM ch JOIN req r ON r.ord = ch.ord
             ), old AS (
-              SELECT m.read_seq, m.delivered_seq, m.read_at, m.delivered_at, m.created_at, m.channel_role, m.unread
-              FROM member m, ch WHERE m.channel_pk = ch.pk AND m.user_id = \(userID) FOR UPDATE OF m
+              SELECT r.ord, r.kind, r.user_id, r.at, m.channel_pk, m.read_seq, m.delivered_seq, m.read_at,
+                     m.delivered_at, m.created_at, m.channel_role, m.unread
+              FROM req r JOIN ch ON ch.ord = r.ord JOIN member m ON m.channel_pk = ch.pk AND m.user_id = r.user_id
+              ORDER BY m.channel_pk, m.user_id FOR UPDATE OF m
             ), new AS (
               SELECT old.*,
-                     CASE WHEN \(read) = 1 THEN GREATEST(old.read_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest))
+                     CASE WHEN old.kind = 1 THEN GREATEST(old.read_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest))
                           ELSE old.read_seq END AS read_to,
                      GREATEST(old.delivered_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest)) AS delivered_to
-              FROM old, tgt, ch
-              WHERE tgt.seq IS NOT NULL AND (\(read) = 1 OR (ch.config::jsonb ->> 'delivery_events')::boolean)
+              FROM old JOIN tgt ON tgt.ord = old.ord JOIN ch ON ch.ord = old.ord
+              WHERE tgt.seq IS NOT NULL AND (old.kind = 1 OR (ch.config::jsonb ->> 'delivery_events')::boolean)
             ), counted AS (
               SELECT new.*, (ch.last_seq - new.read_to) - (SELECT COUNT(*) FROM message g
-                WHERE g.channel_pk = ch.pk AND g.user_id = \(userID) AND g.seq > new.read_to) AS unread_to
-              FROM new, ch
+                WHERE g.channel_pk = new.channel_pk AND g.user_id = new.user_id AND g.seq > new.read_to) AS unread_to
+              FROM new JOIN ch ON ch.ord = new.ord
             ), upd AS (
               UPDATE member m SET
                 read_seq = counted.read_to,
-                read_at = CASE WHEN counted.read_to > counted.read_seq THEN \(at) ELSE m.read_at END,
+                read_at = CASE WHEN counted.read_to > counted.read_seq THEN counted.at ELSE m.read_at END,
                 delivered_seq = counted.delivered_to,
-                delivered_at = CASE WHEN counted.delivered_to > counted.delivered_seq THEN \(at) ELSE m.delivered_at END,
+                delivered_at = CASE WHEN counted.delivered_to > counted.delivered_seq THEN counted.at ELSE m.delivered_at END,
                 unread = counted.unread_to
-              FROM counted, ch
-              WHERE m.channel_pk = ch.pk AND m.user_id = \(userID)
+              FROM counted
+              WHERE m.channel_pk = counted.channel_pk AND m.user_id = counted.user_id
                 AND (counted.read_to > counted.read_seq OR counted.delivered_to > counted.delivered_seq)
               RETURNING m.user_id
+            ), delta AS (
+              SELECT user_id, SUM(unread_to - unread)::bigint AS messages,
+                SUM((CASE WHEN unread_to > 0 THEN 1 ELSE 0 END) - (CASE WHEN unread > 0 THEN 1 ELSE 0 END))::bigint AS channels
+              FROM counted WHERE unread_to <> unread GROUP BY user_id
+            ), locked_users AS (
+              SELECT u.id FROM app_user u JOIN delta ON delta.user_id = u.id ORDER BY u.id FOR UPDATE OF u
             ), tot AS (
               UPDATE app_user SET
-                unread_messages = unread_messages + counted.unread_to - counted.unread,
-                unread_channels = unread_channels + (CASE WHEN counted.unread_to > 0 THEN 1 ELSE 0 END)
-                                                  - (CASE WHEN counted.unread > 0 THEN 1 ELSE 0 END)
-              FROM counted WHERE app_user.id = \(userID) AND counted.unread_to <> counted.unread
-              RETURNING unread_messages, unread_channels
+                unread_messages = unread_messages + delta.messages, unread_channels = unread_channels + delta.channels
+              FROM delta JOIN locked_users l ON l.id = delta.user_id WHERE app_user.id = delta.user_id
+              RETURNING app_user.id, unread_messages, unread_channels
             ), logged AS (
               INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at)
-              SELECT ch.pk, \(userID), k.kind, k.seq, \(at)
-              FROM counted, ch, LATERAL (VALUES (0, counted.delivered_to, counted.delivered_to > counted.delivered_seq),
-                                                (1, counted.read_to, counted.read_to > counted.read_seq)) AS k(kind, seq, moved)
-              WHERE k.moved ORDER BY k.kind
+              SELECT counted.channel_pk, counted.user_id, k.kind, k.seq, counted.at
+              FROM counted, LATERAL (VALUES (0, counted.delivered_to, counted.delivered_to > counted.delivered_seq),
+                                            (1, counted.read_to, counted.read_to > counted.read_seq)) AS k(kind, seq, moved)
+              WHERE k.moved ORDER BY counted.ord, k.kind
               RETURNING 1
             ), state AS (
               SELECT old.*, COALESCE(counted.read_to, old.read_seq) AS read_to,
                 COALESCE(counted.delivered_to, old.delivered_seq) AS delivered_to, counted.read_to IS NOT NULL AS decided,
                 COALESCE(counted.unread_to, old.unread) AS unread_to,
-                CASE WHEN counted.read_to > counted.read_seq THEN \(at) ELSE old.read_at END AS read_at_to,
-                CASE WHEN counted.delivered_to > counted.delivered_seq THEN \(at) ELSE old.delivered_at END AS delivered_at_to
-              FROM old LEFT JOIN counted ON true
+                CASE WHEN counted.read_to > counted.read_seq THEN old.at ELSE old.read_at END AS read_at_to,
+                CASE WHEN counted.delivered_to > counted.delivered_seq THEN old.at ELSE old.delivered_at END AS delivered_at_to
+              FROM old LEFT JOIN counted ON counted.ord = old.ord
             ), counts AS (
               SELECT state.*,
                 CASE WHEN state.read_to > state.read_seq THEN state.read_seq ELSE state.delivered_seq END AS covered_from,
                 CASE WHEN state.read_to > state.read_seq THEN state.read_to ELSE state.delivered_to END AS covered_to
               FROM state
             )
-            SELECT ch.*, tgt.seq, counts.read_seq, counts.delivered_seq,
+            SELECT ch.pk, ch.type, ch.id, ch.created_by, ch.custom, ch.last_seq, ch.last_message_at, ch.member_count,
+              ch.created_at, ch.updated_at, ch.config,
+              tgt.seq, counts.read_seq, counts.delivered_seq,
               CASE WHEN counts.decided THEN counts.read_to END, CASE WHEN counts.decided THEN counts.delivered_to END,
               counts.created_at, counts.channel_role, counts.read_at_to, counts.delivered_at_to,
               (SELECT id FROM message WHERE channel_pk = ch.pk AND seq = counts.read_to),
               (SELECT id FROM message WHERE channel_pk = ch.pk AND seq = counts.delivered_to),
               counts.unread_to,
-              (SELECT id FROM message g WHERE g.channel_pk = ch.pk AND g.seq > counts.read_to AND g.user_id <> \(userID)
+              (SELECT id FROM message g WHERE g.channel_pk = ch.pk AND g.seq > counts.read_to AND g.user_id <> r.user_id
                  ORDER BY g.seq LIMIT 1),
-              (SELECT body FROM app_user WHERE id = \(userID)),
-              COALESCE((SELECT unread_messages FROM tot), (SELECT unread_messages FROM app_user WHERE id = \(userID))),
-              COALESCE((SELECT unread_channels FROM tot), (SELECT unread_channels FROM app_user WHERE id = \(userID))),
-              CASE WHEN ch.member_count <= \(Int64(fullChannelLimit))
+              (SELECT body FROM app_user WHERE id = r.user_id),
+              COALESCE((SELECT unread_messages FROM tot WHERE tot.id = r.user_id),
+                       (SELECT unread_messages FROM app_user WHERE id = r.user_id)),
+              COALESCE((SELECT unread_channels FROM tot WHERE tot.id = r.user_id),
+                       (SELECT unread_channels FROM app_user WHERE id = r.user_id)),
+              CASE WHEN ch.member_count <= r.full_limit
                    THEN (SELECT string_agg(user_id, ',') FROM member WHERE channel_pk = ch.pk) END,
               (SELECT string_agg(DISTINCT user_id, ',') FROM message g WHERE g.channel_pk = ch.pk
                  AND g.seq > LEAST(counts.covered_from, counts.covered_to)
                  AND g.seq <= GREATEST(counts.covered_from, counts.covered_to))
-            FROM ch LEFT JOIN tgt ON true LEFT JOIN counts ON true
+            FROM req r LEFT JOIN ch ON ch.ord = r.ord LEFT JOIN tgt ON tgt.ord = r.ord LEFT JOIN counts ON counts.ord = r.ord
+            ORDER BY r.ord
             """
-        return query.prepared(as: name)
+        return query.prepared(as: .moves)
     }
 
     /// Columns 0 and 1: the user's unread messages over all their channels, and
@@ -453,12 +463,6 @@ enum StoreSQL {
         WHERE channel_pk = \(channelPK) AND user_id = \(userID) AND kind = \(Int64(kind.rawValue)) ORDER BY id
         """
     }
-}
-
-/// The channel a one-statement move names: by pk (mark read) or by type and id (mark delivered).
-enum OneStatementChannel {
-    case pk(Int64)
-    case cid(type: String, id: String)
 }
 
 /// Decoders of the rows `StoreSQL` lists, by position, for every store.

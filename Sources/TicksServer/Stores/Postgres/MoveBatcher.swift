@@ -1,0 +1,103 @@
+import Synchronization
+
+/// Group commit for PostgreSQL's receipts: marks read and delivered that
+/// arrive while earlier ones are in the database wait, and go together as
+/// one statement (`StoreSQL.moves`) and one commit, as SQLite's
+/// `GroupCommitter` groups its writes. At most `lanes` batches run at once;
+/// a receipt that finds a lane free goes at once, alone, so batching adds no
+/// wait when the database keeps up. A batch holds each member at most once
+/// (the statement locks each member's row once); a second receipt of the
+/// same member waits for the next batch, in arrival order.
+final class MoveBatcher: Sendable {
+    typealias Outcomes = [Result<CursorOutcome?, any Error>]
+
+    private struct Waiter: Sendable {
+        let move: BatchedMove
+        let continuation: CheckedContinuation<CursorOutcome?, any Error>
+    }
+
+    /// How the receipts were grouped so far.
+    struct Statistics: Sendable, Equatable {
+        var batches = 0
+        var moves = 0
+    }
+
+    private struct State {
+        var pending: [Waiter] = []
+        var running = 0
+        var statistics = Statistics()
+
+        /// The oldest waiting moves, up to `limit`, each member once.
+        mutating func takeBatch(limit: Int) -> [Waiter]? {
+            guard !pending.isEmpty else { return nil }
+            var batch: [Waiter] = []
+            var members = Set<String>()
+            var left: [Waiter] = []
+            for waiter in pending {
+                if batch.count < limit, members.insert(waiter.move.member).inserted {
+                    batch.append(waiter)
+                } else {
+                    left.append(waiter)
+                }
+            }
+            pending = left
+            statistics.batches += 1
+            statistics.moves += batch.count
+            return batch
+        }
+    }
+
+    private let state = Mutex(State())
+    private let lanes: Int
+    private let limit: Int
+    private let run: @Sendable ([BatchedMove]) async throws -> Outcomes
+
+    /// - Parameters:
+    ///   - lanes: batches in the database at once.
+    ///   - limit: moves in one batch at most.
+    ///   - run: runs a batch, one outcome per move, in order.
+    init(lanes: Int = 4, limit: Int = 64, run: @escaping @Sendable ([BatchedMove]) async throws -> Outcomes) {
+        precondition(lanes > 0 && limit > 0)
+        self.lanes = lanes
+        self.limit = limit
+        self.run = run
+    }
+
+    var statistics: Statistics { state.withLock { $0.statistics } }
+
+    /// Applies `move` in the next batch; its outcome, or its own refusal.
+    func submit(_ move: BatchedMove) async throws -> CursorOutcome? {
+        try await withCheckedThrowingContinuation { continuation in
+            let batch = state.withLock { state -> [Waiter]? in
+                state.pending.append(Waiter(move: move, continuation: continuation))
+                guard state.running < lanes, let batch = state.takeBatch(limit: limit) else { return nil }
+                state.running += 1
+                return batch
+            }
+            if let batch { startLane(with: batch) }
+        }
+    }
+
+    /// Runs batches until nothing waits, then frees the lane.
+    private func startLane(with first: [Waiter]) {
+        Task {
+            var batch = first
+            while true {
+                let outcomes: Outcomes
+                do {
+                    outcomes = try await run(batch.map(\.move))
+                } catch {
+                    outcomes = batch.map { _ in .failure(error) }
+                }
+                for (waiter, outcome) in zip(batch, outcomes) { waiter.continuation.resume(with: outcome) }
+                let next = state.withLock { state -> [Waiter]? in
+                    if let next = state.takeBatch(limit: limit) { return next }
+                    state.running -= 1
+                    return nil
+                }
+                guard let next else { return }
+                batch = next
+            }
+        }
+    }
+}
