@@ -59,12 +59,17 @@ public struct PostgresLocation: Sendable, Equatable {
         }
     }
 
-    /// For the store's pool; every connection uses `schema`.
+    /// For the store's pool; every connection uses `schema`. Prepared
+    /// statements (`PreparedStatements.swift`) are planned once, generically:
+    /// left to choose, PostgreSQL planned the batched receipts' statement
+    /// afresh at every call (1.1 ms of planning for 0.3 ms of work).
     public func clientConfiguration() -> PostgresClient.Configuration {
         var configuration = PostgresClient.Configuration(
             host: host, port: port, username: username, password: password, database: database,
             tls: requireTLS ? .require(.makeClientConfiguration()) : .disable)
-        configuration.options.additionalStartupParameters = [("search_path", schema)]
+        configuration.options.additionalStartupParameters = [
+            ("search_path", schema), ("plan_cache_mode", "force_generic_plan"),
+        ]
         configuration.options.maximumConnections = 32
         return configuration
     }
