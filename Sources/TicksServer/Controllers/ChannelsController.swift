@@ -339,11 +339,12 @@ struct ChannelsController {
     }
 
     @Sendable func markRead(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let channel = try await loadChannel(context)
+        let (type, id) = try channelPath(context)
+        _ = try context.requirePrincipal()
         var request = request
         let body = try await request.decodeJSON(MarkReadRequest.self)
         let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
-        let event = try await receipts.markRead(reader, in: channel, upTo: body.messageID)
+        let event = try await receipts.markRead(reader, in: ChannelID(type: type, id: id), upTo: body.messageID)
         return try context.respond(EventResponse(event: event))
     }
 

@@ -29,10 +29,17 @@ struct Receipts: Sendable {
     }
 
     /// R1–R3 for `reader`; the `message.read` event (the answer to mark read).
-    func markRead(_ reader: String, in channel: ChannelRecord, upTo messageID: String?) async throws -> Event {
+    /// The channel must exist (404) and have `reader` as a member (403): the
+    /// store checks both in the round trip that moves the cursor.
+    func markRead(_ reader: String, in channel: ChannelID, upTo messageID: String?) async throws -> Event {
         if let messageID { try requireValidID(messageID, "message_id") }
-        let outcome = try await store.markRead(
-            reader, in: channel, upTo: messageID, audience: events.audience, now: .now())
+        let outcome: CursorOutcome
+        do {
+            outcome = try await store.markRead(
+                reader, in: channel, upTo: messageID, audience: events.audience, now: .now())
+        } catch StoreError.channelNotFound {
+            throw APIError.notFound("channel \(channel) does not exist")
+        }
         try events.cursorMoved(outcome)
         return EventPublisher.messageRead(outcome)
     }

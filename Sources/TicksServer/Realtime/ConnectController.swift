@@ -179,8 +179,7 @@ extension ConnectController {
                 guard let cid = request.cid.flatMap(ChannelID.init(cid:)) else {
                     throw APIError.input("cid is required and is type:id")
                 }
-                let channel = try await receipts.channel(type: cid.type, id: cid.id, for: .user(userID))
-                ack.event = try await receipts.markRead(userID, in: channel, upTo: request.messageID)
+                ack.event = try await receipts.markRead(userID, in: cid, upTo: request.messageID)
             case .markDelivered:
                 try await receipts.markDelivered(userID, request.latestDeliveredMessages ?? [])
             }

@@ -4,7 +4,7 @@ import TicksReceipts
 /// Read and delivered cursors: `ReceiptRules` decides each move, these apply it.
 extension SQLStore {
     public func markRead(
-        _ userID: String, in channel: ChannelRecord, upTo messageID: String?, audience: ReceiptAudience, now: Timestamp
+        _ userID: String, in channel: ChannelID, upTo messageID: String?, audience: ReceiptAudience, now: Timestamp
     ) async throws -> CursorOutcome {
         if let moveBatcher {
             // One statement with the receipts that arrive meanwhile: lock, move, log and read back.
@@ -16,10 +16,14 @@ extension SQLStore {
             return outcome
         }
         return try await engine.write {
-            Fetch.channel(pk: channel.pk).then { found in
+            Fetch.channel(type: channel.type, id: channel.id).then { found in
+                guard let found else { throw StoreError.channelNotFound }
                 let current = found.channel
-                let target: StoreProgram<Seq> =
-                    messageID.map { Fetch.requiredSeq(of: $0, in: current) } ?? .done(current.lastSeq)
+                // Membership first: a non-member learns nothing of the channel's messages.
+                let target: StoreProgram<Seq> = Fetch.isMember(userID, of: current.pk).then { isMember in
+                    guard isMember else { throw StoreError.notMember(userID: userID, cid: current.cid) }
+                    return messageID.map { Fetch.requiredSeq(of: $0, in: current) } ?? .done(current.lastSeq)
+                }
                 return target.then { target in
                     Self.applyRead(userID, in: current, target: target, newest: current.lastSeq, now: now)
                 }.then { update in

@@ -15,6 +15,7 @@ public struct ChannelRecord: Sendable, Equatable {
     public var updatedAt: Timestamp
 
     public var cid: String { "\(type):\(id)" }
+    public var channelID: ChannelID { ChannelID(type: type, id: id) }
 }
 
 /// A stored message.
@@ -257,8 +258,10 @@ public protocol TicksStore: Sendable {
 
     // Cursors
     /// R1–R3: marks read up to `messageID`, or the newest message when nil.
+    /// The store finds the channel and checks the membership itself
+    /// (`channelNotFound`, `notMember`), in the same round trip as the move.
     func markRead(
-        _ userID: String, in channel: ChannelRecord, upTo messageID: String?, audience: ReceiptAudience, now: Timestamp
+        _ userID: String, in channel: ChannelID, upTo messageID: String?, audience: ReceiptAudience, now: Timestamp
     ) async throws -> CursorOutcome
     func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp) async throws
         -> CursorOutcome

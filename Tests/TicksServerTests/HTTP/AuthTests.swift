@@ -98,6 +98,9 @@ struct AuthTests {
     @Test("a non-member's user token cannot read or write a channel", arguments: [
         ("POST", "/channels/messaging/ab/query", "{}"),
         ("POST", "/channels/messaging/ab/read", "{}"),
+        // The answer says nothing of the channel's messages: 403, whether the message is there or not.
+        ("POST", "/channels/messaging/ab/read", #"{"message_id": "ab1"}"#),
+        ("POST", "/channels/messaging/ab/read", #"{"message_id": "no-such-message"}"#),
         ("POST", "/channels/messaging/ab/message", #"{"message": {"text": "hi"}}"#),
         ("POST", "/channels/messaging/ab", #"{"add_members": ["mallory"]}"#),
         ("GET", "/messages/ab1", ""),

@@ -255,7 +255,7 @@ struct ReceiptRulesHTTPTests {
             type: "messaging", id: "d", createdBy: nil, memberIDs: ["alice", "bob"], custom: [:], now: now)
         _ = try await store.sendMessage(NewMessage(id: "d1", userID: "alice", text: "hi", custom: [:]), to: channel, now: now)
         _ = try await store.markRead(
-            "bob", in: channel, upTo: "d1", audience: ReceiptAudience(fullChannelLimit: 100), now: now)
+            "bob", in: channel.channelID, upTo: "d1", audience: ReceiptAudience(fullChannelLimit: 100), now: now)
 
         let reopened = try SQLStore.sqlite(path: path)
         let receipts = try #require(try await reopened.receipts(forMessage: "d1"))

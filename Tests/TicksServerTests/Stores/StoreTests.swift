@@ -51,7 +51,7 @@ struct SQLiteStoreTests {
                 _ = try await store.sendMessage(NewMessage(id: id, userID: user, text: "t", custom: [:]), to: channel, now: tick())
                 messages.append((id, user))
             case 3..<5:
-                let outcome = try await store.markRead(user, in: channel, upTo: pick, audience: everyone, now: tick())
+                let outcome = try await store.markRead(user, in: channel.channelID, upTo: pick, audience: everyone, now: tick())
                 #expect(Set(outcome.recipients) == (outcome.update.changed ? Set(users) : []))
             case 5..<8:
                 if let pick {
@@ -147,7 +147,7 @@ struct SQLiteStoreTests {
                 _ = try await store.sendMessage(NewMessage(id: id, userID: member, text: "t", custom: [:]), to: channel, now: tick())
                 logs[index].append((id, member))
             case 4..<6:
-                _ = try await store.markRead(member, in: channel, upTo: pick, audience: everyone, now: tick())
+                _ = try await store.markRead(member, in: channel.channelID, upTo: pick, audience: everyone, now: tick())
             case 6:
                 if let pick { _ = try await store.markUnread(member, in: channel, from: pick, now: tick()) }
             case 7:
@@ -284,7 +284,7 @@ struct SQLiteStoreTests {
         // Two requests read the cursor at 0; the one for message 3 commits first.
         let stale = Cursors(read: 0, delivered: 0)
         let toTwo = ReceiptRules.markRead(stale, upTo: 2, newest: 3)
-        _ = try await store.markRead("b", in: channel, upTo: "3", audience: everyone, now: now)
+        _ = try await store.markRead("b", in: channel.channelID, upTo: "3", audience: everyone, now: now)
         try await #require(store.engine as? SQLiteEngine).writer.write { db in
             try SQLiteSession(db: db).run(SQLStore.apply(toTwo, of: "b", in: channel.pk, unread: 0, now: now))
         }
@@ -379,7 +379,7 @@ struct SQLiteStoreTests {
                         switch receipt.kind {
                         case .read:
                             _ = try await store.markRead(
-                                receipt.user, in: channel, upTo: "b\(receipt.channel)-\(receipt.seq)", audience: audience,
+                                receipt.user, in: channel.channelID, upTo: "b\(receipt.channel)-\(receipt.seq)", audience: audience,
                                 now: now)
                         case .delivered:
                             _ = try await store.markDelivered(
@@ -394,7 +394,7 @@ struct SQLiteStoreTests {
                 for (user, message) in [("u1", "no-such-message"), ("outsider", "b0-3")] {
                     group.addTask {
                         do {
-                            _ = try await store.markRead(user, in: snapshot[0], upTo: message, audience: audience, now: start)
+                            _ = try await store.markRead(user, in: snapshot[0].channelID, upTo: message, audience: audience, now: start)
                             return 0
                         } catch is StoreError {
                             return 1

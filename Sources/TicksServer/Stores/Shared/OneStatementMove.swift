@@ -41,10 +41,11 @@ enum OneStatementMove {
         let found = try StoreRows.channel(row)
         let channel = found.channel
         let config = try StoreRules.requireConfig(found)
-        let target = try StoreRules.requireSeq(try row.optionalInt(11), of: move.messageID ?? "", in: channel.cid)
+        // Membership first: a non-member learns nothing of the channel's messages.
         guard let readBefore = try row.optionalInt(12) else {
             throw StoreError.notMember(userID: userID, cid: channel.cid)
         }
+        let target = try StoreRules.requireSeq(try row.optionalInt(11), of: move.messageID ?? "", in: channel.cid)
         let before = Cursors(read: readBefore, delivered: try row.int(13))
         // Null when R9 ignored a delivered move.
         guard let readAfter = try row.optionalInt(14) else { return nil }
