@@ -33,13 +33,8 @@ struct Receipts: Sendable {
     /// store checks both in the round trip that moves the cursor.
     func markRead(_ reader: String, in channel: ChannelID, upTo messageID: String?) async throws -> Event {
         if let messageID { try requireValidID(messageID, "message_id") }
-        let outcome: CursorOutcome
-        do {
-            outcome = try await store.markRead(
-                reader, in: channel, upTo: messageID, audience: events.audience, now: .now())
-        } catch StoreError.channelNotFound {
-            throw APIError.notFound("channel \(channel) does not exist")
-        }
+        let outcome = try await store.markRead(
+            reader, in: channel, upTo: messageID, audience: events.audience, now: .now())
         try events.cursorMoved(outcome)
         return EventPublisher.messageRead(outcome)
     }

@@ -101,7 +101,7 @@ extension SQLStore {
                     guard let pk = try inserted?.int(0) else {
                         // Two nodes creating the same channel at once: one inserts, the other finds it.
                         return Fetch.channel(type: type, id: id).map { found in
-                            guard let found else { throw StoreError.channelNotFound }
+                            guard let found else { throw StoreError.channelNotFound(cid: nil) }
                             return (found.channel, false)
                         }
                     }

@@ -17,15 +17,16 @@ extension SQLStore {
         }
         return try await engine.write {
             Fetch.channel(type: channel.type, id: channel.id).then { found in
-                guard let found else { throw StoreError.channelNotFound }
+                guard let found else { throw StoreError.channelNotFound(cid: "\(channel)") }
                 let current = found.channel
-                // Membership first: a non-member learns nothing of the channel's messages.
-                let target: StoreProgram<Seq> = Fetch.isMember(userID, of: current.pk).then { isMember in
-                    guard isMember else { throw StoreError.notMember(userID: userID, cid: current.cid) }
-                    return messageID.map { Fetch.requiredSeq(of: $0, in: current) } ?? .done(current.lastSeq)
-                }
-                return target.then { target in
-                    Self.applyRead(userID, in: current, target: target, newest: current.lastSeq, now: now)
+                // The member's cursors first: a non-member learns nothing of the channel's messages.
+                return Fetch.cursors(of: userID, in: current).then { before in
+                    let target = messageID.map { Fetch.requiredSeq(of: $0, in: current) } ?? .done(current.lastSeq)
+                    return target.then { target in
+                        let update = ReceiptRules.markRead(before.cursors, upTo: target, newest: current.lastSeq)
+                        return Self.apply(update, of: userID, in: current.pk, unread: before.unread, now: now)
+                            .map { update }
+                    }
                 }.then { update in
                     Self.outcome(of: update, by: userID, in: found, now: now, audience: audience)
                 }

@@ -26,7 +26,7 @@ enum Fetch {
     /// The channel, locked until the transaction ends when `lock` (PostgreSQL).
     static func channel(pk: Int64, lock: Bool = false) -> StoreProgram<(channel: ChannelRecord, config: ChannelConfig?)> {
         Step.row(StoreSQL.channel(pk: pk, lock: lock)).map { row in
-            guard let row else { throw StoreError.channelNotFound }
+            guard let row else { throw StoreError.channelNotFound(cid: nil) }
             return try StoreRows.channel(row)
         }
     }

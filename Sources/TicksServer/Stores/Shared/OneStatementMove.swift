@@ -36,7 +36,8 @@ enum OneStatementMove {
         let userID = move.userID
         guard try row.optionalInt(0) != nil else {
             throw kind == .read
-                ? StoreError.channelNotFound : StoreError.unknownChannel("\(move.channelType):\(move.channelID)")
+                ? StoreError.channelNotFound(cid: "\(move.channelType):\(move.channelID)")
+                : StoreError.unknownChannel("\(move.channelType):\(move.channelID)")
         }
         let found = try StoreRows.channel(row)
         let channel = found.channel

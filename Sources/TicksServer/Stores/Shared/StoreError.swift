@@ -8,8 +8,8 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case channelTypeNotFound(String)
     /// A new channel names a channel type that does not exist.
     case unknownChannelType(String)
-    /// The channel is gone.
-    case channelNotFound
+    /// The channel is not there (its cid when the store had it at hand).
+    case channelNotFound(cid: String?)
     /// A request names a channel that does not exist (mark delivered's entries).
     case unknownChannel(String)
     /// A user named as a member or creator has never been upserted.
@@ -29,7 +29,7 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .channelTypeExists(let name): "channel type '\(name)' already exists"
         case .channelTypeNotFound(let name), .unknownChannelType(let name): "channel type '\(name)' does not exist"
-        case .channelNotFound: "channel does not exist"
+        case .channelNotFound(let cid): "channel \(cid.map { "\($0) " } ?? "")does not exist"
         case .unknownChannel(let cid): "channel '\(cid)' does not exist"
         case .unknownUser(let id): "user '\(id)' does not exist: upsert it first"
         case .messageNotInChannel(let messageID, let cid): "message '\(messageID)' is not in channel \(cid)"
