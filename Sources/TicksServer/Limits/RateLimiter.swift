@@ -115,3 +115,12 @@ public final class RateLimiter: Sendable {
         }
     }
 }
+
+extension RateLimiter.Decision {
+    /// Stream's 429 (code 9) for a call this decision refused, over HTTP or on a socket.
+    func refusal(of endpoint: APIEndpoint?) -> APIError {
+        .rateLimited(
+            "too many \(endpoint?.rawValue ?? "unknown") calls: \(limit) a minute are allowed; "
+                + "try again after \(reset) (Unix seconds)")
+    }
+}

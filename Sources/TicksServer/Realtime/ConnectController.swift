@@ -170,9 +170,8 @@ extension ConnectController {
         do {
             let endpoint: APIEndpoint = request.type == .markRead ? .markRead : .markDelivered
             if let rateLimiter, case let decision = rateLimiter.check(endpoint, by: .user(userID)), !decision.allowed {
-                throw APIError.rateLimited(
-                    "too many \(endpoint.rawValue) calls: \(decision.limit) a minute are allowed; "
-                        + "try again after \(decision.reset) (Unix seconds)")
+                hub.metrics.rateLimited(endpoint).increment()
+                throw decision.refusal(of: endpoint)
             }
             switch request.type {
             case .markRead:

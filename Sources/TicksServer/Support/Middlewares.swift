@@ -195,11 +195,7 @@ struct RateLimitMiddleware: RouterMiddleware {
             }
         } else {
             metrics.rateLimited(endpoint).increment()
-            response = StreamErrorMiddleware.errorResponse(
-                .rateLimited(
-                    "too many \(endpoint?.rawValue ?? "unknown") calls: \(decision.limit) a minute are allowed; "
-                        + "try again after \(decision.reset) (Unix seconds)"),
-                duration: context.duration)
+            response = StreamErrorMiddleware.errorResponse(decision.refusal(of: endpoint), duration: context.duration)
         }
         response.headers[Self.limitHeader] = String(decision.limit)
         response.headers[Self.remainingHeader] = String(decision.remaining)

@@ -115,6 +115,9 @@ struct SocketReceiptTests {
             for _ in 1...3 { errors.append(try await bob.next("ack")["error"]["code"].int) }
             #expect(errors == [nil, nil, 9])
             #expect(try await server.readState("messaging:s", of: "bob")?["last_read_message_id"].string == "s2")
+            // Counted in /metrics with HTTP's refusals.
+            let metrics = try await server.call(.get, "/metrics").body
+            #expect(metrics.contains(#"ticks_rate_limited_total{endpoint="MarkRead"} 1"#), "\(metrics)")
         }
     }
 }
