@@ -73,6 +73,10 @@ public struct Channel: Codable, Sendable, Equatable {
     public var disabled: Bool = false
     public var frozen: Bool = false
     public var custom: [String: JSONValue]
+    /// When the channel was last truncated (its messages before then are gone).
+    public var truncatedAt: Timestamp?
+    /// When the channel was deleted (in `channel.deleted` and the delete answer).
+    public var deletedAt: Timestamp?
 
     public init(
         id: String, type: String, createdAt: Timestamp, updatedAt: Timestamp, createdBy: User?,
@@ -95,6 +99,7 @@ public struct Channel: Codable, Sendable, Equatable {
         "id", "type", "cid", "created_at", "updated_at", "created_by", "created_by_id", "member_count",
         "last_message_at", "config", "disabled", "frozen", "members", "team", "own_capabilities",
         "hidden", "truncated_at", "cooldown", "auto_translation_enabled", "auto_translation_language",
+        "deleted_at", "truncated_by", "messages", "read",
     ]
 
     public init(from decoder: any Decoder) throws {
@@ -110,6 +115,8 @@ public struct Channel: Codable, Sendable, Equatable {
         config = try c.decode(ChannelConfig.self, forKey: AnyCodingKey("config"))
         disabled = try c.decodeIfPresent(Bool.self, forKey: AnyCodingKey("disabled")) ?? false
         frozen = try c.decodeIfPresent(Bool.self, forKey: AnyCodingKey("frozen")) ?? false
+        truncatedAt = try c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("truncated_at"))
+        deletedAt = try c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("deleted_at"))
         custom = try c.customFields(excluding: Self.reserved)
     }
 
@@ -126,6 +133,8 @@ public struct Channel: Codable, Sendable, Equatable {
         try c.encode(config, forKey: AnyCodingKey("config"))
         try c.encode(disabled, forKey: AnyCodingKey("disabled"))
         try c.encode(frozen, forKey: AnyCodingKey("frozen"))
+        try c.encodeIfPresent(truncatedAt, forKey: AnyCodingKey("truncated_at"))
+        try c.encodeIfPresent(deletedAt, forKey: AnyCodingKey("deleted_at"))
         try c.encodeCustom(custom, excluding: Self.reserved)
     }
 }
@@ -147,6 +156,8 @@ public struct Member: Codable, Sendable, Equatable {
     public var channelRole: String = "channel_member"
     public var banned: Bool = false
     public var shadowBanned: Bool = false
+    /// Custom member data (partial member update), flattened into the object as Stream does.
+    public var custom: [String: JSONValue] = [:]
 
     public init(user: User, createdAt: Timestamp) {
         self.userID = user.id
@@ -172,6 +183,40 @@ public struct Member: Codable, Sendable, Equatable {
         case channelRole = "channel_role"
         case banned
         case shadowBanned = "shadow_banned"
+    }
+
+    /// Member fields that are not custom data.
+    public static let reserved: Set<String> = [
+        "user_id", "user", "created_at", "updated_at", "role", "channel_role", "banned", "shadow_banned",
+        "notifications_muted", "status", "is_moderator", "invited", "invite_accepted_at", "invite_rejected_at",
+        "ban_expires", "pinned_at", "archived_at", "deleted_at", "custom",
+    ]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        userID = try c.decode(String.self, forKey: .userID)
+        user = try c.decode(User.self, forKey: .user)
+        createdAt = try c.decode(Timestamp.self, forKey: .createdAt)
+        updatedAt = try c.decode(Timestamp.self, forKey: .updatedAt)
+        role = try c.decodeIfPresent(String.self, forKey: .role) ?? "member"
+        channelRole = try c.decodeIfPresent(String.self, forKey: .channelRole) ?? "channel_member"
+        banned = try c.decodeIfPresent(Bool.self, forKey: .banned) ?? false
+        shadowBanned = try c.decodeIfPresent(Bool.self, forKey: .shadowBanned) ?? false
+        custom = try decoder.container(keyedBy: AnyCodingKey.self).customFields(excluding: Self.reserved)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(userID, forKey: .userID)
+        try c.encode(user, forKey: .user)
+        try c.encode(createdAt, forKey: .createdAt)
+        try c.encode(updatedAt, forKey: .updatedAt)
+        try c.encode(role, forKey: .role)
+        try c.encode(channelRole, forKey: .channelRole)
+        try c.encode(banned, forKey: .banned)
+        try c.encode(shadowBanned, forKey: .shadowBanned)
+        var extra = encoder.container(keyedBy: AnyCodingKey.self)
+        try extra.encodeCustom(custom, excluding: Self.reserved)
     }
 }
 

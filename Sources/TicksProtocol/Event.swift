@@ -8,6 +8,12 @@ public enum EventType: String, Codable, Sendable {
     case notificationMarkUnread = "notification.mark_unread"
     case memberAdded = "member.added"
     case memberRemoved = "member.removed"
+    case memberUpdated = "member.updated"
+    case messageUpdated = "message.updated"
+    case messageDeleted = "message.deleted"
+    case channelUpdated = "channel.updated"
+    case channelDeleted = "channel.deleted"
+    case channelTruncated = "channel.truncated"
 }
 
 /// The logged-in user as the first `health.check` frame describes them.
@@ -65,6 +71,12 @@ public struct Event: Codable, Sendable, Equatable {
     public var firstUnreadMessageID: String?
     public var lastDeliveredAt: Timestamp?
     public var lastDeliveredMessageID: String?
+    /// The channel (`channel.updated`, `channel.deleted`, `channel.truncated`).
+    public var channel: Channel?
+    /// `message.deleted`: whether the message's content is gone for good.
+    public var hardDelete: Bool?
+    /// The message an event is about (`message.updated`, `message.deleted`).
+    public var messageID: String?
 
     public init(type: EventType, createdAt: Timestamp, cid: String? = nil, user: User? = nil) {
         self.type = type
@@ -99,6 +111,9 @@ public struct Event: Codable, Sendable, Equatable {
         case firstUnreadMessageID = "first_unread_message_id"
         case lastDeliveredAt = "last_delivered_at"
         case lastDeliveredMessageID = "last_delivered_message_id"
+        case channel
+        case hardDelete = "hard_delete"
+        case messageID = "message_id"
     }
 }
 

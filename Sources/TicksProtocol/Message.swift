@@ -9,10 +9,18 @@ public struct Message: Codable, Sendable, Equatable {
     public var custom: [String: JSONValue]
     /// Present on `GET /messages/{id}`.
     public var channel: Channel?
+    /// When it was deleted; its `type` is then `deleted`.
+    public var deletedAt: Timestamp?
+    /// When its text was last edited; nil when never.
+    public var textUpdatedAt: Timestamp?
+
+    /// Stream's message type: `deleted` once deleted, else `regular`.
+    public var type: String { deletedAt == nil ? "regular" : "deleted" }
 
     public init(
         id: String, cid: String, text: String, user: User, createdAt: Timestamp,
-        updatedAt: Timestamp, custom: [String: JSONValue] = [:], channel: Channel? = nil
+        updatedAt: Timestamp, custom: [String: JSONValue] = [:], channel: Channel? = nil,
+        deletedAt: Timestamp? = nil, textUpdatedAt: Timestamp? = nil
     ) {
         self.id = id
         self.cid = cid
@@ -22,6 +30,8 @@ public struct Message: Codable, Sendable, Equatable {
         self.updatedAt = updatedAt
         self.custom = custom
         self.channel = channel
+        self.deletedAt = deletedAt
+        self.textUpdatedAt = textUpdatedAt
     }
 
     /// Stream's message fields: a client may send them, but they are never stored as custom data.
@@ -44,6 +54,8 @@ public struct Message: Codable, Sendable, Equatable {
         createdAt = try c.decode(Timestamp.self, forKey: AnyCodingKey("created_at"))
         updatedAt = try c.decode(Timestamp.self, forKey: AnyCodingKey("updated_at"))
         channel = try c.decodeIfPresent(Channel.self, forKey: AnyCodingKey("channel"))
+        deletedAt = try c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("deleted_at"))
+        textUpdatedAt = try c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("message_text_updated_at"))
         custom = try c.customFields(excluding: Self.reserved)
     }
 
@@ -52,7 +64,7 @@ public struct Message: Codable, Sendable, Equatable {
         try c.encode(id, forKey: AnyCodingKey("id"))
         try c.encode(cid, forKey: AnyCodingKey("cid"))
         try c.encode(text, forKey: AnyCodingKey("text"))
-        try c.encode("regular", forKey: AnyCodingKey("type"))
+        try c.encode(type, forKey: AnyCodingKey("type"))
         try c.encode(user, forKey: AnyCodingKey("user"))
         try c.encode(createdAt, forKey: AnyCodingKey("created_at"))
         try c.encode(updatedAt, forKey: AnyCodingKey("updated_at"))
@@ -62,6 +74,8 @@ public struct Message: Codable, Sendable, Equatable {
         try c.encode([JSONValue](), forKey: AnyCodingKey("own_reactions"))
         try c.encode([String: JSONValue](), forKey: AnyCodingKey("reaction_counts"))
         try c.encode(0, forKey: AnyCodingKey("reply_count"))
+        try c.encodeIfPresent(deletedAt, forKey: AnyCodingKey("deleted_at"))
+        try c.encodeIfPresent(textUpdatedAt, forKey: AnyCodingKey("message_text_updated_at"))
         try c.encodeIfPresent(channel, forKey: AnyCodingKey("channel"))
         try c.encodeCustom(custom, excluding: Self.reserved)
     }

@@ -171,10 +171,40 @@ struct ChannelModel: Sendable {
             members.removeAll { $0.userID == userID }
             reads[userID] = nil
             outcome.changed = true
+        case .messageUpdated, .messageDeleted:
+            // An edit or a delete changes the message, never the receipts: it keeps its place.
+            guard let message = event.message else { break }
+            outcome.changed = replace(message)
+        case .memberUpdated:
+            guard let member = event.member, let at = members.firstIndex(where: { $0.userID == member.userID }) else {
+                break
+            }
+            members[at] = member
+            outcome.changed = true
+        case .channelUpdated:
+            guard let updated = event.channel else { break }
+            channel = updated
+            outcome.changed = true
+        case .channelTruncated:
+            // Every message so far is gone and every cursor past them: load the channel again.
+            outcome.needsReload = true
+        case .channelDeleted:
+            channel = event.channel ?? channel
+            setMessages([])
+            reads = [:]
+            members = []
+            outcome.changed = true
         case .healthCheck:
             break
         }
         return outcome
+    }
+
+    /// Replaces a loaded message by its new version (edited or deleted); false when it is not loaded.
+    private mutating func replace(_ message: Message) -> Bool {
+        guard let at = index[message.id] else { return false }
+        messages[at] = message
+        return true
     }
 
     /// Adds a message the server stored (from `message.new` or a send's

@@ -29,20 +29,25 @@ enum Presenter {
     static func message(_ record: MessageRecord, users: [String: User]) -> Message {
         Message(
             id: record.id, cid: record.cid, text: record.text, user: user(record.userID, users),
-            createdAt: record.createdAt, updatedAt: record.createdAt, custom: record.custom)
+            createdAt: record.createdAt, updatedAt: record.updatedAt ?? record.createdAt, custom: record.custom,
+            deletedAt: record.deletedAt, textUpdatedAt: record.updatedAt)
     }
 
     static func channel(_ record: ChannelRecord, config: ChannelConfig, users: [String: User]) -> Channel {
-        Channel(
+        var channel = Channel(
             id: record.id, type: record.type, createdAt: record.createdAt, updatedAt: record.updatedAt,
             createdBy: record.createdBy.map { user($0, users) }, memberCount: record.memberCount,
             lastMessageAt: record.lastMessageAt, config: config, custom: record.custom)
+        channel.truncatedAt = record.truncatedAt
+        return channel
     }
 
     static func member(_ state: MemberState, of channel: ChannelRecord, users: [String: User]) -> Member {
-        Member(
+        var member = Member(
             user: user(state.userID, users), createdAt: state.joinedAt, channelRole: state.channelRole,
             isCreator: channel.createdBy == state.userID)
+        member.custom = state.custom
+        return member
     }
 
     /// The read state as `visibility.viewer` may see it; nil when none of it is visible.

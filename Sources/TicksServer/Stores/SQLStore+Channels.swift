@@ -75,7 +75,7 @@ extension SQLStore {
     {
         try await engine.readOne {
             Step.row(StoreSQL.channel(type: type, id: id, member: userID)).map { row in
-                try row.map { (try StoreRows.channel($0).channel, try $0.bool(11)) }
+                try row.map { (try StoreRows.channel($0).channel, try $0.bool(13)) }
             }
         }
     }
@@ -92,21 +92,30 @@ extension SQLStore {
                 return Fetch.texts(StoreSQL.channelType(type)).then { types in
                     guard !types.isEmpty else { throw StoreError.unknownChannelType(type) }
                     return Fetch.users(named)
-                }.then { found in
+                }.then { (found: [String: User]) in
                     try StoreRules.requireUsers(named, found: found)
                     let insert = StoreSQL.insertChannel(
                         type: type, id: id, createdBy: createdBy, custom: customText, now: now.microseconds)
                     return Step.row(insert)
-                }.then { inserted in
-                    guard let pk = try inserted?.int(0) else {
+                }.then { inserted -> StoreProgram<Int64?> in
+                    if let pk = try inserted?.int(0) { return .done(pk) }
+                    // The cid of a soft-deleted channel: it starts again, its old messages out of sight.
+                    return Step.row(
+                        StoreSQL.reviveChannel(
+                            type: type, id: id, createdBy: createdBy, custom: customText, now: now.microseconds)
+                    ).map { try $0?.int(0) }
+                }.then { made -> StoreProgram<(channel: ChannelRecord, created: Bool)> in
+                    guard let pk = made else {
                         // Two nodes creating the same channel at once: one inserts, the other finds it.
                         return Fetch.channel(type: type, id: id).map { found in
                             guard let found else { throw StoreError.channelNotFound(cid: nil) }
                             return (found.channel, false)
                         }
                     }
-                    return Step.each(Set(memberIDs)) { userID in
-                        Self.insertMember(userID, channelPK: pk, newest: 0, now: now)
+                    return Fetch.channel(pk: pk).then { current -> StoreProgram<[Void]> in
+                        Step.each(Set(memberIDs)) { userID in
+                            Self.insertMember(userID, channelPK: pk, newest: current.channel.lastSeq, now: now)
+                        }
                     }.then { _ in Fetch.channel(pk: pk).map { ($0.channel, true) } }
                 }
             }
@@ -135,7 +144,7 @@ extension SQLStore {
                 let before: StoreProgram<Seq> =
                     beforeMessageID.map { Fetch.requiredSeq(of: $0, in: channel) } ?? .done(channel.lastSeq + 1)
                 return before.then { before in
-                    Step.rows(StoreSQL.messages(in: channel.pk, before: before, limit: messageLimit))
+                    Step.rows(StoreSQL.messages(in: channel, before: before, limit: messageLimit))
                 }.then { rows in
                     let messages = try rows.reversed().map { try StoreRows.message($0, cid: channel.cid) }
                     return Fetch.memberStates(channel.pk).then { members in

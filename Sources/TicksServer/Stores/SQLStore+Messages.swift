@@ -57,7 +57,7 @@ extension SQLStore {
 
     public func message(id: String) async throws -> MessageRecord? {
         try await engine.readOne {
-            Step.row(StoreSQL.message(id: id)).map { try $0.map { try StoreRows.messageWithChannel($0) } }
+            Step.row(StoreSQL.messageThere(id: id)).map { try $0.map { try StoreRows.messageWithChannel($0) } }
         }
     }
 }

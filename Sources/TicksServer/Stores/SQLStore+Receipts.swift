@@ -5,7 +5,7 @@ import TicksReceipts
 extension SQLStore {
     public func receipts(forMessage id: String) async throws -> MessageReceipts? {
         try await engine.read {
-            Step.row(StoreSQL.message(id: id)).then { row -> StoreProgram<MessageReceipts?> in
+            Step.row(StoreSQL.messageThere(id: id)).then { row -> StoreProgram<MessageReceipts?> in
                 guard let row else { return .done(nil) }
                 let message = try StoreRows.messageWithChannel(row)
                 return Fetch.channel(pk: message.channelPK).then { found in

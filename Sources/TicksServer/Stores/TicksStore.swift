@@ -13,6 +13,9 @@ public struct ChannelRecord: Sendable, Equatable {
     public var memberCount: Int
     public var createdAt: Timestamp
     public var updatedAt: Timestamp
+    /// When the channel was last truncated; its messages up to `truncatedSeq` are gone.
+    public var truncatedAt: Timestamp? = nil
+    public var truncatedSeq: Seq = 0
 
     public var cid: String { "\(type):\(id)" }
     public var channelID: ChannelID { ChannelID(type: type, id: id) }
@@ -28,6 +31,13 @@ public struct MessageRecord: Sendable, Equatable {
     public var text: String
     public var custom: [String: JSONValue]
     public var createdAt: Timestamp
+    /// When the text or custom data was last edited; nil when never.
+    public var updatedAt: Timestamp? = nil
+    /// When it was deleted; a soft-deleted message keeps its text, a hard-deleted one keeps nothing.
+    public var deletedAt: Timestamp? = nil
+    public var hardDeleted = false
+    /// Whether it never counts as unread (deleted).
+    public var hidden = false
 }
 
 /// A member with their read state, the ids its cursors point at, and unread count.
@@ -42,6 +52,8 @@ public struct MemberState: Sendable, Equatable {
     public var lastDeliveredMessageID: String?
     public var unread: Int
     public var firstUnreadMessageID: String?
+    /// The member's custom data (partial member update).
+    public var custom: [String: JSONValue] = [:]
 }
 
 /// Totals over all of a user's channels (for `me` and notification events).
@@ -211,6 +223,41 @@ public struct ChannelTypePatch: Sendable, Decodable {
     }
 }
 
+/// A message's new text and custom data (a full or partial update).
+public struct MessageEdit: Sendable {
+    public var text: String
+    public var custom: [String: JSONValue]
+}
+
+/// A change to one user (`PATCH /users`), applied to the stored user inside the transaction.
+public struct UserEdit: Sendable {
+    public var id: String
+    public var change: @Sendable (User) throws -> User
+}
+
+/// One channel's unread count for a user (`GET /unread`).
+public struct ChannelUnread: Sendable, Equatable {
+    public var channel: ChannelID
+    public var unread: Int
+    public var lastRead: Timestamp
+    public var lastReadMessageID: String?
+}
+
+/// A user's unread counts: totals and the channels with unread messages.
+public struct UnreadCounts: Sendable, Equatable {
+    public var totals: UnreadTotals
+    public var channels: [ChannelUnread]
+}
+
+/// A background task's record (`GET /tasks/{id}`).
+public struct StoredTask: Sendable, Equatable {
+    public var id: String
+    public var status: String
+    public var result: [String: JSONValue]
+    public var createdAt: Timestamp
+    public var updatedAt: Timestamp
+}
+
 /// Where Ticks keeps its state. Every method that changes something commits
 /// before it returns (R12); cursor moves follow `ReceiptRules` and cannot
 /// regress under concurrent calls (R2).
@@ -254,7 +301,44 @@ public protocol TicksStore: Sendable {
     // Messages
     /// Stores a message (R4, R11); idempotent on the message id.
     func sendMessage(_ message: NewMessage, to channel: ChannelRecord, now: Timestamp) async throws -> SendOutcome
+    /// The message if it is still there (not hard-deleted, truncated away or in a deleted channel).
     func message(id: String) async throws -> MessageRecord?
+    /// The messages among `ids` still there in `channel`, oldest first.
+    func messages(ids: [String], in channel: ChannelRecord) async throws -> [MessageRecord]
+    /// Replaces the text and custom data by what `edit` makes of the stored
+    /// message (in the transaction); receipts do not change.
+    func editMessage(id: String, now: Timestamp, _ edit: @escaping @Sendable (MessageRecord) throws -> MessageEdit)
+        async throws -> MessageRecord
+    /// Deletes a message (soft: marked deleted; hard: its content gone). It is
+    /// never unread again: it leaves the unread counts of those who had not read it.
+    func deleteMessage(id: String, hard: Bool, now: Timestamp) async throws -> MessageRecord
+
+    // Channel lifecycle
+    /// Hides every message so far; every member's cursors move to the last
+    /// one (unread 0) and the receipt log is dropped. Hard: the content goes too.
+    func truncateChannel(_ channel: ChannelRecord, hard: Bool, now: Timestamp) async throws -> ChannelRecord
+    /// Deletes the channel with its members' read state and receipt log;
+    /// returns who were members. Soft keeps its rows out of sight, hard removes them.
+    func deleteChannel(_ channel: ChannelRecord, hard: Bool, now: Timestamp) async throws -> [String]
+    /// Replaces the channel's custom data by what `edit` makes of it (in the transaction).
+    func updateChannelData(
+        _ channel: ChannelRecord, now: Timestamp,
+        _ edit: @escaping @Sendable ([String: JSONValue]) throws -> [String: JSONValue]
+    ) async throws -> ChannelRecord
+    /// A page of the channel's members among `userIDs` (every member when nil), in join order.
+    func members(of channel: ChannelRecord, among userIDs: [String]?, limit: Int, offset: Int) async throws
+        -> [MemberState]
+    /// Replaces a member's custom data by what `edit` makes of it; `notMember` when they are not one.
+    func updateMember(
+        _ userID: String, of channel: ChannelRecord,
+        _ edit: @escaping @Sendable ([String: JSONValue]) throws -> [String: JSONValue]
+    ) async throws -> MemberState
+    /// Applies each edit to its stored user (`unknownUser` when one is missing), all or nothing.
+    func updateUsers(_ edits: [UserEdit], now: Timestamp) async throws -> [User]
+    /// Unread counts of each user among `userIDs` that exists.
+    func unreadCounts(of userIDs: [String]) async throws -> [String: UnreadCounts]
+    func saveTask(_ task: StoredTask) async throws
+    func task(id: String) async throws -> StoredTask?
 
     // Cursors
     /// R1–R3: marks read up to `messageID`, or the newest message when nil.

@@ -47,7 +47,7 @@ extension APIError {
     init(_ error: StoreError) {
         switch error {
         case .channelTypeExists: self = .conflict(error.description)
-        case .channelTypeNotFound, .channelNotFound: self = .notFound(error.description)
+        case .channelTypeNotFound, .channelNotFound, .messageNotFound: self = .notFound(error.description)
         case .notMember: self = .forbidden(error.description)
         case .inconsistent: self = APIError(status: .internalServerError, code: .internalError, "internal error")
         case .unknownChannelType, .unknownChannel, .unknownUser, .messageNotInChannel, .messageIDInOtherChannel,

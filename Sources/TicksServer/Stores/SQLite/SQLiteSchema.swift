@@ -88,6 +88,9 @@ enum SQLiteSchema {
         migrator.registerMigration("v5-unread-counters") { db in
             for statement in StoreMigrations.unreadCounters(integer: "INTEGER") { try db.execute(sql: statement) }
         }
+        migrator.registerMigration("v6-message-lifecycle") { db in
+            for statement in StoreMigrations.messageLifecycle(integer: "INTEGER") { try db.execute(sql: statement) }
+        }
         return migrator
     }
 }

@@ -43,14 +43,14 @@ enum OneStatementMove {
         let channel = found.channel
         let config = try StoreRules.requireConfig(found)
         // Membership first: a non-member learns nothing of the channel's messages.
-        guard let readBefore = try row.optionalInt(12) else {
+        guard let readBefore = try row.optionalInt(14) else {
             throw StoreError.notMember(userID: userID, cid: channel.cid)
         }
-        let target = try StoreRules.requireSeq(try row.optionalInt(11), of: move.messageID ?? "", in: channel.cid)
-        let before = Cursors(read: readBefore, delivered: try row.int(13))
+        let target = try StoreRules.requireSeq(try row.optionalInt(13), of: move.messageID ?? "", in: channel.cid)
+        let before = Cursors(read: readBefore, delivered: try row.int(15))
         // Null when R9 ignored a delivered move.
-        guard let readAfter = try row.optionalInt(14) else { return nil }
-        let after = Cursors(read: readAfter, delivered: try row.int(15))
+        guard let readAfter = try row.optionalInt(16) else { return nil }
+        let after = Cursors(read: readAfter, delivered: try row.int(17))
         let update =
             kind == .read
             ? ReceiptRules.markRead(before, upTo: target, newest: channel.lastSeq)
@@ -61,20 +61,20 @@ enum OneStatementMove {
         }
         guard kind == .read || update.changed else { return nil }
         let state = MemberState(
-            userID: userID, joinedAt: Timestamp(microseconds: try row.int(16)),
-            channelRole: ChannelRole(rawValue: try row.text(17)) ?? .member, cursors: after,
-            readAt: Timestamp(microseconds: try row.int(18)), deliveredAt: Timestamp(microseconds: try row.int(19)),
-            lastReadMessageID: try row.optionalText(20), lastDeliveredMessageID: try row.optionalText(21),
-            unread: Int(try row.int(22)), firstUnreadMessageID: try row.optionalText(23))
+            userID: userID, joinedAt: Timestamp(microseconds: try row.int(18)),
+            channelRole: ChannelRole(rawValue: try row.text(19)) ?? .member, cursors: after,
+            readAt: Timestamp(microseconds: try row.int(20)), deliveredAt: Timestamp(microseconds: try row.int(21)),
+            lastReadMessageID: try row.optionalText(22), lastDeliveredMessageID: try row.optionalText(23),
+            unread: Int(try row.int(24)), firstUnreadMessageID: try row.optionalText(25))
         var recipients: [String] = []
         if let source = move.audience.source(of: update, in: channel) {
-            let column = source == .members ? 27 : 28
+            let column = source == .members ? 29 : 30
             let ids = try row.optionalText(column).map { $0.split(separator: ",").map(String.init) } ?? []
             recipients = move.audience.recipients(ids, from: source, reader: userID)
         }
         return CursorOutcome(
-            channel: channel, config: config, reader: try row.optionalText(24).map(StoredJSON.user) ?? User(id: userID),
-            update: update, state: state, totals: try StoreRows.totals(row, at: 25), at: move.at,
+            channel: channel, config: config, reader: try row.optionalText(26).map(StoredJSON.user) ?? User(id: userID),
+            update: update, state: state, totals: try StoreRows.totals(row, at: 27), at: move.at,
             recipients: recipients)
     }
 }

@@ -14,6 +14,8 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case unknownChannel(String)
     /// A user named as a member or creator has never been upserted.
     case unknownUser(String)
+    /// No message has the id (or it is gone: hard-deleted, truncated away).
+    case messageNotFound(String)
     /// The message is not one of that channel's.
     case messageNotInChannel(messageID: String, cid: String)
     /// The message id is taken by a message of another channel.
@@ -32,6 +34,7 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
         case .channelNotFound(let cid): "channel \(cid.map { "\($0) " } ?? "")does not exist"
         case .unknownChannel(let cid): "channel '\(cid)' does not exist"
         case .unknownUser(let id): "user '\(id)' does not exist: upsert it first"
+        case .messageNotFound(let id): "message '\(id)' does not exist"
         case .messageNotInChannel(let messageID, let cid): "message '\(messageID)' is not in channel \(cid)"
         case .messageIDInOtherChannel(let id): "message id '\(id)' is already used in another channel"
         case .notMember(let userID, let cid): "user '\(userID)' is not a member of \(cid.map { "channel \($0)" } ?? "this channel")"

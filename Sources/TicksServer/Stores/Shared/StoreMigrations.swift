@@ -23,3 +23,35 @@ enum StoreMigrations {
         ]
     }
 }
+
+extension StoreMigrations {
+    /// Messages that are edited, deleted or truncated away, and channels that
+    /// are deleted or truncated (see docs/receipt-rules.md, "Deleting,
+    /// editing, truncating"). A deleted message keeps its row and its sequence
+    /// number — the unread counts rely on a channel's numbers having no gaps —
+    /// and is `hidden`: never unread, never counted. A hard-deleted one keeps
+    /// nothing but that row's key, id and author. Messages at or below a
+    /// channel's `truncated_seq` are gone from it; every cursor is at or past it.
+    static func messageLifecycle(integer: String) -> [String] {
+        [
+            "ALTER TABLE message ADD COLUMN updated_at \(integer)",
+            "ALTER TABLE message ADD COLUMN deleted_at \(integer)",
+            "ALTER TABLE message ADD COLUMN hard_deleted \(integer) NOT NULL DEFAULT 0",
+            "ALTER TABLE message ADD COLUMN hidden \(integer) NOT NULL DEFAULT 0",
+            "CREATE INDEX message_hidden ON message (channel_pk, seq) WHERE hidden <> 0",
+            "ALTER TABLE channel ADD COLUMN deleted_at \(integer)",
+            "ALTER TABLE channel ADD COLUMN truncated_at \(integer)",
+            "ALTER TABLE channel ADD COLUMN truncated_seq \(integer) NOT NULL DEFAULT 0",
+            "ALTER TABLE member ADD COLUMN custom TEXT NOT NULL DEFAULT '{}'",
+            """
+            CREATE TABLE task (
+              id TEXT PRIMARY KEY NOT NULL,
+              status TEXT NOT NULL,
+              result TEXT NOT NULL DEFAULT '{}',
+              created_at \(integer) NOT NULL,
+              updated_at \(integer) NOT NULL
+            )
+            """,
+        ]
+    }
+}

@@ -45,15 +45,15 @@ enum StoreSQL {
 
     // MARK: Channels
 
-    /// A channel with its type's config: the 11 columns `StoreRows.channel` reads.
+    /// A channel with its type's config: the 13 columns `StoreRows.channel` reads.
     static let channelColumns = """
         c.pk, c.type, c.id, c.created_by, c.custom, c.last_seq, c.last_message_at, c.member_count, c.created_at,
-          c.updated_at, t.config
+          c.updated_at, t.config, c.truncated_at, c.truncated_seq
         """
     static let channelFrom = "channel c LEFT JOIN channel_type t ON t.name = c.type"
 
     static func channel(type: String, id: String) -> StoreQuery {
-        "SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE c.type = \(type) AND c.id = \(id)"
+        "SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE c.type = \(type) AND c.id = \(id) AND c.deleted_at IS NULL"
     }
 
     /// Locked in PostgreSQL when `lock`: a channel's row is taken before its members'.
@@ -66,7 +66,7 @@ enum StoreSQL {
         let query: StoreQuery = """
             SELECT \(raw: channelColumns),
               EXISTS (SELECT 1 FROM member m WHERE m.channel_pk = c.pk AND m.user_id = \(userID)) AS is_member
-            FROM \(raw: channelFrom) WHERE c.type = \(type) AND c.id = \(id)
+            FROM \(raw: channelFrom) WHERE c.type = \(type) AND c.id = \(id) AND c.deleted_at IS NULL
             """
         return query.prepared(as: .channelWithMembership)
     }
@@ -82,7 +82,7 @@ enum StoreSQL {
 
     /// `POST /channels`: newest activity first.
     static func channels(matching filter: ChannelFilter, limit: Int, offset: Int) -> StoreQuery {
-        var conditions: [StoreQuery] = []
+        var conditions: [StoreQuery] = ["c.deleted_at IS NULL"]
         if let member = filter.requiredMember {
             conditions.append("c.pk IN (SELECT channel_pk FROM member WHERE user_id = \(member))")
         }
@@ -142,17 +142,18 @@ enum StoreSQL {
         "DELETE FROM cursor_move WHERE channel_pk = \(channelPK) AND user_id = \(userID)"
     }
 
-    /// A read state: the 11 columns `StoreRows.memberState` reads — the
-    /// role, the cursors, the ids they point at, the unread count and the
-    /// first unread message (R7).
+    /// A read state: the 12 columns `StoreRows.memberState` reads — the
+    /// role, the cursors, the ids they point at, the unread count, the
+    /// first unread message (R7) and the member's custom data.
     static let memberStateColumns = """
         m.user_id, m.created_at, m.channel_role, m.read_seq, m.read_at, m.delivered_seq, m.delivered_at,
           (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.read_seq) AS read_id,
           (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.delivered_seq) AS delivered_id,
           m.unread,
           (SELECT id FROM message g
-             WHERE g.channel_pk = m.channel_pk AND g.seq > m.read_seq AND g.user_id <> m.user_id
-             ORDER BY g.seq LIMIT 1) AS first_unread_id
+             WHERE g.channel_pk = m.channel_pk AND g.seq > m.read_seq AND g.user_id <> m.user_id AND g.hidden = 0
+             ORDER BY g.seq LIMIT 1) AS first_unread_id,
+          m.custom
         """
 
     /// Every member's read state in join order, or `userID`'s alone.
@@ -167,10 +168,19 @@ enum StoreSQL {
 
     // MARK: Messages
 
-    /// A message: the 7 columns `StoreRows.message` reads.
-    static let messageColumns = "g.channel_pk, g.seq, g.id, g.user_id, g.text, g.custom, g.created_at"
+    /// A message: the 11 columns `StoreRows.message` reads.
+    static let messageColumns = """
+        g.channel_pk, g.seq, g.id, g.user_id, g.text, g.custom, g.created_at, g.updated_at, g.deleted_at,
+          g.hard_deleted, g.hidden
+        """
 
-    /// The message's columns, then its channel's type and id.
+    /// Whether a message (`g`) of a channel (`c`) is still there to be read:
+    /// not hard-deleted, not truncated away, in a channel not deleted. A
+    /// soft-deleted message is (Stream shows it as `type: "deleted"`).
+    static let messageIsThere = "g.hard_deleted = 0 AND g.seq > c.truncated_seq AND c.deleted_at IS NULL"
+
+    /// The message's columns, then its channel's type and id; any message
+    /// with the id, gone or not (a resent id finds its message).
     static func message(id: String) -> StoreQuery {
         """
         SELECT \(raw: messageColumns), c.type, c.id FROM message g JOIN channel c ON c.pk = g.channel_pk
@@ -178,16 +188,36 @@ enum StoreSQL {
         """
     }
 
-    /// Column 0: the message's sequence number in the channel.
-    static func seq(of messageID: String, in channelPK: Int64) -> StoreQuery {
-        "SELECT seq FROM message WHERE id = \(messageID) AND channel_pk = \(channelPK)"
+    /// `message(id:)` when the message is still there (`messageIsThere`).
+    static func messageThere(id: String) -> StoreQuery {
+        message(id: id) + " AND \(raw: messageIsThere)"
     }
 
-    /// The newest `limit` messages before `beforeSeq`, newest first.
-    static func messages(in channelPK: Int64, before beforeSeq: Seq, limit: Int) -> StoreQuery {
+    /// Column 0: the sequence number of a message of the channel that is still there.
+    static func seq(of messageID: String, in channelPK: Int64) -> StoreQuery {
         """
-        SELECT \(raw: messageColumns) FROM message g WHERE g.channel_pk = \(channelPK) AND g.seq < \(beforeSeq)
+        SELECT g.seq FROM message g JOIN channel c ON c.pk = g.channel_pk
+        WHERE g.id = \(messageID) AND g.channel_pk = \(channelPK) AND \(raw: messageIsThere)
+        """
+    }
+
+    /// The newest `limit` messages still there before `beforeSeq`, newest first.
+    static func messages(in channel: ChannelRecord, before beforeSeq: Seq, limit: Int) -> StoreQuery {
+        """
+        SELECT \(raw: messageColumns) FROM message g
+        WHERE g.channel_pk = \(channel.pk) AND g.seq < \(beforeSeq) AND g.seq > \(channel.truncatedSeq)
+          AND g.hard_deleted = 0
         ORDER BY g.seq DESC LIMIT \(Int64(limit))
+        """
+    }
+
+    /// The messages still there among `ids`, oldest first.
+    static func messages(in channel: ChannelRecord, ids: [String]) -> StoreQuery {
+        """
+        SELECT \(raw: messageColumns) FROM message g
+        WHERE g.channel_pk = \(channel.pk) AND \(in: "g.id", ids) AND g.seq > \(channel.truncatedSeq)
+          AND g.hard_deleted = 0
+        ORDER BY g.seq
         """
     }
 
@@ -247,7 +277,7 @@ enum StoreSQL {
         """
         SELECT \(raw: channelColumns)
         FROM member m JOIN channel c ON c.pk = m.channel_pk LEFT JOIN channel_type t ON t.name = c.type
-        WHERE m.user_id = \(userID) ORDER BY c.pk
+        WHERE m.user_id = \(userID) AND c.deleted_at IS NULL ORDER BY c.pk
         """
     }
 
@@ -267,16 +297,16 @@ enum StoreSQL {
     /// not read back. Channel types with `delivery_events` off accept and
     /// ignore delivered (R9). The moves must name distinct members.
     ///
-    /// One row per move, in order. Columns: the channel (0–10; null when it
-    /// does not exist); the target's seq (11, null when the message is not in
-    /// the channel); the cursors before (12, 13; null when not a member) and
-    /// after (14, 15; null when R9 ignored the move); the member's joined time
-    /// and role (16, 17), read_at and delivered_at after (18, 19), the ids at
-    /// the cursors (20, 21), unread and first unread (22, 23); the reader as
-    /// JSON (24); their unread totals after the batch (25, 26); the member ids
+    /// One row per move, in order. Columns: the channel (0–12; null when it
+    /// does not exist); the target's seq (13, null when the message is not in
+    /// the channel); the cursors before (14, 15; null when not a member) and
+    /// after (16, 17; null when R9 ignored the move); the member's joined time
+    /// and role (18, 19), read_at and delivered_at after (20, 21), the ids at
+    /// the cursors (22, 23), unread and first unread (24, 25); the reader as
+    /// JSON (26); their unread totals after the batch (27, 28); the member ids
     /// when the channel has at most the move's `fullChannelLimit` members
-    /// (27), and the authors of the messages the read move (else the delivered
-    /// move) covered (28), comma-separated.
+    /// (29), and the authors of the messages the read move (else the delivered
+    /// move) covered (30), comma-separated.
     static func moves(_ moves: [BatchedMove]) -> StoreQuery {
         let query: StoreQuery = """
             WITH req AS (
@@ -287,11 +317,12 @@ enum StoreSQL {
                 WITH ORDINALITY AS r(kind, user_id, ctype, cname, mid, to_newest, at, full_limit, ord)
             ), ch AS (
               SELECT r.ord, \(raw: channelColumns) FROM req r JOIN channel c ON c.type = r.ctype AND c.id = r.cname
-                LEFT JOIN channel_type t ON t.name = c.type
+                AND c.deleted_at IS NULL LEFT JOIN channel_type t ON t.name = c.type
             ), tgt AS (
               SELECT ch.ord,
                      CASE WHEN r.to_newest = 1 THEN ch.last_seq
-                          ELSE (SELECT g.seq FROM message g WHERE g.id = r.mid AND g.channel_pk = ch.pk) END AS seq,
+                          ELSE (SELECT g.seq FROM message g WHERE g.id = r.mid AND g.channel_pk = ch.pk
+                                  AND g.seq > ch.truncated_seq AND g.hard_deleted = 0) END AS seq,
                      ch.last_seq AS newest
               FROM ch JOIN req r ON r.ord = ch.ord
             ), old AS (
@@ -308,7 +339,8 @@ enum StoreSQL {
               WHERE tgt.seq IS NOT NULL AND (old.kind = 1 OR (ch.config::jsonb ->> 'delivery_events')::boolean)
             ), counted AS (
               SELECT new.*, (ch.last_seq - new.read_to) - (SELECT COUNT(*) FROM message g
-                WHERE g.channel_pk = new.channel_pk AND g.user_id = new.user_id AND g.seq > new.read_to) AS unread_to
+                WHERE g.channel_pk = new.channel_pk AND g.seq > new.read_to
+                  AND (g.user_id = new.user_id OR g.hidden <> 0)) AS unread_to
               FROM new JOIN ch ON ch.ord = new.ord
             ), upd AS (
               UPDATE member m SET
@@ -353,7 +385,7 @@ enum StoreSQL {
               FROM state
             )
             SELECT ch.pk, ch.type, ch.id, ch.created_by, ch.custom, ch.last_seq, ch.last_message_at, ch.member_count,
-              ch.created_at, ch.updated_at, ch.config,
+              ch.created_at, ch.updated_at, ch.config, ch.truncated_at, ch.truncated_seq,
               tgt.seq, counts.read_seq, counts.delivered_seq,
               CASE WHEN counts.decided THEN counts.read_to END, CASE WHEN counts.decided THEN counts.delivered_to END,
               counts.created_at, counts.channel_role, counts.read_at_to, counts.delivered_at_to,
@@ -361,7 +393,7 @@ enum StoreSQL {
               (SELECT id FROM message WHERE channel_pk = ch.pk AND seq = counts.delivered_to),
               counts.unread_to,
               (SELECT id FROM message g WHERE g.channel_pk = ch.pk AND g.seq > counts.read_to AND g.user_id <> r.user_id
-                 ORDER BY g.seq LIMIT 1),
+                 AND g.hidden = 0 ORDER BY g.seq LIMIT 1),
               (SELECT body FROM app_user WHERE id = r.user_id),
               COALESCE((SELECT unread_messages FROM tot WHERE tot.id = r.user_id),
                        (SELECT unread_messages FROM app_user WHERE id = r.user_id)),
@@ -412,16 +444,18 @@ enum StoreSQL {
 
     /// R7 counted afresh for the member after their read cursor moved, and
     /// kept: the messages after the read cursor (sequence numbers are dense,
-    /// so `last_seq - read_seq` of them) less the member's own among them —
-    /// none unless they marked unread before their own messages (R4) — found
-    /// through `message_by_author`. Column 0: the new count. Everything else
-    /// reads the counts kept with the member and the user (`member.unread`,
+    /// so `last_seq - read_seq` of them) less those that never count — the
+    /// member's own (none unless they marked unread before their own
+    /// messages, R4) and hidden ones (deleted) — read by the channel's key
+    /// from the cursor on. Column 0: the new count. Everything else reads the
+    /// counts kept with the member and the user (`member.unread`,
     /// `app_user.unread_messages`, `app_user.unread_channels`).
     static func recountUnread(of userID: String, in channelPK: Int64) -> StoreQuery {
         """
         UPDATE member SET unread = (SELECT c.last_seq FROM channel c WHERE c.pk = member.channel_pk) - member.read_seq
           - (SELECT COUNT(*) FROM message g
-             WHERE g.channel_pk = member.channel_pk AND g.user_id = member.user_id AND g.seq > member.read_seq)
+             WHERE g.channel_pk = member.channel_pk AND g.seq > member.read_seq
+               AND (g.user_id = member.user_id OR g.hidden <> 0))
         WHERE channel_pk = \(channelPK) AND user_id = \(userID) RETURNING unread
         """
     }
@@ -474,7 +508,9 @@ enum StoreRows {
             createdBy: try row.optionalText(offset + 3), custom: try StoredJSON.customFields(try row.text(offset + 4)),
             lastSeq: try row.int(offset + 5), lastMessageAt: try row.optionalInt(offset + 6).map(Timestamp.init(microseconds:)),
             memberCount: Int(try row.int(offset + 7)), createdAt: Timestamp(microseconds: try row.int(offset + 8)),
-            updatedAt: Timestamp(microseconds: try row.int(offset + 9)))
+            updatedAt: Timestamp(microseconds: try row.int(offset + 9)),
+            truncatedAt: try row.optionalInt(offset + 11).map(Timestamp.init(microseconds:)),
+            truncatedSeq: try row.int(offset + 12))
         return (channel, try row.optionalText(offset + 10).map(StoredJSON.config))
     }
 
@@ -484,7 +520,10 @@ enum StoreRows {
             id: try row.text(offset + 2), channelPK: try row.int(offset), cid: cid, seq: try row.int(offset + 1),
             userID: try row.text(offset + 3), text: try row.text(offset + 4),
             custom: try StoredJSON.customFields(try row.text(offset + 5)),
-            createdAt: Timestamp(microseconds: try row.int(offset + 6)))
+            createdAt: Timestamp(microseconds: try row.int(offset + 6)),
+            updatedAt: try row.optionalInt(offset + 7).map(Timestamp.init(microseconds:)),
+            deletedAt: try row.optionalInt(offset + 8).map(Timestamp.init(microseconds:)),
+            hardDeleted: try row.int(offset + 9) != 0, hidden: try row.int(offset + 10) != 0)
     }
 
     /// `StoreSQL.memberStateColumns`.
@@ -495,7 +534,8 @@ enum StoreRows {
             cursors: Cursors(read: try row.int(3), delivered: try row.int(5)),
             readAt: Timestamp(microseconds: try row.int(4)), deliveredAt: Timestamp(microseconds: try row.int(6)),
             lastReadMessageID: try row.optionalText(7), lastDeliveredMessageID: try row.optionalText(8),
-            unread: Int(try row.int(9)), firstUnreadMessageID: try row.optionalText(10))
+            unread: Int(try row.int(9)), firstUnreadMessageID: try row.optionalText(10),
+            custom: try StoredJSON.customFields(try row.text(11)))
     }
 
     static func totals(_ row: some StoreRow, at offset: Int = 0) throws -> UnreadTotals {
@@ -511,6 +551,6 @@ enum StoreRows {
 
     /// `StoreSQL.message(id:)`: the message, in the channel its last two columns name.
     static func messageWithChannel(_ row: some StoreRow) throws -> MessageRecord {
-        try message(row, cid: "\(try row.text(7)):\(try row.text(8))")
+        try message(row, cid: "\(try row.text(11)):\(try row.text(12))")
     }
 }

@@ -1,0 +1,239 @@
+import TicksProtocol
+import TicksReceipts
+
+/// Editing and deleting messages, truncating, updating and deleting
+/// channels, member and user data, unread counts and tasks — and what each
+/// does to receipts (docs/receipt-rules.md, "Deleting, editing, truncating").
+extension SQLStore {
+    // MARK: Messages
+
+    public func messages(ids: [String], in channel: ChannelRecord) async throws -> [MessageRecord] {
+        try await engine.readOne {
+            Step.rows(StoreSQL.messages(in: channel, ids: ids)).map { rows in
+                try rows.map { try StoreRows.message($0, cid: channel.cid) }
+            }
+        }
+    }
+
+    /// An edit changes the text and custom data, never the receipts: the
+    /// message keeps its place, so every cursor past it stays past it.
+    public func editMessage(
+        id: String, now: Timestamp, _ edit: @escaping @Sendable (MessageRecord) throws -> MessageEdit
+    ) async throws -> MessageRecord {
+        try await engine.write {
+            Self.lockedMessage(id).then { message in
+                let change = try edit(message)
+                var edited = message
+                edited.text = change.text
+                edited.custom = change.custom
+                edited.updatedAt = now
+                return Step.execute(
+                    StoreSQL.editMessage(
+                        id: id, text: change.text, custom: try JSONCoding.string(change.custom), at: now.microseconds)
+                ).map { edited }
+            }
+        }
+    }
+
+    /// A deleted message is never unread again: it leaves the count of every
+    /// member who had not read it (and their totals) in the same transaction.
+    public func deleteMessage(id: String, hard: Bool, now: Timestamp) async throws -> MessageRecord {
+        try await engine.write {
+            Self.lockedMessage(id).then { message in
+                var deleted = message
+                deleted.deletedAt = message.deletedAt ?? now
+                deleted.hidden = true
+                if hard {
+                    deleted.hardDeleted = true
+                    deleted.text = ""
+                    deleted.custom = [:]
+                }
+                let uncount =
+                    message.hidden ? [] : StoreSQL.uncountMessage(seq: message.seq, in: message.channelPK, by: message.userID)
+                // The channel's row first, as a send takes it: a delete and a send of the channel take turns.
+                return Fetch.channel(pk: message.channelPK, lock: true).then { _ in
+                    Step.execute(StoreSQL.deleteMessage(id: id, hard: hard, at: now.microseconds))
+                }.then { _ in
+                    Step.each(uncount) { Step.execute($0) }
+                }.map { _ in deleted }
+            }
+        }
+    }
+
+    /// The message `id`, still there, locked in PostgreSQL; `messageNotFound` otherwise.
+    static func lockedMessage(_ id: String) -> StoreProgram<MessageRecord> {
+        Step.row(StoreSQL.message(id: id, lock: true)).map { row in
+            guard let row else { throw StoreError.messageNotFound(id) }
+            let message = try StoreRows.messageWithChannel(row)
+            guard !message.hardDeleted else { throw StoreError.messageNotFound(id) }
+            return message
+        }
+    }
+
+    // MARK: Channels
+
+    /// Every message so far is gone from the channel; every member has
+    /// received and read up to its last message (unread 0, totals to match),
+    /// and the receipt log, which only names messages now gone, is dropped.
+    public func truncateChannel(_ channel: ChannelRecord, hard: Bool, now: Timestamp) async throws -> ChannelRecord {
+        try await engine.write {
+            Fetch.channel(pk: channel.pk, lock: true).then { found in
+                let last = found.channel.lastSeq
+                return Self.clearReadState(of: found.channel, through: last).then { _ in
+                    Step.execute(StoreSQL.truncate(channel.pk, through: last, at: now.microseconds))
+                }.then { _ in
+                    hard ? Step.execute(StoreSQL.wipeMessages(in: channel.pk, through: last, at: now.microseconds)) : .done(())
+                }.then { _ in Fetch.channel(pk: channel.pk).map(\.channel) }
+            }
+        }
+    }
+
+    /// Deletes the channel: its members' read state and receipt log go (and
+    /// their unread leaves their totals). A soft delete keeps the rows of the
+    /// channel and its messages out of sight; a hard one leaves nothing.
+    /// Returns the ids of those who were members.
+    public func deleteChannel(_ channel: ChannelRecord, hard: Bool, now: Timestamp) async throws -> [String] {
+        try await engine.write {
+            Fetch.channel(pk: channel.pk, lock: true).then { found in
+                Self.clearReadState(of: found.channel, through: found.channel.lastSeq)
+            }.then { memberIDs in
+                Step.execute(StoreSQL.deleteMembers(of: channel.pk)).then { _ in
+                    hard
+                        ? Step.execute(StoreSQL.deleteMessages(of: channel.pk)).then { _ in
+                            Step.execute(StoreSQL.deleteChannelRow(channel.pk))
+                        }
+                        : Step.execute(StoreSQL.markDeleted(channel.pk, at: now.microseconds))
+                }.map { _ in memberIDs }
+            }
+        }
+    }
+
+    /// Moves every member's cursors to `seq` at least, zeroes their unread
+    /// (taking it out of their totals) and drops the channel's receipt log.
+    /// Returns the member ids.
+    static func clearReadState(of channel: ChannelRecord, through seq: Seq) -> StoreProgram<[String]> {
+        Step.rows(StoreSQL.memberUnreads(channel.pk)).then { rows in
+            let unreads = try rows.map { (userID: try $0.text(0), unread: try $0.int(1)) }
+            // Users' rows after members', in id order, as every transaction takes them.
+            return Step.each(unreads.filter { $0.unread > 0 }.sorted { $0.userID < $1.userID }) { member in
+                Step.execute(
+                    StoreSQL.changeTotals(of: member.userID, by: StoreRules.totalsChange(from: member.unread, to: 0)))
+            }.then { _ in
+                Step.execute(StoreSQL.moveCursors(in: channel.pk, pastOrAt: seq))
+            }.then { _ in
+                Step.execute(StoreSQL.deleteMoves(in: channel.pk))
+            }.map { _ in unreads.map(\.userID) }
+        }
+    }
+
+    public func updateChannelData(
+        _ channel: ChannelRecord, now: Timestamp,
+        _ edit: @escaping @Sendable ([String: JSONValue]) throws -> [String: JSONValue]
+    ) async throws -> ChannelRecord {
+        try await engine.write {
+            Fetch.channel(pk: channel.pk, lock: true).then { found in
+                let custom = try edit(found.channel.custom)
+                return Step.execute(
+                    StoreSQL.setCustom(of: channel.pk, to: try JSONCoding.string(custom), at: now.microseconds)
+                ).then { _ in Fetch.channel(pk: channel.pk).map(\.channel) }
+            }
+        }
+    }
+
+    // MARK: Members and users
+
+    public func members(of channel: ChannelRecord, among userIDs: [String]?, limit: Int, offset: Int) async throws
+        -> [MemberState]
+    {
+        try await engine.readOne {
+            Step.rows(StoreSQL.memberStates(channel.pk, among: userIDs, limit: limit, offset: offset)).map { rows in
+                try rows.map { try StoreRows.memberState($0) }
+            }
+        }
+    }
+
+    public func updateMember(
+        _ userID: String, of channel: ChannelRecord,
+        _ edit: @escaping @Sendable ([String: JSONValue]) throws -> [String: JSONValue]
+    ) async throws -> MemberState {
+        try await engine.write {
+            Fetch.cursors(of: userID, in: channel).then { _ in
+                Fetch.memberStates(channel.pk, userID: userID)
+            }.then { states in
+                guard let state = states.first else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
+                var edited = state
+                edited.custom = try edit(state.custom)
+                return Step.execute(
+                    StoreSQL.setMemberCustom(of: userID, in: channel.pk, to: try JSONCoding.string(edited.custom))
+                ).map { edited }
+            }
+        }
+    }
+
+    public func updateUsers(_ edits: [UserEdit], now: Timestamp) async throws -> [User] {
+        try await engine.write {
+            // In id order, as every transaction takes users' rows.
+            Step.each(edits.sorted { $0.id < $1.id }) { edit in
+                Step.row(StoreSQL.userBody(edit.id)).then { row in
+                    guard let row else { throw StoreError.unknownUser(edit.id) }
+                    var user = try edit.change(try StoredJSON.user(try row.text(0)))
+                    user.updatedAt = now
+                    return Step.execute(
+                        StoreSQL.setUserBody(edit.id, body: try JSONCoding.string(user), now: now.microseconds)
+                    ).map { user }
+                }
+            }
+        }
+    }
+
+    // MARK: Unread counts
+
+    public func unreadCounts(of userIDs: [String]) async throws -> [String: UnreadCounts] {
+        let chunks = userIDs.uniqued().chunked(Fetch.idsPerStatement).map(Array.init)
+        return try await engine.read {
+            Step.each(chunks) { chunk in
+                Step.rows(StoreSQL.unreadTotals(of: chunk)).then { totals in
+                    Step.rows(StoreSQL.unreadChannels(of: chunk)).map { (totals, $0) }
+                }
+            }.map { results in
+                var counts: [String: UnreadCounts] = [:]
+                for (totals, channels) in results {
+                    for row in totals {
+                        counts[try row.text(0)] = UnreadCounts(totals: try StoreRows.totals(row, at: 1), channels: [])
+                    }
+                    for row in channels {
+                        counts[try row.text(0)]?.channels.append(
+                            ChannelUnread(
+                                channel: ChannelID(type: try row.text(1), id: try row.text(2)),
+                                unread: Int(try row.int(3)), lastRead: Timestamp(microseconds: try row.int(4)),
+                                lastReadMessageID: try row.optionalText(5)))
+                    }
+                }
+                return counts
+            }
+        }
+    }
+
+    // MARK: Tasks
+
+    public func saveTask(_ task: StoredTask) async throws {
+        let result = try JSONCoding.string(task.result)
+        try await engine.writeOne {
+            Step.execute(
+                StoreSQL.insertTask(id: task.id, status: task.status, result: result, at: task.createdAt.microseconds))
+        }
+    }
+
+    public func task(id: String) async throws -> StoredTask? {
+        try await engine.readOne {
+            Step.row(StoreSQL.task(id)).map { row in
+                try row.map { row in
+                    StoredTask(
+                        id: id, status: try row.text(0), result: try StoredJSON.customFields(try row.text(1)),
+                        createdAt: Timestamp(microseconds: try row.int(2)),
+                        updatedAt: Timestamp(microseconds: try row.int(3)))
+                }
+            }
+        }
+    }
+}

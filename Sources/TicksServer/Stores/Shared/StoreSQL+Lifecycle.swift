@@ -1,0 +1,180 @@
+import TicksProtocol
+import TicksReceipts
+
+/// The statements behind editing and deleting messages, truncating,
+/// updating and deleting channels, member and user updates, unread counts
+/// and tasks — written once for both databases, as the rest of `StoreSQL`.
+extension StoreSQL {
+    // MARK: Messages
+
+    /// `message(id:)`, locked in PostgreSQL: edits and deletes of one message take turns.
+    static func message(id: String, lock: Bool) -> StoreQuery {
+        lock ? message(id: id) + "\(forUpdateOf: "g")" : message(id: id)
+    }
+
+    static func editMessage(id: String, text: String, custom: String, at: Int64) -> StoreQuery {
+        "UPDATE message SET text = \(text), custom = \(custom), updated_at = \(at) WHERE id = \(id)"
+    }
+
+    /// A deleted message is hidden (never unread again); a hard delete keeps
+    /// nothing of its content, only the row that holds its place in the
+    /// channel's numbering.
+    static func deleteMessage(id: String, hard: Bool, at: Int64) -> StoreQuery {
+        hard
+            ? """
+            UPDATE message SET text = '', custom = '{}', deleted_at = COALESCE(deleted_at, \(at)), hard_deleted = 1,
+              hidden = 1
+            WHERE id = \(id)
+            """
+            : "UPDATE message SET deleted_at = \(at), hidden = 1 WHERE id = \(id)"
+    }
+
+    /// A message that counted leaves the unread counts (the reverse of
+    /// `countNewMessage`): one fewer for every other member whose read cursor
+    /// is before it, in their channel and their totals — a channel whose
+    /// count drops to 0 is one fewer channel with unread.
+    static func uncountMessage(seq: Seq, in channelPK: Int64, by author: String) -> [StoreQuery] {
+        [
+            """
+            UPDATE member SET unread = unread - 1
+            WHERE channel_pk = \(channelPK) AND user_id <> \(author) AND read_seq < \(seq)
+            """,
+            """
+            UPDATE app_user SET unread_messages = unread_messages - 1,
+              unread_channels = unread_channels
+                - (SELECT CASE WHEN m.unread = 0 THEN 1 ELSE 0 END FROM member m
+                   WHERE m.channel_pk = \(channelPK) AND m.user_id = app_user.id)
+            WHERE id IN (SELECT user_id FROM member
+                         WHERE channel_pk = \(channelPK) AND user_id <> \(author) AND read_seq < \(seq))
+            """,
+        ]
+    }
+
+    // MARK: Truncating and deleting channels
+
+    /// Every member's id and unread count, locked in PostgreSQL, in key order.
+    static func memberUnreads(_ channelPK: Int64) -> StoreQuery {
+        "SELECT user_id, unread FROM member WHERE channel_pk = \(channelPK) ORDER BY user_id\(forUpdateOf: nil)"
+    }
+
+    /// Every member has received and read everything up to `seq` (the
+    /// channel's last message when it was truncated): nothing before it can be
+    /// unread, and no receipt names it.
+    static func moveCursors(in channelPK: Int64, pastOrAt seq: Seq) -> StoreQuery {
+        """
+        UPDATE member SET unread = 0,
+          read_seq = CASE WHEN read_seq < \(seq) THEN \(seq) ELSE read_seq END,
+          delivered_seq = CASE WHEN delivered_seq < \(seq) THEN \(seq) ELSE delivered_seq END
+        WHERE channel_pk = \(channelPK)
+        """
+    }
+
+    /// The whole receipt log of a channel.
+    static func deleteMoves(in channelPK: Int64) -> StoreQuery {
+        "DELETE FROM cursor_move WHERE channel_pk = \(channelPK)"
+    }
+
+    static func truncate(_ channelPK: Int64, through seq: Seq, at: Int64) -> StoreQuery {
+        "UPDATE channel SET truncated_seq = \(seq), truncated_at = \(at), updated_at = \(at) WHERE pk = \(channelPK)"
+    }
+
+    /// A hard truncation: the content of every message up to `seq` goes.
+    static func wipeMessages(in channelPK: Int64, through seq: Seq, at: Int64) -> StoreQuery {
+        """
+        UPDATE message SET text = '', custom = '{}', deleted_at = COALESCE(deleted_at, \(at)), hard_deleted = 1, hidden = 1
+        WHERE channel_pk = \(channelPK) AND seq <= \(seq) AND hard_deleted = 0
+        """
+    }
+
+    static func deleteMembers(of channelPK: Int64) -> StoreQuery {
+        "DELETE FROM member WHERE channel_pk = \(channelPK)"
+    }
+
+    /// A soft delete: the channel is gone from every look-up, its messages
+    /// truncated away; its rows stay (a create of the same cid starts it
+    /// afresh, `reviveChannel`).
+    static func markDeleted(_ channelPK: Int64, at: Int64) -> StoreQuery {
+        """
+        UPDATE channel SET deleted_at = \(at), member_count = 0, truncated_seq = last_seq, truncated_at = \(at),
+          updated_at = \(at)
+        WHERE pk = \(channelPK)
+        """
+    }
+
+    static func deleteMessages(of channelPK: Int64) -> StoreQuery {
+        "DELETE FROM message WHERE channel_pk = \(channelPK)"
+    }
+
+    static func deleteChannelRow(_ channelPK: Int64) -> StoreQuery {
+        "DELETE FROM channel WHERE pk = \(channelPK)"
+    }
+
+    /// Column 0: the pk of the soft-deleted channel `type:id`, now made again
+    /// (no members, its old messages truncated away); no row when there is none.
+    static func reviveChannel(type: String, id: String, createdBy: String?, custom: String, now: Int64) -> StoreQuery {
+        """
+        UPDATE channel SET deleted_at = NULL, created_by = \(createdBy), custom = \(custom), created_at = \(now),
+          updated_at = \(now), truncated_seq = last_seq
+        WHERE type = \(type) AND id = \(id) AND deleted_at IS NOT NULL
+        RETURNING pk
+        """
+    }
+
+    // MARK: Channel and member data
+
+    static func setCustom(of channelPK: Int64, to custom: String, at: Int64) -> StoreQuery {
+        "UPDATE channel SET custom = \(custom), updated_at = \(at) WHERE pk = \(channelPK)"
+    }
+
+    static func setMemberCustom(of userID: String, in channelPK: Int64, to custom: String) -> StoreQuery {
+        "UPDATE member SET custom = \(custom) WHERE channel_pk = \(channelPK) AND user_id = \(userID)"
+    }
+
+    /// The members among `userIDs` (all when nil), in join order, a page of them.
+    static func memberStates(_ channelPK: Int64, among userIDs: [String]?, limit: Int, offset: Int) -> StoreQuery {
+        var sql: StoreQuery = "SELECT \(raw: memberStateColumns) FROM member m WHERE m.channel_pk = \(channelPK)"
+        if let userIDs { sql = sql + " AND \(in: "m.user_id", userIDs)" }
+        return sql + " ORDER BY m.created_at, m.user_id LIMIT \(Int64(limit)) OFFSET \(Int64(offset))"
+    }
+
+    /// Column 0: the user as JSON, locked in PostgreSQL until the update commits.
+    static func userBody(_ id: String) -> StoreQuery {
+        "SELECT body FROM app_user WHERE id = \(id)\(forUpdateOf: nil)"
+    }
+
+    static func setUserBody(_ id: String, body: String, now: Int64) -> StoreQuery {
+        "UPDATE app_user SET body = \(body), updated_at = \(now) WHERE id = \(id)"
+    }
+
+    // MARK: Unread counts
+
+    /// Each of the users' channels with unread messages: user id, channel
+    /// type, channel id, unread, read_at, the id at the read cursor.
+    static func unreadChannels(of userIDs: [String]) -> StoreQuery {
+        """
+        SELECT m.user_id, c.type, c.id, m.unread, m.read_at,
+          (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.read_seq)
+        FROM member m JOIN channel c ON c.pk = m.channel_pk
+        WHERE \(in: "m.user_id", userIDs) AND c.deleted_at IS NULL AND m.unread > 0
+        ORDER BY m.user_id, c.pk
+        """
+    }
+
+    /// User id and totals of the users among `userIDs` that exist.
+    static func unreadTotals(of userIDs: [String]) -> StoreQuery {
+        "SELECT id, unread_messages, unread_channels FROM app_user WHERE \(in: "id", userIDs)"
+    }
+
+    // MARK: Tasks
+
+    static func insertTask(id: String, status: String, result: String, at: Int64) -> StoreQuery {
+        """
+        INSERT INTO task (id, status, result, created_at, updated_at) VALUES (\(id), \(status), \(result), \(at), \(at))
+        """
+    }
+
+    /// Columns: status, result as JSON, created_at, updated_at.
+    static func task(_ id: String) -> StoreQuery {
+        "SELECT status, result, created_at, updated_at FROM task WHERE id = \(id)"
+    }
+}
