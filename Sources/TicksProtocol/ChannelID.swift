@@ -14,7 +14,7 @@ public struct ChannelID: Hashable, Sendable, Codable, CustomStringConvertible {
         guard let colon = cid.utf8.firstIndex(of: UInt8(ascii: ":")) else { return nil }
         let type = String(cid[..<colon])
         let id = String(cid[cid.utf8.index(after: colon)...])
-        guard Identifier.isValidTypeName(type), Identifier.isValid(id) else { return nil }
+        guard Identifier.isValidTypeName(type), Identifier.isValidChannelID(id) else { return nil }
         self.init(type: type, id: id)
     }
 

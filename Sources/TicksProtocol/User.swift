@@ -114,6 +114,12 @@ public enum Identifier {
         }
     }
 
+    /// Channel ids: a user id's characters and `!` (Stream's distinct
+    /// channels are `!members-…`).
+    public static func isValidChannelID(_ id: String) -> Bool {
+        isValid(String(id.map { $0 == "!" ? "_" : $0 }))
+    }
+
     /// Channel type names: 1–64 characters of `[a-z0-9_-]`... Stream allows letters too.
     public static func isValidTypeName(_ name: String) -> Bool {
         guard name.utf8.count <= 64 else { return false }

@@ -163,10 +163,11 @@ func buildRouter(services: TicksServices, configuration: TicksServerConfiguratio
         rateLimits: configuration.rateLimits, apiKey: configuration.credentials.apiKey
     ).addRoutes(to: api)
     UsersController(store: services.store, limits: configuration.limits).addRoutes(to: api)
+    UnreadController(store: services.store).addRoutes(to: api)
     ChannelTypesController(store: services.store).addRoutes(to: api)
     ChannelsController(store: services.store, hub: services.hub, events: events, limits: configuration.limits)
         .addRoutes(to: api)
-    MessagesController(store: services.store).addRoutes(to: api)
+    MessagesController(store: services.store, events: events, limits: configuration.limits).addRoutes(to: api)
     ConnectController(
         store: services.store, hub: services.hub, authority: services.authority, limits: configuration.limits,
         receipts: Receipts(store: services.store, events: events),

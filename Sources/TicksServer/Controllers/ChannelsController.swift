@@ -25,6 +25,7 @@ struct ChannelsController {
         group.on(.sendMessage, use: sendMessage)
         group.on(.markRead, use: markRead)
         group.on(.markUnread, use: markUnread)
+        addLifecycleRoutes(to: group)
     }
 
     // MARK: Channel query
@@ -70,6 +71,13 @@ struct ChannelsController {
         let (type, id) = try channelPath(context)
         var request = request
         let body = try await request.decodeJSON(QueryRequest.self)
+        return try await queryChannel(type: type, id: id, body: body, context: context)
+    }
+
+    /// Gets the channel `type:id`, or creates it with `body.data`.
+    func queryChannel(type: String, id: String, body: QueryRequest, context: TicksRequestContext) async throws
+        -> Response
+    {
         let viewer = try context.actingUser(
             named: body.user?.id ?? body.userID ?? body.data?.createdBy?.id ?? body.data?.createdByID)
         let limit = try messageLimit(body.messages?.limit)
@@ -151,10 +159,12 @@ struct ChannelsController {
         var removeMembers: [MemberRef]?
         var addModerators: [String]?
         var demoteModerators: [String]?
+        var data: ChannelData?
         var userID: String?
         var user: UserRef?
 
         enum CodingKeys: String, CodingKey {
+            case data
             case addMembers = "add_members"
             case removeMembers = "remove_members"
             case addModerators = "add_moderators"
@@ -169,8 +179,9 @@ struct ChannelsController {
         var members: [Member]
     }
 
-    /// `POST /channels/{type}/{id}`: add and remove members, promote and
-    /// demote moderators — as far as `ChannelPermissions` lets the caller.
+    /// `POST /channels/{type}/{id}`: replace the channel's custom data
+    /// (`data`: what it does not name goes), add and remove members, promote
+    /// and demote moderators — as far as `ChannelPermissions` lets the caller.
     @Sendable func updateChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
         let (type, id) = try channelPath(context)
         guard let channel = try await store.channel(type: type, id: id) else {
@@ -188,8 +199,16 @@ struct ChannelsController {
         }
         try (adding + removing + promoting + demoting).forEach { try requireValidID($0, "member id") }
         try await requirePermission(
-            .init(adding: adding, removing: removing, changesModerators: !(promoting + demoting).isEmpty),
+            .init(
+                adding: adding, removing: removing, changesModerators: !(promoting + demoting).isEmpty,
+                changesData: body.data != nil),
             in: channel, actingUserID: actingUserID, context: context)
+        if let data = body.data {
+            guard data.members == nil else {
+                throw APIError.input("data.members cannot change an existing channel's members: use add_members")
+            }
+            try requireCustomData(data.custom, of: "channel \(channel.cid)", limits: limits)
+        }
         if !adding.isEmpty {
             // Checked before changing anything, so a call past the limit changes nothing
             // (the store checks again as it adds, for calls that race).
@@ -209,6 +228,16 @@ struct ChannelsController {
             ? [] : try await store.addMembers(adding, to: channel, maxMembers: limits.maxChannelMembers, now: now)
         if !promoting.isEmpty { _ = try await store.setChannelRole(.moderator, of: promoting, in: channel, now: now) }
         if !demoting.isEmpty { _ = try await store.setChannelRole(.member, of: demoting, in: channel, now: now) }
+        if let custom = body.data?.custom {
+            let updated = try await store.updateChannelData(channel, now: now) { _ in custom }
+            if adding.isEmpty, removing.isEmpty {
+                return try await channelUpdated(updated, by: actingUserID, context: context)
+            }
+            let snapshot = try await store.snapshot(of: updated, messageLimit: 0, beforeMessageID: nil)
+            var event = Event(type: .channelUpdated, createdAt: now, cid: channel.cid)
+            event.channel = Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users)
+            try events.send(event, to: snapshot.members.map(\.userID))
+        }
 
         let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
         let users = try await store.users(ids: snapshot.members.map(\.userID) + removed)
@@ -246,7 +275,7 @@ struct ChannelsController {
                 throw APIError.forbidden("\(who) is not a member of channel \(channel.cid)")
             }
             throw APIError.forbidden(
-                "\(who) may not change the members of channel \(channel.cid): only its creator, its moderators "
+                "\(who) may not change channel \(channel.cid) or its members: only its creator, its moderators "
                     + "and admins may; a member may only remove themselves")
         }
     }
@@ -401,7 +430,9 @@ struct ChannelsController {
         let type = try context.parameters.require("type")
         let id = try context.parameters.require("id")
         guard Identifier.isValidTypeName(type) else { throw APIError.input("channel type '\(type.prefix(64))' is not valid") }
-        try requireValidID(id, "channel id")
+        guard Identifier.isValidChannelID(id) else {
+            throw APIError.input("channel id '\(id.prefix(64))' is not valid: 1-255 characters of a-z, A-Z, 0-9, @, _, - and !")
+        }
         return (type, id)
     }
 

@@ -1,13 +1,19 @@
 import Hummingbird
 import TicksProtocol
 
-/// `GET /messages/{id}` and Ticks' exact receipts, `GET /messages/{id}/receipts`.
+/// `GET /messages/{id}`, Ticks' exact receipts (`GET /messages/{id}/receipts`),
+/// and editing and deleting messages.
 struct MessagesController {
     let store: any TicksStore
+    let events: EventPublisher
+    let limits: ServerLimits
+
+    var receipts: Receipts { Receipts(store: store, events: events) }
 
     func addRoutes(to group: RouterGroup<TicksRequestContext>) {
         group.on(.getMessage, use: get)
-        group.on(.getReceipts, use: receipts)
+        group.on(.getReceipts, use: receiptsOfMessage)
+        addLifecycleRoutes(to: group)
     }
 
     struct MessageResponse: Encodable {
@@ -30,7 +36,7 @@ struct MessagesController {
         return try context.respond(MessageResponse(message: message))
     }
 
-    @Sendable func receipts(_ request: Request, context: TicksRequestContext) async throws -> Response {
+    @Sendable func receiptsOfMessage(_ request: Request, context: TicksRequestContext) async throws -> Response {
         let id = try messageID(context)
         guard let receipts = try await store.receipts(forMessage: id) else {
             throw APIError.notFound("message '\(id)' does not exist")

@@ -18,6 +18,8 @@ enum ChannelPermissions {
         var adding: [String] = []
         var removing: [String] = []
         var changesModerators = false
+        /// Updates, truncates or deletes the channel, or another member's data.
+        var changesData = false
     }
 
     /// Server tokens, users with the global role "admin", the channel's
@@ -37,6 +39,7 @@ enum ChannelPermissions {
     static func may(_ change: Change, in channel: ChannelRecord, as actor: Actor) -> Bool {
         if mayManage(channel, as: actor) { return true }
         guard case .user(let userID) = actor.principal, actor.membership != nil else { return false }
-        return change.adding.isEmpty && !change.changesModerators && change.removing.allSatisfy { $0 == userID }
+        return change.adding.isEmpty && !change.changesModerators && !change.changesData
+            && change.removing.allSatisfy { $0 == userID }
     }
 }

@@ -11,6 +11,65 @@ struct UsersController {
     func addRoutes(to group: RouterGroup<TicksRequestContext>) {
         group.on(.updateUsers, use: upsert)
         group.on(.queryUsers, use: query)
+        group.on(.updateUsersPartial, use: updatePartial)
+    }
+
+    struct PartialUsersRequest: Decodable {
+        var users: [Entry]
+
+        struct Entry: Decodable {
+            var id: String
+            var update: PartialUpdate
+
+            enum CodingKeys: String, CodingKey { case id }
+
+            init(from decoder: any Decoder) throws {
+                id = try decoder.container(keyedBy: CodingKeys.self).decode(String.self, forKey: .id)
+                update = try PartialUpdate(from: decoder)
+            }
+        }
+    }
+
+    /// The user fields a partial update may not touch.
+    static let fixedFields: Set<String> = ["id", "created_at", "updated_at", "last_active", "online"]
+
+    /// `PATCH /users`: `set` and `unset` of each user's fields (a user token
+    /// only its own, and never its role).
+    @Sendable func updatePartial(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        var request = request
+        let body = try await request.decodeJSON(PartialUsersRequest.self)
+        guard (1...Self.maxUsersPerCall).contains(body.users.count) else {
+            throw APIError.input("users must name 1 to \(Self.maxUsersPerCall) users")
+        }
+        guard Set(body.users.map(\.id)).count == body.users.count else {
+            throw APIError.input("users names a user twice")
+        }
+        let isServer = if case .server = try context.requirePrincipal() { true } else { false }
+        var edits: [UserEdit] = []
+        for entry in body.users {
+            try requireValidID(entry.id, "user id")
+            _ = try context.actingUser(named: entry.id)
+            try entry.update.validate("user", reserved: Self.fixedFields)
+            if !isServer, entry.update.set["role"] != nil || entry.update.unset.contains("role") {
+                throw APIError.forbidden("user '\(entry.id)' may not change their role; only a server token may")
+            }
+            let (update, limits) = (entry.update, limits)
+            edits.append(
+                UserEdit(id: entry.id) { stored in
+                    var fields = try JSONCoding.object(stored)
+                    fields = update.applied(to: fields)
+                    let user: User
+                    do {
+                        user = try JSONCoding.decode(User.self, from: fields)
+                    } catch let error as DecodingError {
+                        throw APIError.input("user '\(stored.id)': \(error.readableDescription)")
+                    }
+                    try UserInput.validate(user, limits: limits)
+                    return user
+                })
+        }
+        let users = try await store.updateUsers(edits, now: .now())
+        return try context.respond(UsersByID(users: Dictionary(uniqueKeysWithValues: users.map { ($0.id, $0) })))
     }
 
     struct UpsertRequest: Decodable {

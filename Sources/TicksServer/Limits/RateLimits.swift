@@ -49,11 +49,14 @@ public struct RateLimits: Sendable, Equatable {
                 switch endpoint {
                 case .markRead, .markDelivered, .markChannelsRead, .markUnread:
                     Limit(user: 300, serverSide: 60_000)
-                case .sendMessage, .getOrCreateChannel, .queryChannels, .getMessage, .getReceipts:
+                case .sendMessage, .getOrCreateChannel, .getOrCreateDistinctChannel, .queryChannels, .getMessage,
+                    .getReceipts, .getManyMessages, .updateMessage, .updateMessagePartial, .deleteMessage,
+                    .unreadCounts, .queryMembers:
                     Limit(user: 300, serverSide: 10_000)
-                case .updateUsers, .queryUsers:
+                case .updateUsers, .queryUsers, .updateUsersPartial, .unreadCountsBatch:
                     Limit(user: 60, serverSide: 10_000)
-                case .updateChannel:
+                case .updateChannel, .updateChannelPartial, .deleteChannel, .deleteChannels, .truncateChannel,
+                    .updateMemberPartial, .getTask:
                     Limit(user: 60, serverSide: 1_000)
                 case .createChannelType, .listChannelTypes, .getChannelType, .updateChannelType, .getApp,
                     .getRateLimits:

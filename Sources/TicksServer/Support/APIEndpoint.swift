@@ -11,6 +11,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case getApp = "GetApp"
     case getRateLimits = "GetRateLimits"
     case updateUsers = "UpdateUsers"
+    case updateUsersPartial = "UpdateUsersPartial"
     case queryUsers = "QueryUsers"
     case createChannelType = "CreateChannelType"
     case listChannelTypes = "ListChannelTypes"
@@ -20,7 +21,21 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case markChannelsRead = "MarkChannelsRead"
     case markDelivered = "MarkDelivered"
     case getOrCreateChannel = "GetOrCreateChannel"
+    case getOrCreateDistinctChannel = "GetOrCreateDistinctChannel"
     case updateChannel = "UpdateChannel"
+    case updateChannelPartial = "UpdateChannelPartial"
+    case deleteChannel = "DeleteChannel"
+    case deleteChannels = "DeleteChannels"
+    case truncateChannel = "TruncateChannel"
+    case getTask = "GetTask"
+    case queryMembers = "QueryMembers"
+    case updateMemberPartial = "UpdateMemberPartial"
+    case getManyMessages = "GetManyMessages"
+    case updateMessage = "UpdateMessage"
+    case updateMessagePartial = "UpdateMessagePartial"
+    case deleteMessage = "DeleteMessage"
+    case unreadCounts = "UnreadCounts"
+    case unreadCountsBatch = "UnreadCountsBatch"
     case sendMessage = "SendMessage"
     case markRead = "MarkRead"
     case markUnread = "MarkUnread"
@@ -32,9 +47,11 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     public var method: HTTPRequest.Method {
         switch self {
         case .health, .metrics, .openAPI, .getApp, .getRateLimits, .queryUsers, .listChannelTypes, .getChannelType,
-            .getMessage, .getReceipts, .connect:
+            .getMessage, .getReceipts, .connect, .getTask, .queryMembers, .getManyMessages, .unreadCounts:
             .get
-        case .updateChannelType: .put
+        case .updateChannelType, .updateMessagePartial: .put
+        case .updateUsersPartial, .updateChannelPartial, .updateMemberPartial: .patch
+        case .deleteChannel, .deleteMessage: .delete
         default: .post
         }
     }
@@ -47,18 +64,27 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .openAPI: "/openapi.json"
         case .getApp: "/app"
         case .getRateLimits: "/rate_limits"
-        case .updateUsers, .queryUsers: "/users"
+        case .updateUsers, .queryUsers, .updateUsersPartial: "/users"
         case .createChannelType, .listChannelTypes: "/channeltypes"
         case .getChannelType, .updateChannelType: "/channeltypes/{name}"
         case .queryChannels: "/channels"
         case .markChannelsRead: "/channels/read"
         case .markDelivered: "/channels/delivered"
         case .getOrCreateChannel: "/channels/{type}/{id}/query"
-        case .updateChannel: "/channels/{type}/{id}"
+        case .getOrCreateDistinctChannel: "/channels/{type}/query"
+        case .updateChannel, .updateChannelPartial, .deleteChannel: "/channels/{type}/{id}"
+        case .deleteChannels: "/channels/delete"
+        case .truncateChannel: "/channels/{type}/{id}/truncate"
+        case .getTask: "/tasks/{id}"
+        case .queryMembers: "/members"
+        case .updateMemberPartial: "/channels/{type}/{id}/member/{user_id}"
+        case .getManyMessages: "/channels/{type}/{id}/messages"
+        case .unreadCounts: "/unread"
+        case .unreadCountsBatch: "/unread_batch"
         case .sendMessage: "/channels/{type}/{id}/message"
         case .markRead: "/channels/{type}/{id}/read"
         case .markUnread: "/channels/{type}/{id}/unread"
-        case .getMessage: "/messages/{id}"
+        case .getMessage, .updateMessage, .updateMessagePartial, .deleteMessage: "/messages/{id}"
         case .getReceipts: "/messages/{id}/receipts"
         case .connect: "/connect"
         case .demoToken: "/demo/token"

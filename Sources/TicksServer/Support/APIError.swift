@@ -46,7 +46,7 @@ extension APIError {
     /// Stream's error for a store's refusal.
     init(_ error: StoreError) {
         switch error {
-        case .channelTypeExists: self = .conflict(error.description)
+        case .channelTypeExists, .messageIDOfRemovedMessage: self = .conflict(error.description)
         case .channelTypeNotFound, .channelNotFound, .messageNotFound: self = .notFound(error.description)
         case .notMember: self = .forbidden(error.description)
         case .inconsistent: self = APIError(status: .internalServerError, code: .internalError, "internal error")

@@ -1,4 +1,5 @@
 import Foundation
+import TicksProtocol
 
 /// One place for the JSON settings of stored values and wire payloads.
 enum JSONCoding {
@@ -12,6 +13,16 @@ enum JSONCoding {
 
     static func decode<T: Decodable>(_ type: T.Type, from text: String) throws -> T {
         try JSONDecoder().decode(type, from: Data(text.utf8))
+    }
+
+    /// A value's JSON object, as fields (for partial updates).
+    static func object(_ value: some Encodable) throws -> [String: JSONValue] {
+        try JSONDecoder().decode([String: JSONValue].self, from: data(value))
+    }
+
+    /// A value from JSON fields.
+    static func decode<T: Decodable>(_ type: T.Type, from fields: [String: JSONValue]) throws -> T {
+        try JSONDecoder().decode(type, from: data(fields))
     }
 
     static func encoder() -> JSONEncoder {

@@ -20,6 +20,8 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case messageNotInChannel(messageID: String, cid: String)
     /// The message id is taken by a message of another channel.
     case messageIDInOtherChannel(String)
+    /// The id belonged to a message that is gone (hard-deleted or truncated away); ids are not reused.
+    case messageIDOfRemovedMessage(String)
     /// The user is not a member of the channel (its cid when the store had it at hand).
     case notMember(userID: String, cid: String?)
     /// The store found itself disagreeing with the rules (a bug, never a client's doing).
@@ -37,6 +39,7 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
         case .messageNotFound(let id): "message '\(id)' does not exist"
         case .messageNotInChannel(let messageID, let cid): "message '\(messageID)' is not in channel \(cid)"
         case .messageIDInOtherChannel(let id): "message id '\(id)' is already used in another channel"
+        case .messageIDOfRemovedMessage(let id): "message id '\(id)' belonged to a message that was removed; use a new id"
         case .notMember(let userID, let cid): "user '\(userID)' is not a member of \(cid.map { "channel \($0)" } ?? "this channel")"
         case .inconsistent(let what): "internal inconsistency: \(what)"
         case .tooManyMembers(let cid, let members, let adding, let limit):

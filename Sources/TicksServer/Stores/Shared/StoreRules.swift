@@ -30,6 +30,8 @@ enum StoreRules {
     /// in this channel (nothing changes); in another channel it is refused.
     static func resend(of stored: MessageRecord, to channel: ChannelRecord) throws(StoreError) -> SendOutcome {
         guard stored.channelPK == channel.pk else { throw .messageIDInOtherChannel(stored.id) }
+        // A retry finds its message; an id whose message is gone (hard-deleted, truncated away) stays used.
+        guard !stored.hardDeleted, stored.seq > channel.truncatedSeq else { throw .messageIDOfRemovedMessage(stored.id) }
         return SendOutcome(message: stored, created: false, recipients: [])
     }
 

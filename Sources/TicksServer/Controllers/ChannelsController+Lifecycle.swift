@@ -1,0 +1,378 @@
+import Crypto
+import Foundation
+import Hummingbird
+import TicksProtocol
+
+/// Distinct channels, channel updates, truncation, deletion and tasks,
+/// member queries and partial member updates. What each does to read state
+/// and receipts is the store's (docs/receipt-rules.md).
+extension ChannelsController {
+    func addLifecycleRoutes(to group: RouterGroup<TicksRequestContext>) {
+        group.on(.getOrCreateDistinctChannel, use: queryDistinctChannel)
+        group.on(.updateChannelPartial, use: updateChannelPartial)
+        group.on(.deleteChannel, use: deleteChannel)
+        group.on(.deleteChannels, use: deleteChannels)
+        group.on(.truncateChannel, use: truncateChannel)
+        group.on(.getTask, use: getTask)
+        group.on(.queryMembers, use: queryMembers)
+        group.on(.updateMemberPartial, use: updateMemberPartial)
+    }
+
+    // MARK: Distinct channels
+
+    /// The id of the distinct channel of these members (Stream's form,
+    /// `!members-` and 43 characters): a hash of the sorted, unique ids, so
+    /// the same members always name the same channel, in any order.
+    static func distinctChannelID(members: [String]) -> String {
+        let key = Set(members).sorted().joined(separator: ",")
+        let digest = Data(SHA256.hash(data: Data(key.utf8)))
+        let base64 = digest.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+        return "!members-" + base64
+    }
+
+    /// `POST /channels/{type}/query`: the channel of exactly `data.members`,
+    /// made on first use.
+    @Sendable func queryDistinctChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let type = try context.parameters.require("type")
+        guard Identifier.isValidTypeName(type) else { throw APIError.input("channel type '\(type.prefix(64))' is not valid") }
+        var request = request
+        let body = try await request.decodeJSON(QueryRequest.self)
+        let members = (body.data?.members ?? []).map(\.userID)
+        guard members.count >= 2 else {
+            throw APIError.input("a channel without an id needs data.members: at least 2 users, whose channel it is")
+        }
+        try members.forEach { try requireValidID($0, "member id") }
+        return try await queryChannel(
+            type: type, id: Self.distinctChannelID(members: members), body: body, context: context)
+    }
+
+    // MARK: Updating
+
+    struct PartialChannelRequest: Decodable {
+        var update: PartialUpdate
+        var acting: ActingUserFields
+
+        init(from decoder: any Decoder) throws {
+            update = try PartialUpdate(from: decoder)
+            acting = try ActingUserFields(from: decoder)
+        }
+    }
+
+    /// `PATCH /channels/{type}/{id}`: sets and unsets custom fields.
+    @Sendable func updateChannelPartial(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let channel = try await loadChannel(context)
+        var request = request
+        let body = try await request.decodeJSON(PartialChannelRequest.self)
+        let actingUserID = try context.actingUser(named: body.acting.named)
+        try body.update.validate("channel", reserved: Channel.reserved)
+        try await requirePermission(.init(changesData: true), in: channel, actingUserID: actingUserID, context: context)
+        let update = body.update
+        try requireCustomData(update.applied(to: channel.custom), of: "channel \(channel.cid)", limits: limits)
+        let updated = try await store.updateChannelData(channel, now: .now()) { update.applied(to: $0) }
+        return try await channelUpdated(updated, by: actingUserID, context: context)
+    }
+
+    /// `channel.updated` to the members, and the answer of an update: the channel and its members.
+    func channelUpdated(_ channel: ChannelRecord, by actingUserID: String?, context: TicksRequestContext) async throws
+        -> Response
+    {
+        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
+        let presented = Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users)
+        var event = Event(
+            type: .channelUpdated, createdAt: snapshot.channel.updatedAt, cid: channel.cid,
+            user: actingUserID.map { Presenter.user($0, snapshot.users) })
+        event.channel = presented
+        try events.send(event, to: snapshot.members.map(\.userID))
+        return try context.respond(
+            UpdateResponse(
+                channel: presented,
+                members: snapshot.members.map { Presenter.member($0, of: snapshot.channel, users: snapshot.users) }))
+    }
+
+    // MARK: Truncating and deleting
+
+    struct TruncateRequest: Decodable {
+        var hardDelete: Bool?
+        var skipPush: Bool?
+        var truncatedAt: String?
+        var message: JSONValue?
+        var userID: String?
+        var user: UserRef?
+
+        enum CodingKeys: String, CodingKey {
+            case hardDelete = "hard_delete"
+            case skipPush = "skip_push"
+            case truncatedAt = "truncated_at"
+            case message
+            case userID = "user_id"
+            case user
+        }
+    }
+
+    struct ChannelResponse: Encodable {
+        var channel: Channel
+    }
+
+    /// `POST /channels/{type}/{id}/truncate`: every message so far is gone
+    /// from the channel, and with them every unread count and receipt.
+    @Sendable func truncateChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let channel = try await loadChannel(context)
+        var request = request
+        let body = try await request.decodeJSON(TruncateRequest.self)
+        let actingUserID = try context.actingUser(named: body.userID ?? body.user?.id)
+        guard body.truncatedAt == nil else {
+            throw APIError.input("truncated_at is not supported: a truncation removes every message sent so far")
+        }
+        if let message = body.message, message != .null {
+            throw APIError.input("message is not supported with a truncation: send it afterwards")
+        }
+        try await requirePermission(.init(changesData: true), in: channel, actingUserID: actingUserID, context: context)
+        let truncated = try await store.truncateChannel(channel, hard: body.hardDelete ?? false, now: .now())
+        let snapshot = try await store.snapshot(of: truncated, messageLimit: 0, beforeMessageID: nil)
+        let presented = Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users)
+        var event = Event(
+            type: .channelTruncated, createdAt: truncated.truncatedAt ?? .now(), cid: channel.cid,
+            user: actingUserID.map { Presenter.user($0, snapshot.users) })
+        event.channel = presented
+        try events.send(event, to: snapshot.members.map(\.userID))
+        return try context.respond(ChannelResponse(channel: presented), status: .created)
+    }
+
+    /// `DELETE /channels/{type}/{id}[?hard_delete=true]`.
+    @Sendable func deleteChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let channel = try await loadChannel(context)
+        let hard = try booleanParameter(request.queryParameter("hard_delete"), "hard_delete")
+        if hard, case .user = try context.requirePrincipal() {
+            throw APIError.forbidden("hard_delete needs a server token")
+        }
+        let actingUserID = try context.actingUser(named: nil)
+        try await requirePermission(.init(changesData: true), in: channel, actingUserID: actingUserID, context: context)
+        let presented = try await delete(channel, hard: hard, by: actingUserID)
+        return try context.respond(ChannelResponse(channel: presented))
+    }
+
+    /// Deletes `channel`, tells its members (`channel.deleted`), and returns it as it was, deleted.
+    func delete(_ channel: ChannelRecord, hard: Bool, by actingUserID: String?) async throws -> Channel {
+        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
+        let now = Timestamp.now()
+        let members = try await store.deleteChannel(channel, hard: hard, now: now)
+        var presented = Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users)
+        presented.deletedAt = now
+        presented.truncatedAt = now
+        presented.memberCount = 0
+        var event = Event(
+            type: .channelDeleted, createdAt: now, cid: channel.cid,
+            user: actingUserID.map { Presenter.user($0, snapshot.users) })
+        event.channel = presented
+        try events.send(event, to: members)
+        return presented
+    }
+
+    struct DeleteChannelsRequest: Decodable {
+        var cids: [String]
+        var hardDelete: Bool?
+
+        enum CodingKeys: String, CodingKey {
+            case cids
+            case hardDelete = "hard_delete"
+        }
+    }
+
+    struct TaskID: Encodable {
+        var taskID: String
+
+        enum CodingKeys: String, CodingKey { case taskID = "task_id" }
+    }
+
+    /// `POST /channels/delete` (server tokens): deletes up to 100 channels and
+    /// answers with a task whose result says, per cid, how it went. The
+    /// deletions are done before the answer; the task records them.
+    @Sendable func deleteChannels(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        guard case .server = try context.requirePrincipal() else {
+            throw APIError.forbidden("deleting channels in bulk needs a server token")
+        }
+        var request = request
+        let body = try await request.decodeJSON(DeleteChannelsRequest.self)
+        guard (1...ServerLimits.maxMembersPerCall).contains(body.cids.count) else {
+            throw APIError.input("cids must name 1 to \(ServerLimits.maxMembersPerCall) channels")
+        }
+        let cids = try body.cids.uniqued().map { cid in
+            guard let parsed = ChannelID(cid: cid) else {
+                throw APIError.input("cid '\(cid.prefix(64))' is not valid: it is type:id")
+            }
+            return parsed
+        }
+        let started = Timestamp.now()
+        var result: [String: JSONValue] = [:]
+        for cid in cids {
+            if let channel = try await store.channel(type: cid.type, id: cid.id) {
+                _ = try await delete(channel, hard: body.hardDelete ?? false, by: nil)
+                result["\(cid)"] = .object(["status": .string("ok")])
+            } else {
+                result["\(cid)"] = .object([
+                    "status": .string("error"), "error": .string("channel \(cid) does not exist"),
+                ])
+            }
+        }
+        let task = StoredTask(
+            id: UUID().uuidString.lowercased(), status: "completed", result: result, createdAt: started,
+            updatedAt: .now())
+        try await store.saveTask(task)
+        return try context.respond(TaskID(taskID: task.id), status: .created)
+    }
+
+    struct TaskResponse: Encodable {
+        var taskID: String
+        var status: String
+        var createdAt: Timestamp
+        var updatedAt: Timestamp
+        var result: [String: JSONValue]
+
+        enum CodingKeys: String, CodingKey {
+            case taskID = "task_id"
+            case status
+            case createdAt = "created_at"
+            case updatedAt = "updated_at"
+            case result
+        }
+    }
+
+    /// `GET /tasks/{id}` (server tokens).
+    @Sendable func getTask(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        guard case .server = try context.requirePrincipal() else {
+            throw APIError.forbidden("tasks need a server token")
+        }
+        let id = try context.parameters.require("id")
+        try requireValidID(id, "task id")
+        guard let task = try await store.task(id: id) else { throw APIError.notFound("task '\(id)' does not exist") }
+        return try context.respond(
+            TaskResponse(
+                taskID: task.id, status: task.status, createdAt: task.createdAt, updatedAt: task.updatedAt,
+                result: task.result))
+    }
+
+    // MARK: Members
+
+    struct MembersQuery: Decodable {
+        var type: String
+        var id: String?
+        var members: [MemberRef]?
+        var filterConditions: [String: FilterValue]?
+        var limit: Int?
+        var offset: Int?
+        var userID: String?
+        var user: UserRef?
+
+        enum CodingKeys: String, CodingKey {
+            case type, id, members, limit, offset, user
+            case filterConditions = "filter_conditions"
+            case userID = "user_id"
+        }
+    }
+
+    struct MemberList: Encodable {
+        var members: [Member]
+    }
+
+    static let maxMembersPerQuery = 300
+
+    /// `GET /members?payload={"type", "id", "filter_conditions", "limit", "offset"}`:
+    /// a channel's members in join order, filtered on `id` / `user_id`.
+    @Sendable func queryMembers(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let query: MembersQuery = try decodePayload(request)
+        _ = try context.actingUser(named: query.userID ?? query.user?.id)
+        guard Identifier.isValidTypeName(query.type) else {
+            throw APIError.input("type '\(query.type.prefix(64))' is not valid")
+        }
+        let id: String
+        if let named = query.id {
+            id = named
+        } else if let members = query.members, members.count >= 2 {
+            try members.forEach { try requireValidID($0.userID, "member id") }
+            id = Self.distinctChannelID(members: members.map(\.userID))
+        } else {
+            throw APIError.input("name the channel: id, or members for a distinct channel")
+        }
+        guard Identifier.isValidChannelID(id) else { throw APIError.input("channel id '\(id.prefix(64))' is not valid") }
+        var among: [String]?
+        for (field, value) in query.filterConditions ?? [:] {
+            guard field == "id" || field == "user_id" else {
+                throw APIError.input("filtering members on '\(field.prefix(64))' is not supported; filter on id")
+            }
+            among = try filterValues(value.values, of: field, limits: limits)
+        }
+        let limit = query.limit ?? 100
+        guard (1...Self.maxMembersPerQuery).contains(limit) else {
+            throw APIError.input("limit must be between 1 and \(Self.maxMembersPerQuery)")
+        }
+        let offset = query.offset ?? 0
+        guard offset >= 0 else { throw APIError.input("offset must not be negative") }
+        let channel = try await receipts.channel(type: query.type, id: id, for: try context.requirePrincipal())
+        let states =
+            among?.isEmpty == true
+            ? [] : try await store.members(of: channel, among: among, limit: limit, offset: offset)
+        let users = try await store.users(ids: states.map(\.userID))
+        return try context.respond(MemberList(members: states.map { Presenter.member($0, of: channel, users: users) }))
+    }
+
+    struct MemberResponse: Encodable {
+        var channelMember: Member
+
+        enum CodingKeys: String, CodingKey { case channelMember = "channel_member" }
+    }
+
+    /// `PATCH /channels/{type}/{id}/member/{user_id}`: a member's custom data
+    /// (any member for themselves; managers for anyone), and `channel_role`
+    /// (managers only).
+    @Sendable func updateMemberPartial(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let channel = try await loadChannel(context)
+        let memberID = try context.parameters.require("user_id")
+        try requireValidID(memberID, "user_id")
+        var request = request
+        var update = try await request.decodeJSON(PartialUpdate.self)
+        try update.validate("member", reserved: Member.reserved, allowed: ["channel_role"])
+        guard !update.unset.contains("channel_role") else { throw APIError.input("channel_role cannot be unset") }
+        var role: ChannelRole?
+        if let asked = update.set.removeValue(forKey: "channel_role") {
+            guard case .string(let name) = asked, let parsed = ChannelRole(rawValue: name) else {
+                throw APIError.input("channel_role must be channel_member or channel_moderator")
+            }
+            role = parsed
+        }
+        let actingUserID = try context.actingUser(named: nil)
+        if role != nil || actingUserID != memberID {
+            try await requirePermission(
+                .init(changesModerators: role != nil, changesData: true), in: channel, actingUserID: actingUserID,
+                context: context)
+        }
+        guard let current = try await store.member(memberID, of: channel) else {
+            throw APIError.notFound("user '\(memberID)' is not a member of channel \(channel.cid)")
+        }
+        try requireCustomData(update.applied(to: current.custom), of: "member '\(memberID)'", limits: limits)
+        let changes = update
+        var state = try await store.updateMember(memberID, of: channel) { changes.applied(to: $0) }
+        if let role, role != state.channelRole {
+            _ = try await store.setChannelRole(role, of: [memberID], in: channel, now: .now())
+            state.channelRole = role
+        }
+        let users = try await store.users(ids: [memberID])
+        let member = Presenter.member(state, of: channel, users: users)
+        var event = Event(type: .memberUpdated, createdAt: .now(), cid: channel.cid, user: member.user)
+        event.member = member
+        let members = try await store.members(of: channel, among: nil, limit: limits.maxChannelMembers, offset: 0)
+        try events.send(event, to: members.map(\.userID))
+        return try context.respond(MemberResponse(channelMember: member))
+    }
+}
+
+/// A JSON object in the `payload` query parameter (Stream's GET queries).
+func decodePayload<Payload: Decodable>(_ request: Request) throws -> Payload {
+    guard let payload = request.queryParameter("payload") else { throw APIError.input("payload is required") }
+    do {
+        return try JSONDecoder().decode(Payload.self, from: Data(payload.utf8))
+    } catch let error as DecodingError {
+        throw APIError.input("payload: \(error.readableDescription)")
+    }
+}

@@ -1,0 +1,174 @@
+import Hummingbird
+import TicksProtocol
+
+/// Getting several messages, editing and deleting them. An edit keeps every
+/// receipt (the message keeps its place in the channel); a delete takes the
+/// message out of every unread count (docs/receipt-rules.md).
+extension MessagesController {
+    func addLifecycleRoutes(to group: RouterGroup<TicksRequestContext>) {
+        group.on(.getManyMessages, use: getMany)
+        group.on(.updateMessage, use: update)
+        group.on(.updateMessagePartial, use: updatePartial)
+        group.on(.deleteMessage, use: delete)
+    }
+
+    struct MessageList: Encodable {
+        var messages: [Message]
+    }
+
+    static let maxMessagesPerGet = 100
+
+    /// `GET /channels/{type}/{id}/messages?ids=a,b`: those still there, oldest first.
+    @Sendable func getMany(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let type = try context.parameters.require("type")
+        let id = try context.parameters.require("id")
+        guard let cid = ChannelID(cid: "\(type):\(id)") else {
+            throw APIError.input("channel \(type.prefix(64)):\(id.prefix(64)) is not a valid cid")
+        }
+        guard let list = request.queryParameter("ids"), !list.isEmpty else {
+            throw APIError.input("ids is required: ?ids=id1,id2")
+        }
+        let ids = list.split(separator: ",").map(String.init)
+        guard ids.count <= Self.maxMessagesPerGet else {
+            throw APIError.input("ids names \(ids.count) messages; at most \(Self.maxMessagesPerGet)")
+        }
+        try ids.forEach { try requireValidID($0, "message id") }
+        let channel = try await receipts.channel(type: cid.type, id: cid.id, for: try context.requirePrincipal())
+        let records = try await store.messages(ids: ids, in: channel)
+        let users = try await store.users(ids: records.map(\.userID))
+        return try context.respond(MessageList(messages: records.map { Presenter.message($0, users: users) }))
+    }
+
+    struct UpdateRequest: Decodable {
+        var message: ChannelsController.MessageInput
+    }
+
+    /// `POST /messages/{id}`: the message's text and custom data, replaced.
+    @Sendable func update(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let id = try messageID(context)
+        var request = request
+        let body = try await request.decodeJSON(UpdateRequest.self)
+        if let named = body.message.id, named != id {
+            throw APIError.input("message.id '\(named.prefix(64))' is not the id in the path '\(id)'")
+        }
+        let input = body.message
+        let (message, config, actor) = try await editable(id, actingAs: input.user?.id ?? input.userID, context)
+        let text = input.text ?? ""
+        try requireText(text, config: config)
+        try requireCustomData(input.custom, of: "message '\(id)'", limits: limits)
+        guard message.deletedAt == nil else { throw APIError.input("message '\(id)' is deleted") }
+        let edited = try await store.editMessage(id: id, now: .now()) { stored in
+            guard stored.deletedAt == nil else { throw APIError.input("message '\(id)' is deleted") }
+            return MessageEdit(text: text, custom: input.custom)
+        }
+        return try await announce(edited, as: .messageUpdated, by: actor, status: .created, context: context)
+    }
+
+    struct PartialRequest: Decodable {
+        var update: PartialUpdate
+        var acting: ActingUserFields
+
+        init(from decoder: any Decoder) throws {
+            update = try PartialUpdate(from: decoder)
+            acting = try ActingUserFields(from: decoder)
+        }
+    }
+
+    /// `PUT /messages/{id}`: `set` and `unset` of the text and custom fields.
+    @Sendable func updatePartial(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let id = try messageID(context)
+        var request = request
+        let body = try await request.decodeJSON(PartialRequest.self)
+        let update = body.update
+        try update.validate("message", reserved: Message.reserved, allowed: ["text"])
+        guard !update.unset.contains("text") else { throw APIError.input("text cannot be unset") }
+        var newText: String?
+        if let text = update.set["text"] {
+            guard case .string(let string) = text else { throw APIError.input("set.text must be a string") }
+            newText = string
+        }
+        var customChange = update
+        customChange.set["text"] = nil
+        let (message, config, actor) = try await editable(id, actingAs: body.acting.named, context)
+        if let newText { try requireText(newText, config: config) }
+        try requireCustomData(customChange.applied(to: message.custom), of: "message '\(id)'", limits: limits)
+        let change = customChange
+        let text = newText
+        let edited = try await store.editMessage(id: id, now: .now()) { stored in
+            guard stored.deletedAt == nil else { throw APIError.input("message '\(id)' is deleted") }
+            return MessageEdit(text: text ?? stored.text, custom: change.applied(to: stored.custom))
+        }
+        return try await announce(edited, as: .messageUpdated, by: actor, status: .created, context: context)
+    }
+
+    /// `DELETE /messages/{id}[?hard=true]`: the message is deleted for
+    /// everyone; it is never unread again.
+    @Sendable func delete(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let id = try messageID(context)
+        let hard = try booleanParameter(request.queryParameter("hard"), "hard")
+        if try booleanParameter(request.queryParameter("delete_for_me"), "delete_for_me") {
+            throw APIError.input("delete_for_me is not supported: a deleted message is deleted for everyone")
+        }
+        let deletedBy = request.queryParameter("deleted_by")
+        let (_, _, actor) = try await editable(id, actingAs: deletedBy, context, managersMay: true)
+        let deleted = try await store.deleteMessage(id: id, hard: hard, now: .now())
+        return try await announce(deleted, as: .messageDeleted, by: actor, hardDelete: hard, context: context)
+    }
+
+    /// The message `id` and its channel type, when the caller may change it:
+    /// its author, an admin, a server token, and (for deletes) the channel's
+    /// managers. A user token may not name another user.
+    func editable(
+        _ id: String, actingAs named: String?, _ context: TicksRequestContext, managersMay: Bool = false
+    ) async throws -> (MessageRecord, ChannelConfig, String?) {
+        let actor = try context.actingUser(named: named)
+        if let named, actor != nil { try requireValidID(named, "user id") }
+        guard let message = try await store.message(id: id), let cid = ChannelID(cid: message.cid),
+            let channel = try await store.channel(type: cid.type, id: cid.id)
+        else { throw APIError.notFound("message '\(id)' does not exist") }
+        guard let config = try await store.channelType(named: channel.type) else {
+            throw APIError.notFound("channel type '\(channel.type)' does not exist")
+        }
+        guard case .user(let userID) = try context.requirePrincipal() else { return (message, config, actor) }
+        try await store.requireAccess(context, to: channel)
+        if userID == message.userID { return (message, config, actor) }
+        let user = try await store.users(ids: [userID])[userID]
+        let membership = try await store.member(userID, of: channel)
+        let manages = ChannelPermissions.mayManage(
+            channel, as: .init(principal: .user(userID), user: user, membership: membership))
+        guard user?.role == "admin" || (managersMay && manages) else {
+            throw APIError.forbidden("user '\(userID)' may not change message '\(id)' of user '\(message.userID)'")
+        }
+        return (message, config, actor)
+    }
+
+    func requireText(_ text: String, config: ChannelConfig) throws {
+        guard !text.isEmpty else { throw APIError.input("message.text must not be empty") }
+        try requireStorableText(text, "message.text")
+        let length = text.unicodeScalars.count
+        guard length <= config.maxMessageLength else {
+            throw APIError.input(
+                "message.text is \(length) characters; channel type '\(config.name)' allows \(config.maxMessageLength)")
+        }
+    }
+
+    /// Tells the channel's members of the changed message and answers with it.
+    func announce(
+        _ record: MessageRecord, as type: EventType, by actor: String?, hardDelete: Bool? = nil,
+        status: HTTPResponse.Status = .ok, context: TicksRequestContext
+    ) async throws -> Response {
+        let users = try await store.users(ids: [record.userID] + (actor.map { [$0] } ?? []))
+        let message = Presenter.message(record, users: users)
+        var event = Event(
+            type: type, createdAt: record.deletedAt ?? record.updatedAt ?? .now(), cid: record.cid,
+            user: actor.map { Presenter.user($0, users) })
+        event.message = message
+        event.messageID = record.id
+        event.hardDelete = hardDelete
+        if let cid = ChannelID(cid: record.cid), let channel = try await store.channel(type: cid.type, id: cid.id) {
+            let members = try await store.members(of: channel, among: nil, limit: limits.maxChannelMembers, offset: 0)
+            try events.send(event, to: members.map(\.userID))
+        }
+        return try context.respond(MessageResponse(message: message), status: status)
+    }
+}
