@@ -1,11 +1,15 @@
-/// Who wrote the message at a position of the log: enough to count unread messages.
+/// Who wrote the message at a position of the log, and whether it still
+/// counts: enough to count unread messages.
 public struct LogEntry: Sendable, Equatable {
     public var seq: Seq
     public var authorID: String
+    /// False once the message is deleted: a deleted message is never unread.
+    public var counts: Bool
 
-    public init(seq: Seq, authorID: String) {
+    public init(seq: Seq, authorID: String, counts: Bool = true) {
         self.seq = seq
         self.authorID = authorID
+        self.counts = counts
     }
 }
 
@@ -22,9 +26,10 @@ public struct UnreadSummary: Sendable, Equatable {
 }
 
 extension ReceiptRules {
-    /// R4, R7: whether the message is unread for `memberID` with read cursor `read`.
+    /// R4, R7: whether the message is unread for `memberID` with read cursor
+    /// `read` — after the cursor, not their own, and not deleted.
     public static func isUnread(_ entry: LogEntry, for memberID: String, read: Seq) -> Bool {
-        entry.seq > read && entry.authorID != memberID
+        entry.seq > read && entry.authorID != memberID && entry.counts
     }
 
     /// R7 over a slice of the log (any order).

@@ -14,7 +14,7 @@ extension SQLStore {
                 Fetch.channel(pk: channel.pk, lock: true).then { found in
                     Step.row(StoreSQL.message(id: new.id)).then { stored in
                         if let stored {
-                            return .done(try StoreRules.resend(of: try StoreRows.message(stored, cid: channel.cid), to: channel))
+                            return .done(try StoreRules.resend(of: try StoreRows.message(stored, cid: channel.cid), to: found.channel))
                         }
                         return Self.append(new, custom: custom, to: found.channel, now: now)
                     }

@@ -106,7 +106,9 @@ struct SQLiteStoreTests {
         }
         _ = try await store.upsertUsers(users.map { User(id: $0) }, now: tick())
         var channels: [ChannelRecord] = []
-        var logs: [[(id: String, author: String)]] = []
+        /// Every message sent, by channel, in order; `counts` false once deleted,
+        /// `there` false once hard-deleted or truncated away.
+        var logs: [[(id: String, author: String, counts: Bool, there: Bool)]] = []
         for index in 0..<3 {
             let members = Array(users.shuffled(using: &random).prefix(Int.random(in: 2...4, using: &random)))
             channels.append(
@@ -122,7 +124,9 @@ struct SQLiteStoreTests {
             var expected: [String: UnreadTotals] = Dictionary(
                 uniqueKeysWithValues: users.map { ($0, UnreadTotals(messages: 0, channels: 0)) })
             for (index, channel) in channels.enumerated() {
-                let log = logs[index].enumerated().map { LogEntry(seq: Seq($0.offset + 1), authorID: $0.element.author) }
+                let log = logs[index].enumerated().map {
+                    LogEntry(seq: Seq($0.offset + 1), authorID: $0.element.author, counts: $0.element.counts)
+                }
                 for state in try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members {
                     let unread = ReceiptRules.unread(in: log, for: state.userID, read: state.cursors.read)
                     #expect(state.unread == unread.count, "seed \(seed) step \(step): \(state.userID) in \(channel.id)")
@@ -140,12 +144,32 @@ struct SQLiteStoreTests {
             let channel = channels[index]
             let members = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members.map(\.userID)
             let member = members.randomElement(using: &random)!
-            let pick = logs[index].randomElement(using: &random)?.id
-            switch Int.random(in: 0..<12, using: &random) {
+            let pickIndex = logs[index].indices.filter { logs[index][$0].there }.randomElement(using: &random)
+            let pick = pickIndex.map { logs[index][$0].id }
+            switch Int.random(in: 0..<16, using: &random) {
             case 0..<4:
                 let id = "m\(seed)-\(step)"
                 _ = try await store.sendMessage(NewMessage(id: id, userID: member, text: "t", custom: [:]), to: channel, now: tick())
-                logs[index].append((id, member))
+                logs[index].append((id, member, true, true))
+            case 12, 13:
+                // A deleted message leaves every count it was in (soft or hard alike).
+                if let pickIndex {
+                    let hard = Bool.random(using: &random)
+                    _ = try await store.deleteMessage(id: logs[index][pickIndex].id, hard: hard, now: tick())
+                    logs[index][pickIndex].counts = false
+                    if hard { logs[index][pickIndex].there = false }
+                }
+            case 14:
+                // An edit changes no count.
+                if let pick {
+                    _ = try await store.editMessage(id: pick, now: tick()) { _ in MessageEdit(text: "edited", custom: [:]) }
+                }
+            case 15:
+                // A truncation: every message so far gone, every cursor past them.
+                if step % 5 == 0 {
+                    channels[index] = try await store.truncateChannel(channel, hard: Bool.random(using: &random), now: tick())
+                    for entry in logs[index].indices { logs[index][entry].there = false }
+                }
             case 4..<6:
                 _ = try await store.markRead(member, in: channel.channelID, upTo: pick, audience: everyone, now: tick())
             case 6:
