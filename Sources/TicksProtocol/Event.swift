@@ -77,6 +77,8 @@ public struct Event: Codable, Sendable, Equatable {
     public var hardDelete: Bool?
     /// The message an event is about (`message.updated`, `message.deleted`).
     public var messageID: String?
+    /// The thread a `message.read` marked read.
+    public var thread: MessageThread?
 
     public init(type: EventType, createdAt: Timestamp, cid: String? = nil, user: User? = nil) {
         self.type = type
@@ -114,6 +116,32 @@ public struct Event: Codable, Sendable, Equatable {
         case channel
         case hardDelete = "hard_delete"
         case messageID = "message_id"
+        case thread
+    }
+}
+
+/// A thread as events describe it: its parent message and its channel.
+public struct MessageThread: Codable, Sendable, Equatable {
+    public var parentMessageID: String
+    public var channelCID: String
+    public var createdByUserID: String
+    public var replyCount: Int
+    public var createdAt: Timestamp
+
+    public init(parentMessageID: String, channelCID: String, createdByUserID: String, replyCount: Int, createdAt: Timestamp) {
+        self.parentMessageID = parentMessageID
+        self.channelCID = channelCID
+        self.createdByUserID = createdByUserID
+        self.replyCount = replyCount
+        self.createdAt = createdAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case parentMessageID = "parent_message_id"
+        case channelCID = "channel_cid"
+        case createdByUserID = "created_by_user_id"
+        case replyCount = "reply_count"
+        case createdAt = "created_at"
     }
 }
 

@@ -13,9 +13,18 @@ public struct Message: Codable, Sendable, Equatable {
     public var deletedAt: Timestamp?
     /// When its text was last edited; nil when never.
     public var textUpdatedAt: Timestamp?
+    /// The thread's parent, for a reply.
+    public var parentID: String?
+    /// A reply also shown in the channel.
+    public var showInChannel = false
+    /// How many replies it has (a thread's parent).
+    public var replyCount = 0
 
-    /// Stream's message type: `deleted` once deleted, else `regular`.
-    public var type: String { deletedAt == nil ? "regular" : "deleted" }
+    /// Stream's message type: `deleted` once deleted, `reply` for a reply
+    /// shown only in its thread, else `regular`.
+    public var type: String {
+        deletedAt != nil ? "deleted" : parentID != nil && !showInChannel ? "reply" : "regular"
+    }
 
     public init(
         id: String, cid: String, text: String, user: User, createdAt: Timestamp,
@@ -56,6 +65,9 @@ public struct Message: Codable, Sendable, Equatable {
         channel = try c.decodeIfPresent(Channel.self, forKey: AnyCodingKey("channel"))
         deletedAt = try c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("deleted_at"))
         textUpdatedAt = try c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("message_text_updated_at"))
+        parentID = try c.decodeIfPresent(String.self, forKey: AnyCodingKey("parent_id"))
+        showInChannel = try c.decodeIfPresent(Bool.self, forKey: AnyCodingKey("show_in_channel")) ?? false
+        replyCount = try c.decodeIfPresent(Int.self, forKey: AnyCodingKey("reply_count")) ?? 0
         custom = try c.customFields(excluding: Self.reserved)
     }
 
@@ -73,7 +85,9 @@ public struct Message: Codable, Sendable, Equatable {
         try c.encode([JSONValue](), forKey: AnyCodingKey("latest_reactions"))
         try c.encode([JSONValue](), forKey: AnyCodingKey("own_reactions"))
         try c.encode([String: JSONValue](), forKey: AnyCodingKey("reaction_counts"))
-        try c.encode(0, forKey: AnyCodingKey("reply_count"))
+        try c.encode(replyCount, forKey: AnyCodingKey("reply_count"))
+        try c.encodeIfPresent(parentID, forKey: AnyCodingKey("parent_id"))
+        if parentID != nil { try c.encode(showInChannel, forKey: AnyCodingKey("show_in_channel")) }
         try c.encodeIfPresent(deletedAt, forKey: AnyCodingKey("deleted_at"))
         try c.encodeIfPresent(textUpdatedAt, forKey: AnyCodingKey("message_text_updated_at"))
         try c.encodeIfPresent(channel, forKey: AnyCodingKey("channel"))

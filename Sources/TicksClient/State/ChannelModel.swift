@@ -99,7 +99,8 @@ struct ChannelModel: Sendable {
         var outcome = Outcome()
         switch event.type {
         case .messageNew:
-            guard let message = event.message else { break }
+            // A reply shown only in its thread is not one of the channel's messages.
+            guard let message = event.message, message.parentID == nil || message.showInChannel else { break }
             outcome.changed = stored(message, currentUserID: currentUserID)
             if message.user.id != currentUserID, let unread = event.unreadCount {
                 reads[currentUserID]?.unreadMessages = unread

@@ -288,11 +288,15 @@ struct ChannelsController {
         var user: UserRef?
         var userID: String?
         var custom: [String: JSONValue]
+        var parentID: String?
+        var showInChannel: Bool?
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: AnyCodingKey.self)
             id = try container.decodeIfPresent(String.self, forKey: AnyCodingKey("id"))
             text = try container.decodeIfPresent(String.self, forKey: AnyCodingKey("text"))
+            parentID = try container.decodeIfPresent(String.self, forKey: AnyCodingKey("parent_id"))
+            showInChannel = try container.decodeIfPresent(Bool.self, forKey: AnyCodingKey("show_in_channel"))
             user = try container.decodeIfPresent(UserRef.self, forKey: AnyCodingKey("user"))
             userID = try container.decodeIfPresent(String.self, forKey: AnyCodingKey("user_id"))
             custom = try container.customFields(excluding: Message.reserved)
@@ -334,8 +338,15 @@ struct ChannelsController {
         let id = body.message.id ?? UUID().uuidString.lowercased()
         try requireValidID(id, "message id")
         try requireCustomData(body.message.custom, of: "message '\(id)'", limits: limits)
+        if let parentID = body.message.parentID {
+            try requireValidID(parentID, "message.parent_id")
+            guard config.replies else { throw APIError.input("channel type '\(config.name)' has replies off") }
+        }
         let outcome = try await store.sendMessage(
-            NewMessage(id: id, userID: author, text: text, custom: body.message.custom), to: channel, now: .now())
+            NewMessage(
+                id: id, userID: author, text: text, custom: body.message.custom, parentID: body.message.parentID,
+                showInChannel: body.message.parentID != nil && body.message.showInChannel == true),
+            to: channel, now: .now())
         // A message id belongs to its author: their retry is idempotent (R11); anyone else's is refused.
         guard outcome.message.userID == author else {
             throw APIError.conflict("message id '\(id)' is already used by another user's message")
@@ -355,11 +366,13 @@ struct ChannelsController {
         var user: UserRef?
         var userID: String?
         var messageID: String?
+        var threadID: String?
 
         enum CodingKeys: String, CodingKey {
             case user
             case userID = "user_id"
             case messageID = "message_id"
+            case threadID = "thread_id"
         }
     }
 
@@ -373,6 +386,10 @@ struct ChannelsController {
         var request = request
         let body = try await request.decodeJSON(MarkReadRequest.self)
         let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
+        if let threadID = body.threadID {
+            let event = try await receipts.markThreadRead(reader, in: ChannelID(type: type, id: id), parentID: threadID)
+            return try context.respond(EventResponse(event: event))
+        }
         let event = try await receipts.markRead(reader, in: ChannelID(type: type, id: id), upTo: body.messageID)
         return try context.respond(EventResponse(event: event))
     }

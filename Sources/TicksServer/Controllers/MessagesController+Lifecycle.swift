@@ -10,6 +10,31 @@ extension MessagesController {
         group.on(.updateMessage, use: update)
         group.on(.updateMessagePartial, use: updatePartial)
         group.on(.deleteMessage, use: delete)
+        group.on(.getReplies, use: replies)
+    }
+
+    static let defaultRepliesLimit = 25
+    static let maxRepliesLimit = 300
+
+    /// `GET /messages/{id}/replies?limit=&id_lt=`: a thread's replies, oldest first.
+    @Sendable func replies(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let id = try messageID(context)
+        var limit = Self.defaultRepliesLimit
+        if let text = request.queryParameter("limit") {
+            guard let value = Int(text), (1...Self.maxRepliesLimit).contains(value) else {
+                throw APIError.input("limit must be between 1 and \(Self.maxRepliesLimit)")
+            }
+            limit = value
+        }
+        let before = request.queryParameter("id_lt")
+        if let before { try requireValidID(before, "id_lt") }
+        guard let parent = try await store.message(id: id), let cid = ChannelID(cid: parent.cid),
+            let channel = try await store.channel(type: cid.type, id: cid.id)
+        else { throw APIError.notFound("message '\(id)' does not exist") }
+        try await store.requireAccess(context, to: channel)
+        let records = try await store.replies(to: id, before: before, limit: limit)
+        let users = try await store.users(ids: records.map(\.userID))
+        return try context.respond(MessageList(messages: records.map { Presenter.message($0, users: users) }))
     }
 
     struct MessageList: Encodable {

@@ -27,10 +27,14 @@ enum Presenter {
     }
 
     static func message(_ record: MessageRecord, users: [String: User]) -> Message {
-        Message(
+        var message = Message(
             id: record.id, cid: record.cid, text: record.text, user: user(record.userID, users),
             createdAt: record.createdAt, updatedAt: record.updatedAt ?? record.createdAt, custom: record.custom,
             deletedAt: record.deletedAt, textUpdatedAt: record.updatedAt)
+        message.parentID = record.parentID
+        message.showInChannel = record.showInChannel
+        message.replyCount = record.replyCount
+        return message
     }
 
     static func channel(_ record: ChannelRecord, config: ChannelConfig, users: [String: User]) -> Channel {

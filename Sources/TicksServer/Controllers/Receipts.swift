@@ -39,6 +39,29 @@ struct Receipts: Sendable {
         return EventPublisher.messageRead(outcome)
     }
 
+    /// Marks the thread of `parentID` read for `reader` (their thread read
+    /// state, not the channel's cursors); the `message.read` event with the
+    /// thread goes to the members who may see `reader`'s reads (R8, R10).
+    func markThreadRead(_ reader: String, in cid: ChannelID, parentID: String) async throws -> Event {
+        try requireValidID(parentID, "thread_id")
+        guard let channel = try await store.channel(type: cid.type, id: cid.id) else {
+            throw APIError.notFound("channel \(cid) does not exist")
+        }
+        let read = try await store.markThreadRead(reader, in: channel, parentID: parentID, now: .now())
+        let users = try await store.users(ids: [reader])
+        let user = Presenter.user(reader, users)
+        var event = Event(type: .messageRead, createdAt: read.readAt, cid: channel.cid, user: user)
+        event.lastReadMessageID = read.lastReadMessageID
+        event.thread = MessageThread(
+            parentMessageID: read.parent.id, channelCID: channel.cid, createdByUserID: read.parent.userID,
+            replyCount: read.parent.replyCount, createdAt: read.parent.createdAt)
+        let config = try await store.channelType(named: channel.type)
+        let visible = config.map { ReceiptVisibility(config: $0, users: [reader: user], viewer: nil).readVisible(reader) } ?? false
+        let members = visible ? try await store.members(of: channel, among: nil, limit: Int(Int32.max), offset: 0).map(\.userID) : [reader]
+        try events.send(event, to: members)
+        return event
+    }
+
     /// A `latest_delivered_messages` entry, the same over HTTP and on a socket.
     typealias DeliveredEntry = SocketReceipt.DeliveredEntry
 

@@ -11,15 +11,15 @@ struct UnreadController {
         group.on(.unreadCountsBatch, use: unreadBatch)
     }
 
-    /// Stream's shape: totals, the channels with unread messages (newest
-    /// first, at most 100), the counts by channel type; Ticks has no threads
-    /// or teams yet, so those are empty.
+    /// Stream's shape: totals, the channels and threads with unread messages
+    /// (at most 100 of each), the counts by channel type; Ticks has no teams,
+    /// so that map is empty.
     struct Counts: Encodable {
         var totalUnreadCount: Int
-        var totalUnreadThreadsCount = 0
+        var totalUnreadThreadsCount: Int
         var channels: [ChannelCount]
         var channelType: [TypeCount]
-        var threads: [JSONValue] = []
+        var threads: [ThreadCount]
         var totalUnreadCountByTeam: [String: Int] = [:]
 
         struct ChannelCount: Encodable {
@@ -31,6 +31,20 @@ struct UnreadController {
                 case channelID = "channel_id"
                 case unreadCount = "unread_count"
                 case lastRead = "last_read"
+            }
+        }
+
+        struct ThreadCount: Encodable {
+            var parentMessageID: String
+            var unreadCount: Int
+            var lastRead: Timestamp
+            var lastReadMessageID: String?
+
+            enum CodingKeys: String, CodingKey {
+                case parentMessageID = "parent_message_id"
+                case unreadCount = "unread_count"
+                case lastRead = "last_read"
+                case lastReadMessageID = "last_read_message_id"
             }
         }
 
@@ -59,6 +73,12 @@ struct UnreadController {
 
         init(_ counts: UnreadCounts) {
             totalUnreadCount = counts.totals.messages
+            totalUnreadThreadsCount = counts.threads.count
+            threads = counts.threads.prefix(Self.maxChannels).map {
+                ThreadCount(
+                    parentMessageID: $0.parentID, unreadCount: $0.unread, lastRead: $0.lastRead,
+                    lastReadMessageID: $0.lastReadMessageID)
+            }
             channels = counts.channels.prefix(Self.maxChannels).map {
                 ChannelCount(channelID: "\($0.channel)", unreadCount: $0.unread, lastRead: $0.lastRead)
             }

@@ -50,7 +50,7 @@ public struct RateLimits: Sendable, Equatable {
                 case .markRead, .markDelivered, .markChannelsRead, .markUnread:
                     Limit(user: 300, serverSide: 60_000)
                 case .sendMessage, .getOrCreateChannel, .getOrCreateDistinctChannel, .queryChannels, .getMessage,
-                    .getReceipts, .getManyMessages, .updateMessage, .updateMessagePartial, .deleteMessage,
+                    .getReceipts, .getReplies, .getManyMessages, .updateMessage, .updateMessagePartial, .deleteMessage,
                     .unreadCounts, .queryMembers:
                     Limit(user: 300, serverSide: 10_000)
                 case .updateUsers, .queryUsers, .updateUsersPartial, .unreadCountsBatch:

@@ -48,8 +48,12 @@ extension SQLStore {
                     deleted.text = ""
                     deleted.custom = [:]
                 }
-                let uncount =
+                var uncount =
                     message.hidden ? [] : StoreSQL.uncountMessage(seq: message.seq, in: message.channelPK, by: message.userID)
+                if let parentID = message.parentID, message.deletedAt == nil {
+                    // A reply leaves its thread's counts too.
+                    uncount.append(StoreSQL.uncountReply(in: parentID, seq: message.seq, by: message.userID))
+                }
                 // The channel's row first, as a send takes it: a delete and a send of the channel take turns.
                 return Fetch.channel(pk: message.channelPK, lock: true).then { _ in
                     Step.execute(StoreSQL.deleteMessage(id: id, hard: hard, at: now.microseconds))
@@ -122,6 +126,8 @@ extension SQLStore {
                 Step.execute(StoreSQL.moveCursors(in: channel.pk, pastOrAt: seq))
             }.then { _ in
                 Step.execute(StoreSQL.deleteMoves(in: channel.pk))
+            }.then { _ in
+                Step.execute(StoreSQL.deleteThreadReads(in: channel.pk))
             }.map { _ in unreads.map(\.userID) }
         }
     }
@@ -194,12 +200,15 @@ extension SQLStore {
             Step.each(chunks) { chunk in
                 Step.rows(StoreSQL.unreadTotals(of: chunk)).then { totals in
                     Step.rows(StoreSQL.unreadChannels(of: chunk)).map { (totals, $0) }
+                }.then { (totals, channels) in
+                    Step.rows(StoreSQL.unreadThreads(of: chunk)).map { (totals, channels, $0) }
                 }
             }.map { results in
                 var counts: [String: UnreadCounts] = [:]
-                for (totals, channels) in results {
+                for (totals, channels, threads) in results {
                     for row in totals {
-                        counts[try row.text(0)] = UnreadCounts(totals: try StoreRows.totals(row, at: 1), channels: [])
+                        counts[try row.text(0)] = UnreadCounts(
+                            totals: try StoreRows.totals(row, at: 1), channels: [], threads: [])
                     }
                     for row in channels {
                         counts[try row.text(0)]?.channels.append(
@@ -208,8 +217,63 @@ extension SQLStore {
                                 unread: Int(try row.int(3)), lastRead: Timestamp(microseconds: try row.int(4)),
                                 lastReadMessageID: try row.optionalText(5)))
                     }
+                    for row in threads {
+                        counts[try row.text(0)]?.threads.append(
+                            ThreadUnread(
+                                parentID: try row.text(1), unread: Int(try row.int(2)),
+                                lastRead: Timestamp(microseconds: try row.int(3)), lastReadMessageID: try row.optionalText(4)))
+                    }
                 }
                 return counts
+            }
+        }
+    }
+
+    // MARK: Threads
+
+    public func markThreadRead(_ userID: String, in channel: ChannelRecord, parentID: String, now: Timestamp)
+        async throws -> ThreadRead
+    {
+        try await engine.write {
+            Fetch.isMember(userID, of: channel.pk).then { isMember -> StoreProgram<MessageRecord?> in
+                guard isMember else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
+                return Self.parent(parentID, in: channel)
+            }.then { parent in
+                Step.row(StoreSQL.newestReply(to: parentID)).then { row in
+                    let newest = try row?.int(0) ?? 0
+                    // Without replies yet, the parent is what they have read.
+                    let upTo = newest > 0 ? newest : parent?.seq ?? 0
+                    return Step.execute(
+                        StoreSQL.readThread(parentID, by: userID, in: channel.pk, upTo: upTo, at: now.microseconds)
+                    ).then { _ in
+                        Step.row(StoreSQL.messageAt(seq: upTo, in: channel.pk))
+                    }.map { row in
+                        ThreadRead(parent: parent!, readAt: now, lastReadMessageID: try row?.text(0))
+                    }
+                }
+            }
+        }
+    }
+
+    public func replies(to parentID: String, before beforeID: String?, limit: Int) async throws -> [MessageRecord] {
+        try await engine.read {
+            Step.row(StoreSQL.messageThere(id: parentID)).then { row -> StoreProgram<[MessageRecord]> in
+                guard let row else { throw StoreError.messageNotFound(parentID) }
+                let parent = try StoreRows.messageWithChannel(row)
+                let before: StoreProgram<Seq> =
+                    beforeID.map { id in
+                        Step.row(StoreSQL.messageThere(id: id)).map { row in
+                            guard let row, case let message = try StoreRows.messageWithChannel(row),
+                                message.parentID == parentID
+                            else { throw StoreError.messageNotFound(id) }
+                            return message.seq
+                        }
+                    } ?? .done(Seq.max)
+                return before.then { before in
+                    Step.rows(StoreSQL.replies(to: parentID, before: before, limit: limit)).map { rows in
+                        try rows.reversed().map { try StoreRows.message($0, cid: parent.cid) }
+                    }
+                }
             }
         }
     }

@@ -32,26 +32,58 @@ extension SQLStore {
     {
         let createdAt = StoreRules.messageTime(now: now, after: channel.lastMessageAt)
         let seq = channel.lastSeq + 1
-        return Fetch.isMember(new.userID, of: channel.pk).then { isMember in
+        return Fetch.isMember(new.userID, of: channel.pk).then { isMember -> StoreProgram<MessageRecord?> in
             guard isMember else { throw StoreError.notMember(userID: new.userID, cid: channel.cid) }
-            return Step.execute(StoreSQL.appendMessage(to: channel.pk, seq: seq, at: createdAt.microseconds))
-        }.then { (_: Void) in
-            Step.execute(
-                StoreSQL.insertMessage(channelPK: channel.pk, seq: seq, message: new, custom: custom, at: createdAt.microseconds))
-        }.then { (_: Void) in
-            // R7: one more unread for every other member, in their channel and their totals.
-            let counts = StoreSQL.countNewMessage(in: channel.pk, by: new.userID)
-            return Step.each(counts) { Step.execute($0) }
-        }.then { (_: [Void]) in
-            // R4: the author has read their own message, and everything before it.
-            Self.applyRead(new.userID, in: channel, target: seq, newest: seq, now: createdAt)
-        }.then { (_: CursorUpdate) in
+            return new.parentID.map { Self.parent($0, in: channel) } ?? .done(nil)
+        }.then { parent in
+            Step.execute(StoreSQL.appendMessage(to: channel.pk, seq: seq, at: createdAt.microseconds)).then { _ in
+                Step.execute(
+                    StoreSQL.insertMessage(
+                        channelPK: channel.pk, seq: seq, message: new, custom: custom, at: createdAt.microseconds))
+            }.then { _ in
+                // R7: one more unread for every other member, in their channel and their totals
+                // (a reply shown only in its thread counts in the thread alone).
+                let counts = new.threadOnly ? [] : StoreSQL.countNewMessage(in: channel.pk, by: new.userID)
+                return Step.each(counts) { Step.execute($0) }
+            }.then { _ in
+                parent.map { Self.reply(new.userID, seq: seq, to: $0, at: createdAt) } ?? .done(())
+            }
+        }.then { (_: Void) -> StoreProgram<CursorUpdate?> in
+            // R4: the author has read their own message, and everything before it; a
+            // reply shown only in its thread moves their thread read state instead.
+            new.threadOnly ? .done(nil) : Self.applyRead(new.userID, in: channel, target: seq, newest: seq, now: createdAt).map { $0 }
+        }.then { (_: CursorUpdate?) in
             Fetch.memberStates(channel.pk)
         }.then { members in
             Step.rows(StoreSQL.unreadTotals(ofMembersOf: channel.pk)).map { rows in
                 StoreRules.sent(
                     new, to: channel, seq: seq, at: createdAt, members: members, totals: try StoreRows.totalsByUser(rows))
             }
+        }
+    }
+
+    /// A reply's parent: a message of the channel still there, not a reply itself.
+    static func parent(_ id: String, in channel: ChannelRecord) -> StoreProgram<MessageRecord?> {
+        Step.row(StoreSQL.messageThere(id: id)).map { row in
+            guard let row, case let parent = try StoreRows.messageWithChannel(row), parent.channelPK == channel.pk else {
+                throw StoreError.parentNotFound(id)
+            }
+            guard parent.parentID == nil else { throw StoreError.nestedReply(id) }
+            return parent
+        }
+    }
+
+    /// A reply in `parent`'s thread: the parent counts it, its author joins the
+    /// thread's readers at the first reply, every reader but the reply's author
+    /// has one more unread there, and the author has read the thread up to it.
+    static func reply(_ author: String, seq: Seq, to parent: MessageRecord, at: Timestamp) -> StoreProgram<Void> {
+        Step.execute(StoreSQL.addReply(to: parent.id)).then { _ in
+            Step.execute(StoreSQL.joinThread(parent, at: at.microseconds))
+        }.then { _ in
+            Step.execute(StoreSQL.countNewReply(in: parent.id, by: author))
+        }.then { _ in
+            Step.execute(
+                StoreSQL.readThread(parent.id, by: author, in: parent.channelPK, upTo: seq, at: at.microseconds))
         }
     }
 

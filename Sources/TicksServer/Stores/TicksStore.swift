@@ -36,8 +36,14 @@ public struct MessageRecord: Sendable, Equatable {
     /// When it was deleted; a soft-deleted message keeps its text, a hard-deleted one keeps nothing.
     public var deletedAt: Timestamp? = nil
     public var hardDeleted = false
-    /// Whether it never counts as unread (deleted).
+    /// Whether it never counts as unread in the channel (deleted, or a reply shown only in its thread).
     public var hidden = false
+    /// The thread's parent when it is a reply.
+    public var parentID: String? = nil
+    /// A reply also shown in the channel (counted there as any message).
+    public var showInChannel = false
+    /// Replies to it, when it is a thread's parent.
+    public var replyCount = 0
 }
 
 /// A member with their read state, the ids its cursors point at, and unread count.
@@ -79,6 +85,13 @@ public struct NewMessage: Sendable {
     public var userID: String
     public var text: String
     public var custom: [String: JSONValue]
+    /// A reply to this message of the channel (which must not be a reply itself).
+    public var parentID: String? = nil
+    /// A reply also shown in the channel.
+    public var showInChannel = false
+
+    /// A reply shown only in its thread: it never counts in the channel.
+    var threadOnly: Bool { parentID != nil && !showInChannel }
 }
 
 public struct SendOutcome: Sendable {
@@ -243,10 +256,26 @@ public struct ChannelUnread: Sendable, Equatable {
     public var lastReadMessageID: String?
 }
 
-/// A user's unread counts: totals and the channels with unread messages.
+/// One thread's unread replies for a user.
+public struct ThreadUnread: Sendable, Equatable {
+    public var parentID: String
+    public var unread: Int
+    public var lastRead: Timestamp
+    public var lastReadMessageID: String?
+}
+
+/// A user's unread counts: totals, the channels and threads with unread messages.
 public struct UnreadCounts: Sendable, Equatable {
     public var totals: UnreadTotals
     public var channels: [ChannelUnread]
+    public var threads: [ThreadUnread]
+}
+
+/// A thread marked read: its parent, when, and the reply the thread cursor is at.
+public struct ThreadRead: Sendable {
+    public var parent: MessageRecord
+    public var readAt: Timestamp
+    public var lastReadMessageID: String?
 }
 
 /// A background task's record (`GET /tasks/{id}`).
@@ -337,6 +366,12 @@ public protocol TicksStore: Sendable {
     func updateUsers(_ edits: [UserEdit], now: Timestamp) async throws -> [User]
     /// Unread counts of each user among `userIDs` that exists.
     func unreadCounts(of userIDs: [String]) async throws -> [String: UnreadCounts]
+    /// Marks the thread of `parentID` read up to its newest reply for a member;
+    /// the channel's cursors do not move.
+    func markThreadRead(_ userID: String, in channel: ChannelRecord, parentID: String, now: Timestamp) async throws
+        -> ThreadRead
+    /// Up to `limit` replies to `parentID` before `beforeID` (when given), oldest first.
+    func replies(to parentID: String, before beforeID: String?, limit: Int) async throws -> [MessageRecord]
     func saveTask(_ task: StoredTask) async throws
     func task(id: String) async throws -> StoredTask?
 

@@ -41,13 +41,14 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case markUnread = "MarkUnread"
     case getMessage = "GetMessage"
     case getReceipts = "GetReceipts"
+    case getReplies = "GetReplies"
     case connect = "Connect"
     case demoToken = "DemoToken"
 
     public var method: HTTPRequest.Method {
         switch self {
         case .health, .metrics, .openAPI, .getApp, .getRateLimits, .queryUsers, .listChannelTypes, .getChannelType,
-            .getMessage, .getReceipts, .connect, .getTask, .queryMembers, .getManyMessages, .unreadCounts:
+            .getMessage, .getReceipts, .getReplies, .connect, .getTask, .queryMembers, .getManyMessages, .unreadCounts:
             .get
         case .updateChannelType, .updateMessagePartial: .put
         case .updateUsersPartial, .updateChannelPartial, .updateMemberPartial: .patch
@@ -86,6 +87,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .markUnread: "/channels/{type}/{id}/unread"
         case .getMessage, .updateMessage, .updateMessagePartial, .deleteMessage: "/messages/{id}"
         case .getReceipts: "/messages/{id}/receipts"
+        case .getReplies: "/messages/{id}/replies"
         case .connect: "/connect"
         case .demoToken: "/demo/token"
         }

@@ -90,6 +90,7 @@ enum PostgresSchema {
             statements: ["ALTER TABLE member ADD COLUMN channel_role TEXT NOT NULL DEFAULT 'channel_member'"]),
         Migration(name: "v5-unread-counters", statements: StoreMigrations.unreadCounters(integer: "BIGINT")),
         Migration(name: "v6-message-lifecycle", statements: StoreMigrations.messageLifecycle(integer: "BIGINT")),
+        Migration(name: "v7-threads", statements: StoreMigrations.threads(integer: "BIGINT")),
     ]
 
     /// An arbitrary constant: the advisory lock that serialises migrations.

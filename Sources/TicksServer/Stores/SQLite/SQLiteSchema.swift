@@ -91,6 +91,9 @@ enum SQLiteSchema {
         migrator.registerMigration("v6-message-lifecycle") { db in
             for statement in StoreMigrations.messageLifecycle(integer: "INTEGER") { try db.execute(sql: statement) }
         }
+        migrator.registerMigration("v7-threads") { db in
+            for statement in StoreMigrations.threads(integer: "INTEGER") { try db.execute(sql: statement) }
+        }
         return migrator
     }
 }

@@ -16,6 +16,10 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case unknownUser(String)
     /// No message has the id (or it is gone: hard-deleted, truncated away).
     case messageNotFound(String)
+    /// A reply names a parent that is not a message of the channel.
+    case parentNotFound(String)
+    /// A reply names a parent that is itself a reply (Stream allows one level).
+    case nestedReply(String)
     /// The message is not one of that channel's.
     case messageNotInChannel(messageID: String, cid: String)
     /// The message id is taken by a message of another channel.
@@ -37,6 +41,8 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unknownChannel(let cid): "channel '\(cid)' does not exist"
         case .unknownUser(let id): "user '\(id)' does not exist: upsert it first"
         case .messageNotFound(let id): "message '\(id)' does not exist"
+        case .parentNotFound(let id): "parent message '\(id)' is not a message of this channel"
+        case .nestedReply(let id): "message '\(id)' is a reply: replies to replies are not allowed"
         case .messageNotInChannel(let messageID, let cid): "message '\(messageID)' is not in channel \(cid)"
         case .messageIDInOtherChannel(let id): "message id '\(id)' is already used in another channel"
         case .messageIDOfRemovedMessage(let id): "message id '\(id)' belonged to a message that was removed; use a new id"

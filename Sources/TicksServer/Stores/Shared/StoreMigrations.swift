@@ -55,3 +55,32 @@ extension StoreMigrations {
         ]
     }
 }
+
+extension StoreMigrations {
+    /// Threads: a reply names its parent; one shown only in its thread is
+    /// `hidden` from the channel (never unread there). Each participant of a
+    /// thread (the parent's author and whoever replied, or marked it read)
+    /// has a thread read state: the sequence number of the newest reply they
+    /// have read and how many after it are unread.
+    static func threads(integer: String) -> [String] {
+        [
+            "ALTER TABLE message ADD COLUMN parent_id TEXT",
+            "ALTER TABLE message ADD COLUMN show_in_channel \(integer) NOT NULL DEFAULT 0",
+            "ALTER TABLE message ADD COLUMN reply_count \(integer) NOT NULL DEFAULT 0",
+            "CREATE INDEX message_replies ON message (parent_id, seq) WHERE parent_id IS NOT NULL",
+            """
+            CREATE TABLE thread_read (
+              parent_id TEXT NOT NULL,
+              user_id TEXT NOT NULL,
+              channel_pk \(integer) NOT NULL,
+              read_seq \(integer) NOT NULL,
+              read_at \(integer) NOT NULL,
+              unread \(integer) NOT NULL DEFAULT 0,
+              PRIMARY KEY (parent_id, user_id)
+            )
+            """,
+            "CREATE INDEX thread_read_by_user ON thread_read (user_id, channel_pk)",
+            "CREATE INDEX thread_read_by_channel ON thread_read (channel_pk, user_id)",
+        ]
+    }
+}

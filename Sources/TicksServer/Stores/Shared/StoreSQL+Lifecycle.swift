@@ -178,3 +178,84 @@ extension StoreSQL {
         "SELECT status, result, created_at, updated_at FROM task WHERE id = \(id)"
     }
 }
+
+/// Threads: replies and each participant's thread read state.
+extension StoreSQL {
+    static func addReply(to parentID: String) -> StoreQuery {
+        "UPDATE message SET reply_count = reply_count + 1 WHERE id = \(parentID)"
+    }
+
+    /// The parent's author joins the thread's readers at its first reply
+    /// (having read up to the parent), while they are a member.
+    static func joinThread(_ parent: MessageRecord, at: Int64) -> StoreQuery {
+        """
+        INSERT INTO thread_read (parent_id, user_id, channel_pk, read_seq, read_at, unread)
+        SELECT \(parent.id), \(parent.userID), \(parent.channelPK), \(parent.seq), \(at), 0
+        WHERE EXISTS (SELECT 1 FROM member WHERE channel_pk = \(parent.channelPK) AND user_id = \(parent.userID))
+        ON CONFLICT (parent_id, user_id) DO NOTHING
+        """
+    }
+
+    /// A new reply: one more unread in the thread for every reader of it but its author.
+    static func countNewReply(in parentID: String, by author: String) -> StoreQuery {
+        "UPDATE thread_read SET unread = unread + 1 WHERE parent_id = \(parentID) AND user_id <> \(author)"
+    }
+
+    /// A reply that counted leaves the thread counts of those who had not read it.
+    static func uncountReply(in parentID: String, seq: Seq, by author: String) -> StoreQuery {
+        """
+        UPDATE thread_read SET unread = unread - 1
+        WHERE parent_id = \(parentID) AND user_id <> \(author) AND read_seq < \(seq)
+        """
+    }
+
+    /// `userID` has read the thread up to `seq` (its newest reply): nothing in it is unread.
+    static func readThread(_ parentID: String, by userID: String, in channelPK: Int64, upTo seq: Seq, at: Int64)
+        -> StoreQuery
+    {
+        """
+        INSERT INTO thread_read (parent_id, user_id, channel_pk, read_seq, read_at, unread)
+        VALUES (\(parentID), \(userID), \(channelPK), \(seq), \(at), 0)
+        ON CONFLICT (parent_id, user_id) DO UPDATE SET
+          read_seq = CASE WHEN excluded.read_seq > thread_read.read_seq THEN excluded.read_seq ELSE thread_read.read_seq END,
+          read_at = excluded.read_at, unread = 0
+        """
+    }
+
+    /// Column 0: the id of the message at `seq`.
+    static func messageAt(seq: Seq, in channelPK: Int64) -> StoreQuery {
+        "SELECT id FROM message WHERE channel_pk = \(channelPK) AND seq = \(seq)"
+    }
+
+    /// Column 0: the sequence number of the thread's newest reply still there (0 when none).
+    static func newestReply(to parentID: String) -> StoreQuery {
+        "SELECT COALESCE(MAX(seq), 0) FROM message WHERE parent_id = \(parentID) AND hard_deleted = 0"
+    }
+
+    /// The thread read states of a user in a channel, or of the whole channel's members (R6, truncation).
+    static func deleteThreadReads(in channelPK: Int64, of userID: String? = nil) -> StoreQuery {
+        let sql: StoreQuery = "DELETE FROM thread_read WHERE channel_pk = \(channelPK)"
+        return userID.map { sql + " AND user_id = \($0)" } ?? sql
+    }
+
+    /// The users' threads with unread replies: user id, parent id, unread,
+    /// read_at, the id at their thread cursor.
+    static func unreadThreads(of userIDs: [String]) -> StoreQuery {
+        """
+        SELECT t.user_id, t.parent_id, t.unread, t.read_at,
+          (SELECT id FROM message WHERE channel_pk = t.channel_pk AND seq = t.read_seq)
+        FROM thread_read t JOIN channel c ON c.pk = t.channel_pk
+        WHERE \(in: "t.user_id", userIDs) AND t.unread > 0 AND c.deleted_at IS NULL
+        ORDER BY t.user_id, t.parent_id
+        """
+    }
+
+    /// The newest `limit` replies still there before `beforeSeq`, newest first.
+    static func replies(to parentID: String, before beforeSeq: Seq, limit: Int) -> StoreQuery {
+        """
+        SELECT \(raw: messageColumns) FROM message g JOIN channel c ON c.pk = g.channel_pk
+        WHERE g.parent_id = \(parentID) AND \(raw: messageIsThere) AND g.seq < \(beforeSeq)
+        ORDER BY g.seq DESC LIMIT \(Int64(limit))
+        """
+    }
+}

@@ -168,10 +168,10 @@ enum StoreSQL {
 
     // MARK: Messages
 
-    /// A message: the 11 columns `StoreRows.message` reads.
+    /// A message: the 14 columns `StoreRows.message` reads.
     static let messageColumns = """
         g.channel_pk, g.seq, g.id, g.user_id, g.text, g.custom, g.created_at, g.updated_at, g.deleted_at,
-          g.hard_deleted, g.hidden
+          g.hard_deleted, g.hidden, g.parent_id, g.show_in_channel, g.reply_count
         """
 
     /// Whether a message (`g`) of a channel (`c`) is still there to be read:
@@ -206,7 +206,7 @@ enum StoreSQL {
         """
         SELECT \(raw: messageColumns) FROM message g
         WHERE g.channel_pk = \(channel.pk) AND g.seq < \(beforeSeq) AND g.seq > \(channel.truncatedSeq)
-          AND g.hard_deleted = 0
+          AND g.hard_deleted = 0 AND (g.parent_id IS NULL OR g.show_in_channel <> 0)
         ORDER BY g.seq DESC LIMIT \(Int64(limit))
         """
     }
@@ -227,8 +227,9 @@ enum StoreSQL {
 
     static func insertMessage(channelPK: Int64, seq: Seq, message: NewMessage, custom: String, at: Int64) -> StoreQuery {
         """
-        INSERT INTO message (channel_pk, seq, id, user_id, text, custom, created_at)
-        VALUES (\(channelPK), \(seq), \(message.id), \(message.userID), \(message.text), \(custom), \(at))
+        INSERT INTO message (channel_pk, seq, id, user_id, text, custom, created_at, parent_id, show_in_channel, hidden)
+        VALUES (\(channelPK), \(seq), \(message.id), \(message.userID), \(message.text), \(custom), \(at),
+          \(message.parentID), \(message.showInChannel ? 1 : 0 as Int64), \(message.threadOnly ? 1 : 0 as Int64))
         """
     }
 
@@ -523,7 +524,9 @@ enum StoreRows {
             createdAt: Timestamp(microseconds: try row.int(offset + 6)),
             updatedAt: try row.optionalInt(offset + 7).map(Timestamp.init(microseconds:)),
             deletedAt: try row.optionalInt(offset + 8).map(Timestamp.init(microseconds:)),
-            hardDeleted: try row.int(offset + 9) != 0, hidden: try row.int(offset + 10) != 0)
+            hardDeleted: try row.int(offset + 9) != 0, hidden: try row.int(offset + 10) != 0,
+            parentID: try row.optionalText(offset + 11), showInChannel: try row.int(offset + 12) != 0,
+            replyCount: Int(try row.int(offset + 13)))
     }
 
     /// `StoreSQL.memberStateColumns`.
@@ -551,6 +554,6 @@ enum StoreRows {
 
     /// `StoreSQL.message(id:)`: the message, in the channel its last two columns name.
     static func messageWithChannel(_ row: some StoreRow) throws -> MessageRecord {
-        try message(row, cid: "\(try row.text(11)):\(try row.text(12))")
+        try message(row, cid: "\(try row.text(14)):\(try row.text(15))")
     }
 }

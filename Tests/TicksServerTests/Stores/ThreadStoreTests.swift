@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+import TicksProtocol
+import TicksReceipts
+
+@testable import TicksServer
+
+/// Threads keep a read state of their own: a reply shown only in its thread
+/// moves thread read state, never the channel's (docs/receipt-rules.md, "Threads").
+@Suite("Threads have their own read state")
+struct ThreadStoreTests {
+    let everyone = ReceiptAudience(fullChannelLimit: 100)
+
+    func setUp(_ store: any TicksStore, _ id: String) async throws -> ChannelRecord {
+        _ = try await store.upsertUsers([User(id: "a"), User(id: "b"), User(id: "c")], now: .now())
+        let (channel, _) = try await store.createChannel(
+            type: "messaging", id: id, createdBy: "a", memberIDs: ["a", "b", "c"], custom: [:], now: .now())
+        _ = try await store.sendMessage(NewMessage(id: "\(id)-p", userID: "a", text: "parent", custom: [:]), to: channel, now: .now())
+        // Everyone has read the parent.
+        for user in ["b", "c"] {
+            _ = try await store.markRead(user, in: channel.channelID, upTo: nil, audience: everyone, now: .now())
+        }
+        return try #require(try await store.channel(type: "messaging", id: id))
+    }
+
+    func reply(_ store: any TicksStore, _ id: String, by user: String, to parent: String, in channel: ChannelRecord, shown: Bool = false)
+        async throws
+    {
+        _ = try await store.sendMessage(
+            NewMessage(id: id, userID: user, text: "reply", custom: [:], parentID: parent, showInChannel: shown),
+            to: channel, now: .now())
+    }
+
+    func threads(_ store: any TicksStore, _ user: String) async throws -> [String] {
+        try #require(try await store.unreadCounts(of: [user])[user]).threads.map { "\($0.parentID) \($0.unread)" }
+    }
+
+    @Test("a reply shown only in its thread counts in the thread, not the channel", arguments: StoreKind.all)
+    func threadOnlyReply(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let channel = try await setUp(store, "t1")
+            let cursorsBefore = try #require(try await store.member("b", of: channel)).cursors
+            try await reply(store, "t1-r1", by: "b", to: "t1-p", in: channel)
+            // The channel: nobody has anything unread, b's channel cursors did not move.
+            for user in ["a", "b", "c"] {
+                #expect(try #require(try await store.member(user, of: channel)).unread == 0)
+                #expect(try await store.unreadTotals(of: user) == UnreadTotals(messages: 0, channels: 0))
+            }
+            #expect(try #require(try await store.member("b", of: channel)).cursors == cursorsBefore)
+            // The thread: the parent's author has one unread reply; the replier none; c is no participant.
+            #expect(try await threads(store, "a") == ["t1-p 1"])
+            #expect(try await threads(store, "b") == [])
+            #expect(try await threads(store, "c") == [])
+            #expect(try await store.message(id: "t1-p")?.replyCount == 1)
+            // The channel's messages leave the reply out; the thread has it.
+            let snapshot = try await store.snapshot(of: channel, messageLimit: 10, beforeMessageID: nil)
+            #expect(snapshot.messages.map(\.id) == ["t1-p"])
+            #expect(try await store.replies(to: "t1-p", before: nil, limit: 10).map(\.id) == ["t1-r1"])
+            // a reads the thread: their thread is read, their channel cursors stay.
+            let aBefore = try #require(try await store.member("a", of: channel)).cursors
+            let read = try await store.markThreadRead("a", in: channel, parentID: "t1-p", now: .now())
+            #expect(read.lastReadMessageID == "t1-r1")
+            #expect(try await threads(store, "a") == [])
+            #expect(try #require(try await store.member("a", of: channel)).cursors == aBefore)
+            // c joins by reading; a second reply by c is unread for a and b.
+            _ = try await store.markThreadRead("c", in: channel, parentID: "t1-p", now: .now())
+            try await reply(store, "t1-r2", by: "c", to: "t1-p", in: channel)
+            #expect(try await threads(store, "a") == ["t1-p 1"])
+            #expect(try await threads(store, "b") == ["t1-p 1"])
+            #expect(try await threads(store, "c") == [])
+            // A deleted reply leaves the thread counts.
+            _ = try await store.deleteMessage(id: "t1-r2", hard: false, now: .now())
+            #expect(try await threads(store, "a") == [])
+            #expect(try await threads(store, "b") == [])
+        }
+    }
+
+    @Test("a reply also shown in the channel counts in both", arguments: StoreKind.all)
+    func shownReply(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let channel = try await setUp(store, "t2")
+            try await reply(store, "t2-r1", by: "b", to: "t2-p", in: channel, shown: true)
+            #expect(try #require(try await store.member("c", of: channel)).unread == 1)
+            #expect(try #require(try await store.member("a", of: channel)).unread == 1)
+            #expect(try #require(try await store.member("b", of: channel)).unread == 0)
+            #expect(try await threads(store, "a") == ["t2-p 1"])
+            let snapshot = try await store.snapshot(of: channel, messageLimit: 10, beforeMessageID: nil)
+            #expect(snapshot.messages.map(\.id) == ["t2-p", "t2-r1"])
+            // Reading the channel does not read the thread, nor the other way round.
+            _ = try await store.markRead("a", in: channel.channelID, upTo: nil, audience: everyone, now: .now())
+            #expect(try await threads(store, "a") == ["t2-p 1"])
+        }
+    }
+
+    @Test("replies to replies and to other channels' messages are refused; leaving drops thread state", arguments: StoreKind.all)
+    func refusalsAndRemoval(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let channel = try await setUp(store, "t3")
+            let other = try await setUp(store, "t4")
+            try await reply(store, "t3-r1", by: "b", to: "t3-p", in: channel)
+            await #expect(throws: StoreError.nestedReply("t3-r1")) {
+                try await reply(store, "t3-r2", by: "c", to: "t3-r1", in: channel)
+            }
+            await #expect(throws: StoreError.parentNotFound("t4-p")) {
+                try await reply(store, "t3-r3", by: "c", to: "t4-p", in: channel)
+            }
+            _ = other
+            #expect(try await threads(store, "a") == ["t3-p 1"])
+            _ = try await store.removeMembers(["a"], from: channel, now: .now())
+            #expect(try await threads(store, "a") == [])
+            try await reply(store, "t3-r4", by: "c", to: "t3-p", in: channel)
+            #expect(try await threads(store, "b") == ["t3-p 1"])
+            _ = try await store.truncateChannel(channel, hard: false, now: .now())
+            #expect(try await threads(store, "b") == [])
+        }
+    }
+}
