@@ -345,7 +345,8 @@ struct ChannelsController {
         let outcome = try await store.sendMessage(
             NewMessage(
                 id: id, userID: author, text: text, custom: body.message.custom, parentID: body.message.parentID,
-                showInChannel: body.message.parentID != nil && body.message.showInChannel == true),
+                showInChannel: body.message.parentID != nil && body.message.showInChannel == true,
+                byServer: context.principal == .server),
             to: channel, now: .now())
         // A message id belongs to its author: their retry is idempotent (R11); anyone else's is refused.
         guard outcome.message.userID == author else {
@@ -377,7 +378,7 @@ struct ChannelsController {
     }
 
     struct EventResponse: Encodable {
-        var event: Event
+        var event: Event?
     }
 
     @Sendable func markRead(_ request: Request, context: TicksRequestContext) async throws -> Response {
@@ -390,8 +391,14 @@ struct ChannelsController {
             let event = try await receipts.markThreadRead(reader, in: ChannelID(type: type, id: id), parentID: threadID)
             return try context.respond(EventResponse(event: event))
         }
-        let event = try await receipts.markRead(reader, in: ChannelID(type: type, id: id), upTo: body.messageID)
-        return try context.respond(EventResponse(event: event))
+        do {
+            let event = try await receipts.markRead(reader, in: ChannelID(type: type, id: id), upTo: body.messageID)
+            return try context.respond(EventResponse(event: event))
+        } catch StoreError.notMember where context.principal == .server {
+            // A server token acts with full permissions, but Stream keeps read state for members
+            // only: marking read for a non-member is accepted and changes nothing (no event).
+            return try context.respond(EventResponse(event: nil))
+        }
     }
 
     @Sendable func markUnread(_ request: Request, context: TicksRequestContext) async throws -> Response {

@@ -32,10 +32,17 @@ extension SQLStore {
     {
         let createdAt = StoreRules.messageTime(now: now, after: channel.lastMessageAt)
         let seq = channel.lastSeq + 1
-        return Fetch.isMember(new.userID, of: channel.pk).then { isMember -> StoreProgram<MessageRecord?> in
-            guard isMember else { throw StoreError.notMember(userID: new.userID, cid: channel.cid) }
-            return new.parentID.map { Self.parent($0, in: channel) } ?? .done(nil)
-        }.then { parent in
+        return Fetch.isMember(new.userID, of: channel.pk).then { isMember -> StoreProgram<Bool> in
+            guard !isMember else { return .done(true) }
+            guard new.byServer else { throw StoreError.notMember(userID: new.userID, cid: channel.cid) }
+            return Fetch.users([new.userID]).map { found in
+                try StoreRules.requireUsers([new.userID], found: found)
+                return false
+            }
+        }.then { isMember -> StoreProgram<(isMember: Bool, parent: MessageRecord?)> in
+            guard let parentID = new.parentID else { return .done((isMember, nil)) }
+            return Self.parent(parentID, in: channel).map { (isMember, $0) }
+        }.then { (isMember, parent) -> StoreProgram<Bool> in
             Step.execute(StoreSQL.appendMessage(to: channel.pk, seq: seq, at: createdAt.microseconds)).then { _ in
                 Step.execute(
                     StoreSQL.insertMessage(
@@ -47,11 +54,13 @@ extension SQLStore {
                 return Step.each(counts) { Step.execute($0) }
             }.then { _ in
                 parent.map { Self.reply(new.userID, seq: seq, to: $0, at: createdAt) } ?? .done(())
-            }
-        }.then { (_: Void) -> StoreProgram<CursorUpdate?> in
+            }.map { isMember }
+        }.then { isMember -> StoreProgram<CursorUpdate?> in
             // R4: the author has read their own message, and everything before it; a
-            // reply shown only in its thread moves their thread read state instead.
-            new.threadOnly ? .done(nil) : Self.applyRead(new.userID, in: channel, target: seq, newest: seq, now: createdAt).map { $0 }
+            // reply shown only in its thread moves their thread read state instead,
+            // and an author who is no member has no read state.
+            guard isMember, !new.threadOnly else { return .done(nil) }
+            return Self.applyRead(new.userID, in: channel, target: seq, newest: seq, now: createdAt).map { $0 }
         }.then { (_: CursorUpdate?) in
             Fetch.memberStates(channel.pk)
         }.then { members in

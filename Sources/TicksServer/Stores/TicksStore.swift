@@ -89,6 +89,10 @@ public struct NewMessage: Sendable {
     public var parentID: String? = nil
     /// A reply also shown in the channel.
     public var showInChannel = false
+    /// Sent with a server token, which acts with full permissions as Stream's
+    /// do: the author need not be a member (they must exist), and then gets
+    /// no read state — Stream keeps read state for members only.
+    public var byServer = false
 
     /// A reply shown only in its thread: it never counts in the channel.
     var threadOnly: Bool { parentID != nil && !showInChannel }

@@ -46,6 +46,8 @@ enum OneStatementMove {
         guard let readBefore = try row.optionalInt(14) else {
             throw StoreError.notMember(userID: userID, cid: channel.cid)
         }
+        // Mark delivered accepts and ignores a message that is not there, as Stream does.
+        if kind == .delivered, try row.optionalInt(13) == nil { return nil }
         let target = try StoreRules.requireSeq(try row.optionalInt(13), of: move.messageID ?? "", in: channel.cid)
         let before = Cursors(read: readBefore, delivered: try row.int(15))
         // Null when R9 ignored a delivered move.

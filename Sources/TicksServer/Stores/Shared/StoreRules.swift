@@ -97,8 +97,9 @@ struct DeliveredPlan {
     ) throws(StoreError) {
         let cid = "\(entry.channel)"
         guard let found else { throw .unknownChannel(cid) }
-        let seq = try StoreRules.requireSeq(seq, of: entry.messageID, in: cid)
         guard isMember else { throw .notMember(userID: userID, cid: cid) }
+        // A message that is not there is accepted and ignored, as Stream does.
+        guard let seq else { return }
         let config = try StoreRules.requireConfig(found)
         guard config.deliveryEvents else { return }
         let pk = found.channel.pk
