@@ -13,6 +13,10 @@ public struct ChannelConfig: Codable, Sendable, Equatable {
     public var urlEnrichment: Bool
     public var messageRetention: String
     public var maxMessageLength: Int
+    /// The slash commands the type offers (Stream's `commands`).
+    public var commands: [Command] = Command.all
+    /// Who may do what in channels of the type, as Stream's policies describe it.
+    public var permissions: [Policy] = Policy.ticksRules
     public var createdAt: Timestamp
     public var updatedAt: Timestamp
 
@@ -54,9 +58,96 @@ public struct ChannelConfig: Codable, Sendable, Equatable {
         case urlEnrichment = "url_enrichment"
         case messageRetention = "message_retention"
         case maxMessageLength = "max_message_length"
+        case commands, permissions
         case createdAt = "created_at"
         case updatedAt = "updated_at"
     }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decode(String.self, forKey: .name)
+        readEvents = try c.decode(Bool.self, forKey: .readEvents)
+        deliveryEvents = try c.decode(Bool.self, forKey: .deliveryEvents)
+        typingEvents = try c.decode(Bool.self, forKey: .typingEvents)
+        connectEvents = try c.decode(Bool.self, forKey: .connectEvents)
+        reactions = try c.decode(Bool.self, forKey: .reactions)
+        replies = try c.decode(Bool.self, forKey: .replies)
+        quotes = try c.decode(Bool.self, forKey: .quotes)
+        search = try c.decode(Bool.self, forKey: .search)
+        mutes = try c.decode(Bool.self, forKey: .mutes)
+        urlEnrichment = try c.decode(Bool.self, forKey: .urlEnrichment)
+        messageRetention = try c.decode(String.self, forKey: .messageRetention)
+        maxMessageLength = try c.decode(Int.self, forKey: .maxMessageLength)
+        // Types stored before commands and permissions were kept have the defaults.
+        commands = try c.decodeIfPresent([Command].self, forKey: .commands) ?? Command.all
+        permissions = try c.decodeIfPresent([Policy].self, forKey: .permissions) ?? Policy.ticksRules
+        createdAt = try c.decode(Timestamp.self, forKey: .createdAt)
+        updatedAt = try c.decode(Timestamp.self, forKey: .updatedAt)
+    }
+}
+
+/// A slash command a channel type offers (Stream's shape). Ticks keeps and
+/// shows them; running them is the client's or the app's business.
+public struct Command: Codable, Sendable, Equatable {
+    public var name: String
+    public var description: String
+    public var args: String
+    public var set: String
+
+    public init(name: String, description: String, args: String, set: String) {
+        self.name = name
+        self.description = description
+        self.args = args
+        self.set = set
+    }
+
+    /// The commands a channel type may name (`"all"` names every one).
+    public static let all: [Command] = [
+        Command(name: "giphy", description: "Post a random gif to the channel", args: "[text]", set: "fun_set"),
+        Command(name: "ban", description: "Ban a user", args: "[@username] [text]", set: "moderation_set"),
+        Command(name: "unban", description: "Unban a user", args: "[@username]", set: "moderation_set"),
+        Command(name: "mute", description: "Mute a user", args: "[@username]", set: "moderation_set"),
+        Command(name: "unmute", description: "Unmute a user", args: "[@username]", set: "moderation_set"),
+    ]
+}
+
+/// A permission policy (Stream's `PolicyRequest`): who (`roles`, or the
+/// resource's `owner`) may or may not (`action`: Allow, Deny) act on
+/// `resources`, the highest `priority` deciding.
+public struct Policy: Codable, Sendable, Equatable {
+    public var name: String
+    public var action: String
+    public var resources: [String]
+    public var roles: [String]
+    public var owner: Bool
+    public var priority: Int
+
+    public init(name: String, action: String, resources: [String], roles: [String], owner: Bool, priority: Int) {
+        self.name = name
+        self.action = action
+        self.resources = resources
+        self.roles = roles
+        self.owner = owner
+        self.priority = priority
+    }
+
+    /// The rules Ticks enforces, written as Stream's policies (the same for
+    /// every channel type; see docs/concepts.md, "Who may do what").
+    public static let ticksRules: [Policy] = [
+        Policy(name: "Admin users can perform any action", action: "Allow", resources: ["*"], roles: ["admin"], owner: false, priority: 999),
+        Policy(
+            name: "Channel owners and moderators manage the channel", action: "Allow",
+            resources: ["UpdateChannel", "UpdateChannelMembers", "TruncateChannel", "DeleteChannel", "DeleteMessage"],
+            roles: ["channel_moderator"], owner: true, priority: 70),
+        Policy(
+            name: "Users can update and delete their own messages", action: "Allow",
+            resources: ["UpdateMessage", "DeleteMessage"], roles: ["user"], owner: true, priority: 60),
+        Policy(
+            name: "Channel members read, send and mark read", action: "Allow",
+            resources: ["ReadChannel", "CreateMessage", "CreateReply", "MarkRead"],
+            roles: ["channel_member"], owner: false, priority: 50),
+        Policy(name: "Deny all other actions", action: "Deny", resources: ["*"], roles: ["*"], owner: false, priority: 1),
+    ]
 }
 
 /// The `channel` object inside a ChannelState.

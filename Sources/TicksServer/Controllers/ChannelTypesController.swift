@@ -66,6 +66,17 @@ struct ChannelTypesController {
     }
 
     func validate(_ patch: ChannelTypePatch) throws {
+        if let commands = patch.commands {
+            let known = Set(Command.all.map(\.name)).union(["all"])
+            if let unknown = commands.first(where: { !known.contains($0) }) {
+                throw APIError.input(
+                    "command '\(unknown.prefix(64))' is not one Ticks offers: \(known.sorted().joined(separator: ", "))")
+            }
+        }
+        if let permissions = patch.permissions, permissions != .null {
+            throw APIError.input(
+                "permissions cannot be changed: Ticks enforces fixed rules, which every channel type shows as its permissions")
+        }
         if let length = patch.maxMessageLength, !(1...ChannelConfig.maxMessageLengthLimit).contains(length) {
             throw APIError.input("max_message_length must be between 1 and \(ChannelConfig.maxMessageLengthLimit)")
         }

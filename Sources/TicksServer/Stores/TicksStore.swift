@@ -214,8 +214,13 @@ public struct ChannelTypePatch: Sendable, Decodable {
     public var mutes: Bool?
     public var urlEnrichment: Bool?
     public var maxMessageLength: Int?
+    /// Command names (`"all"` for every one), as Stream's requests give them.
+    public var commands: [String]?
+    /// Refused when present: Ticks' permissions are fixed (`Policy.ticksRules`).
+    public var permissions: JSONValue?
 
     enum CodingKeys: String, CodingKey {
+        case commands, permissions
         case readEvents = "read_events"
         case deliveryEvents = "delivery_events"
         case typingEvents = "typing_events"
@@ -237,6 +242,9 @@ public struct ChannelTypePatch: Sendable, Decodable {
         if let mutes { config.mutes = mutes }
         if let urlEnrichment { config.urlEnrichment = urlEnrichment }
         if let maxMessageLength { config.maxMessageLength = maxMessageLength }
+        if let commands {
+            config.commands = commands.contains("all") ? Command.all : Command.all.filter { commands.contains($0.name) }
+        }
     }
 }
 

@@ -42,7 +42,8 @@ enum StoreRules {
     ) -> SendOutcome {
         let message = MessageRecord(
             id: new.id, channelPK: channel.pk, cid: channel.cid, seq: seq, userID: new.userID, text: new.text,
-            custom: new.custom, createdAt: createdAt)
+            custom: new.custom, createdAt: createdAt, hidden: new.threadOnly, parentID: new.parentID,
+            showInChannel: new.showInChannel)
         let recipients = members.map { state in
             RecipientUnread(
                 userID: state.userID, channelUnread: state.unread,
