@@ -53,3 +53,35 @@ public struct ChannelController: Sendable {
         try await client.markUnread(cid, from: messageID)
     }
 }
+
+extension ChannelController {
+    /// Replaces an own message's text; its receipts do not change.
+    @discardableResult
+    public func edit(messageId: String, text: String) async throws -> ChatMessage {
+        try await client.edit(messageId: messageId, text: text)
+    }
+
+    /// Deletes a message: it stays in the list as deleted and is never unread again.
+    @discardableResult
+    public func delete(messageId: String, hard: Bool = false) async throws -> ChatMessage {
+        try await client.delete(messageId: messageId, hard: hard)
+    }
+
+    /// Replies in a message's thread (shown in the channel too when `showInChannel`).
+    @discardableResult
+    public func reply(to parentId: String, text: String, id: String? = nil, showInChannel: Bool = false) async throws
+        -> ChatMessage
+    {
+        try await client.reply(to: parentId, text: text, id: id, showInChannel: showInChannel, in: cid)
+    }
+
+    /// A thread's replies, oldest first.
+    public func replies(to parentId: String, limit: Int = 25) async throws -> [ChatMessage] {
+        try await client.replies(to: parentId, limit: limit)
+    }
+
+    /// Marks a thread read (its own read state; the channel's does not move).
+    public func markThreadRead(parentId: String) async throws {
+        try await client.markThreadRead(cid, parentId: parentId)
+    }
+}

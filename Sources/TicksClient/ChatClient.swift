@@ -244,6 +244,17 @@ public actor ChatClient {
         return ChannelController(cid: cid, client: self)
     }
 
+    /// The connected session's HTTP API.
+    func api() throws -> APIClient {
+        guard let session else { throw TicksClientError.notConnected }
+        return session.api
+    }
+
+    func connectedUserID() throws -> String {
+        guard let session else { throw TicksClientError.notConnected }
+        return session.userID
+    }
+
     func state(of cid: ChannelID) throws -> ChatChannel {
         guard let session else { throw TicksClientError.notConnected }
         let model = models[cid] ?? ChannelModel(cid: cid)

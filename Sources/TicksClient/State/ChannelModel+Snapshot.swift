@@ -29,7 +29,8 @@ extension ChannelModel {
                         : nil,
                     readCount: features.readEvents ? ReceiptRules.readCount(seq, others: readers) : 0,
                     deliveredCount: features.deliveryEvents ? ReceiptRules.deliveredCount(seq, others: readers) : 0,
-                    position: seq))
+                    isDeleted: message.deletedAt != nil, editedAt: message.textUpdatedAt?.date,
+                    replyCount: message.replyCount, parentId: message.parentID, position: seq))
         }
         let author = currentUser.map(ChatUser.init) ?? ChatUser(id: currentUserID)
         for entry in outbox where entry.cid == cid.rawValue && !hasMessage(entry.id) {

@@ -106,7 +106,8 @@ struct ChannelModel: Sendable {
                 reads[currentUserID]?.unreadMessages = unread
             }
         case .messageRead:
-            guard let user = event.user else { break }
+            // A thread marked read moves that thread's read state, not the channel's cursors.
+            guard event.thread == nil, let user = event.user else { break }
             guard let seq = position(of: event.lastReadMessageID) else {
                 outcome.needsReload = true
                 break

@@ -76,6 +76,15 @@ public struct ChatMessage: Sendable, Equatable, Identifiable {
     public var readCount: Int
     /// How many members other than the author have received it (reading counts).
     public var deliveredCount: Int
+    /// Deleted (its text may be gone): show a placeholder. Its receipts stay
+    /// as they were, but it is never unread.
+    public var isDeleted = false
+    /// When the text was last edited; editing never changes receipts.
+    public var editedAt: Date? = nil
+    /// Replies in its thread.
+    public var replyCount = 0
+    /// The thread's parent, for a reply.
+    public var parentId: String? = nil
     /// Where the message is in the loaded part of the channel (1 = oldest
     /// loaded); nil while it is only local.
     let position: Seq?

@@ -155,6 +155,102 @@ struct APIClient: Sendable {
         try await call(.GET, "/channeltypes/\(name)", body: Optional<MarkRead>.none)
     }
 
+    struct PartialMessageUpdate: Encodable {
+        var set: [String: JSONValue]
+    }
+
+    /// The message's new text (a partial update: its custom data stays).
+    func editMessage(_ id: String, text: String) async throws -> Message {
+        let reply: MessageReply = try await call(.PUT, "/messages/\(id)", body: PartialMessageUpdate(set: ["text": .string(text)]))
+        return reply.message
+    }
+
+    func deleteMessage(_ id: String, hard: Bool) async throws -> Message {
+        let reply: MessageReply = try await call(
+            .DELETE, "/messages/\(id)" + (hard ? "?hard=true" : ""), body: Optional<MarkRead>.none)
+        return reply.message
+    }
+
+    struct NewReply: Encodable {
+        var message: Fields
+
+        struct Fields: Encodable {
+            var id: String
+            var text: String
+            var parentID: String
+            var showInChannel: Bool
+
+            enum CodingKeys: String, CodingKey {
+                case id, text
+                case parentID = "parent_id"
+                case showInChannel = "show_in_channel"
+            }
+        }
+    }
+
+    func sendReply(id: String, text: String, to parentID: String, showInChannel: Bool, in cid: ChannelID) async throws
+        -> Message
+    {
+        let reply: MessageReply = try await call(
+            .POST, "/channels/\(cid.type)/\(cid.id)/message",
+            body: NewReply(message: .init(id: id, text: text, parentID: parentID, showInChannel: showInChannel)))
+        return reply.message
+    }
+
+    struct MessageList: Decodable {
+        var messages: [Message]
+    }
+
+    func replies(to parentID: String, limit: Int) async throws -> [Message] {
+        let list: MessageList = try await call(
+            .GET, "/messages/\(parentID)/replies?limit=\(limit)", body: Optional<MarkRead>.none)
+        return list.messages
+    }
+
+    struct MarkThreadRead: Encodable {
+        var threadID: String
+        enum CodingKeys: String, CodingKey { case threadID = "thread_id" }
+    }
+
+    func markThreadRead(_ cid: ChannelID, parentID: String) async throws -> Event {
+        let reply: EventReply = try await call(
+            .POST, "/channels/\(cid.type)/\(cid.id)/read", body: MarkThreadRead(threadID: parentID))
+        return reply.event
+    }
+
+    struct UnreadReply: Decodable {
+        struct ChannelCount: Decodable {
+            var channelID: String
+            var unreadCount: Int
+            enum CodingKeys: String, CodingKey {
+                case channelID = "channel_id"
+                case unreadCount = "unread_count"
+            }
+        }
+
+        struct ThreadCount: Decodable {
+            var parentMessageID: String
+            var unreadCount: Int
+            enum CodingKeys: String, CodingKey {
+                case parentMessageID = "parent_message_id"
+                case unreadCount = "unread_count"
+            }
+        }
+
+        var totalUnreadCount: Int
+        var channels: [ChannelCount]
+        var threads: [ThreadCount]
+
+        enum CodingKeys: String, CodingKey {
+            case totalUnreadCount = "total_unread_count"
+            case channels, threads
+        }
+    }
+
+    func unread() async throws -> UnreadReply {
+        try await call(.GET, "/unread", body: Optional<MarkRead>.none)
+    }
+
     func receipts(for messageID: String) async throws -> ReceiptsResponse {
         try await call(.GET, "/messages/\(messageID)/receipts", body: Optional<MarkRead>.none)
     }
@@ -165,7 +261,7 @@ struct APIClient: Sendable {
     func call<Body: Encodable, Reply: Decodable>(_ method: HTTPMethod, _ path: String, body: Body?) async throws -> Reply
     {
         let apiKey = apiKey.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? apiKey
-        var request = HTTPClientRequest(url: baseURL + path + "?api_key=" + apiKey)
+        var request = HTTPClientRequest(url: baseURL + path + (path.contains("?") ? "&" : "?") + "api_key=" + apiKey)
         request.method = method
         request.headers.add(name: "Authorization", value: token)
         request.headers.add(name: "stream-auth-type", value: "jwt")

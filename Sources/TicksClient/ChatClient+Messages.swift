@@ -1,0 +1,93 @@
+import Foundation
+import TicksProtocol
+
+/// Editing and deleting messages, threads, and the user's unread counts.
+/// Each call goes to the server; the events it causes (`message.updated`,
+/// `message.deleted`, `message.new`) update every open channel, this
+/// client's included, as they do for other members.
+extension ChatClient {
+    /// Replaces an own message's text. Receipts do not change: whoever had
+    /// received or read it still has.
+    @discardableResult
+    public func edit(messageId id: String, text: String) async throws -> ChatMessage {
+        let message = try await api().editMessage(id, text: text)
+        return try await apply(message, as: .messageUpdated)
+    }
+
+    /// Deletes a message (an own one, or any as the channel's manager). It is
+    /// never unread again; `hard` removes its text for good.
+    @discardableResult
+    public func delete(messageId id: String, hard: Bool = false) async throws -> ChatMessage {
+        let message = try await api().deleteMessage(id, hard: hard)
+        return try await apply(message, as: .messageDeleted)
+    }
+
+    /// Replies in the thread of `parentId`. A reply shown only in its thread
+    /// counts in the thread's unread count, never the channel's.
+    @discardableResult
+    public func reply(
+        to parentId: String, text: String, id: String? = nil, showInChannel: Bool = false, in cid: ChannelID
+    ) async throws -> ChatMessage {
+        let id = id ?? UUID().uuidString.lowercased()
+        let message = try await api().sendReply(
+            id: id, text: text, to: parentId, showInChannel: showInChannel, in: cid)
+        return try await apply(message, as: .messageNew)
+    }
+
+    /// The thread's replies, oldest first (at most `limit`, the newest ones).
+    public func replies(to parentId: String, limit: Int = 25) async throws -> [ChatMessage] {
+        let messages = try await api().replies(to: parentId, limit: limit)
+        let me = try connectedUserID()
+        return messages.map { ChatMessage(thread: $0, currentUserID: me) }
+    }
+
+    /// Marks the thread of `parentId` read: its unread count drops to 0; the
+    /// channel's read state does not move.
+    public func markThreadRead(_ cid: ChannelID, parentId: String) async throws {
+        _ = try await api().markThreadRead(cid, parentID: parentId)
+    }
+
+    /// The current user's unread counts: in total, by channel and by thread.
+    public func unreadCounts() async throws -> UnreadCounts {
+        let reply = try await api().unread()
+        return UnreadCounts(
+            totalUnreadCount: reply.totalUnreadCount,
+            channels: Dictionary(
+                reply.channels.compactMap { entry in ChannelID(cid: entry.channelID).map { ($0, entry.unreadCount) } },
+                uniquingKeysWith: { $1 }),
+            threads: Dictionary(reply.threads.map { ($0.parentMessageID, $0.unreadCount) }, uniquingKeysWith: { $1 }))
+    }
+
+    /// Applies a message the server answered with as its event would, and returns it as the app sees it.
+    private func apply(_ message: Message, as type: EventType) async throws -> ChatMessage {
+        var event = Event(type: type, createdAt: message.updatedAt, cid: message.cid, user: message.user)
+        event.message = message
+        await handle(event)
+        let me = try connectedUserID()
+        if let cid = ChannelID(cid: message.cid), let shown = try? state(of: cid).message(withID: message.id) {
+            return shown
+        }
+        return ChatMessage(thread: message, currentUserID: me)
+    }
+}
+
+/// The current user's unread counts (`ChatClient.unreadCounts()`).
+public struct UnreadCounts: Sendable, Equatable {
+    public var totalUnreadCount: Int
+    /// Channels with unread messages.
+    public var channels: [ChannelID: Int]
+    /// Threads with unread replies, by parent message id.
+    public var threads: [String: Int]
+}
+
+extension ChatMessage {
+    /// A message outside a loaded channel's list (a thread reply): no statuses.
+    init(thread message: Message, currentUserID: String) {
+        self.init(
+            id: message.id, cid: ChannelID(cid: message.cid) ?? ChannelID(type: "", id: ""), text: message.text,
+            author: ChatUser(message.user), createdAt: message.createdAt.date, extraData: message.custom,
+            isSentByCurrentUser: message.user.id == currentUserID, localState: nil, deliveryStatus: nil, readCount: 0,
+            deliveredCount: 0, isDeleted: message.deletedAt != nil, editedAt: message.textUpdatedAt?.date,
+            replyCount: message.replyCount, parentId: message.parentID, position: nil)
+    }
+}
