@@ -296,6 +296,52 @@ def test_a_group_shows_the_read_count_and_the_last_readers(demo, browsers):
     amy.shot("receipts")
 
 
+def test_edited_deleted_and_threaded_messages_keep_their_receipts(demo, browsers):
+    api = stream(demo)
+    gus = browsers(demo.base_url, "gus")
+    gus.sign_in("gus", "Gus")
+    hal = browsers(demo.base_url, "hal")
+    hal.sign_in("hal", "Hal")
+    gus.create_channel("Plans", ["hal"])
+    gus.send("Lunch at noon?")
+    gus.send("Or at one")
+    hal.open_channel("Plans")
+    gus.wait_status("Lunch at noon?", "read")
+    gus.wait_status("Or at one", "read")
+    cid = gus.find("#conversation").get_attribute("data-cid")
+    ids = {m["text"]: m["id"] for m in api.query_channel(cid)["messages"]}
+
+    # An edit shows on both pages; the indicator stays read.
+    api.call("PUT", f"/messages/{ids['Lunch at noon?']}", {"set": {"text": "Lunch at half past twelve?"}, "user": {"id": "gus"}})
+    for page in (gus, hal):
+        page.wait(lambda page=page: page.message("Lunch at half past twelve?") is not None, "the edit")
+        item = page.message("Lunch at half past twelve?")
+        assert item.get_attribute("data-state") == "edited"
+        assert item.find_element("css selector", ".edited").text == "edited"
+    assert gus.status("Lunch at half past twelve?") == "read"
+    gus.shot("edited-still-read")
+
+    # A delete shows as deleted on both pages; the sender's indicator stays as it was.
+    api.call("DELETE", f"/messages/{ids['Or at one']}")
+    for page in (gus, hal):
+        page.wait(lambda page=page: page.message("This message was deleted") is not None, "the delete")
+        assert page.message("This message was deleted").get_attribute("data-state") == "deleted"
+    assert gus.status("This message was deleted") == "read"
+    gus.shot("deleted")
+
+    # A reply in the thread shows as the parent's reply count, not as a message of the channel;
+    # hal reading the thread does not move the channel's indicator.
+    api.call("POST", f"/channels/{cid.replace(':', '/')}/message",
+             {"message": {"id": "plans-r1", "text": "Works for me", "parent_id": ids["Lunch at noon?"], "user": {"id": "hal"}}})
+    gus.wait(lambda: gus.message("Lunch at half past twelve?").find_elements("css selector", ".replies"), "the reply count")
+    replies = gus.message("Lunch at half past twelve?").find_element("css selector", ".replies")
+    assert replies.get_attribute("data-reply-count") == "1" and replies.text == "1 reply"
+    assert gus.message("Works for me") is None
+    api.call("POST", f"/channels/{cid.replace(':', '/')}/read", {"thread_id": ids["Lunch at noon?"], "user": {"id": "gus"}})
+    assert gus.status("Lunch at half past twelve?") == "read"
+    gus.shot("thread")
+
+
 def test_a_reader_who_turns_read_receipts_off_is_never_shown_as_a_reader(demo, browsers):
     nia = browsers(demo.base_url, "nia")
     nia.sign_in("nia", "Nia")

@@ -94,6 +94,17 @@ export class ChannelModel {
   }
 
   /**
+   * Puts an edited or deleted message in place of the loaded one (false when
+   * it is not loaded). Its place, and so every receipt, stays.
+   */
+  replace(message) {
+    const position = this.index.get(message.id);
+    if (position == null) return false;
+    this.messages[position - 1] = message;
+    return true;
+  }
+
+  /**
    * Moves a member's cursor forward to a message (never back, R2); "reload"
    * when the message is not loaded.
    */

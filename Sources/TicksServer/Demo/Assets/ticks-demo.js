@@ -259,6 +259,12 @@ class DemoApp {
     let reload = false;
     switch (event.type) {
       case "message.new": {
+        if (event.message.parent_id && !event.message.show_in_channel) {
+          // A reply shown only in its thread: the channel shows its parent's reply count.
+          const parent = channel.messages.find((message) => message.id === event.message.parent_id);
+          if (parent) channel.replace({ ...parent, reply_count: (parent.reply_count ?? 0) + 1 });
+          break;
+        }
         channel.add(event.message, this.me);
         if (this.outbox.delete(event.message.id)) this.saveOutbox();
         if (event.message.user.id !== this.me) {
@@ -268,7 +274,25 @@ class DemoApp {
         break;
       }
       case "message.read":
+        // A thread marked read moves the thread's read state, not the channel's cursors.
+        if (event.thread) break;
         reload = channel.moveCursor(event.user, "read", event.last_read_message_id, event.created_at) === "reload";
+        break;
+      case "message.updated":
+      case "message.deleted":
+        // Edited or deleted, a message keeps its place and its receipts.
+        channel.replace(event.message);
+        break;
+      case "channel.updated":
+        if (event.channel) channel.channel = { ...channel.channel, ...event.channel };
+        break;
+      case "channel.truncated":
+      case "member.updated":
+        reload = true;
+        break;
+      case "channel.deleted":
+        this.channels.delete(channel.cid);
+        if (this.openCID === channel.cid) this.openCID = null;
         break;
       case "message.delivered":
         reload =

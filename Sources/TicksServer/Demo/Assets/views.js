@@ -82,14 +82,25 @@ function indicatorElement(indicator, messageID) {
 export function messageElement(channel, message, me, outboxEntry) {
   const own = message.user.id === me;
   const indicator = own ? indicatorFor(channel, message, me, outboxEntry) : null;
+  const deleted = message.type === "deleted";
+  const edited = !deleted && message.message_text_updated_at != null;
+  const replies = message.reply_count ?? 0;
   return element(
     "li",
-    { className: own ? "message own" : "message", "data-key": message.id },
+    {
+      className: (own ? "message own" : "message") + (deleted ? " deleted" : ""),
+      "data-key": message.id,
+      "data-state": deleted ? "deleted" : edited ? "edited" : "regular",
+    },
     own ? null : element("span", { className: "author" }, displayName(message.user)),
-    element("span", { className: "text" }, message.text ?? ""),
+    element("span", { className: "text" }, deleted ? "This message was deleted" : message.text ?? ""),
     element(
       "span",
       { className: "meta" },
+      edited ? element("span", { className: "edited", title: `Edited ${message.message_text_updated_at}` }, "edited") : null,
+      replies > 0
+        ? element("span", { className: "replies", "data-reply-count": String(replies) }, replies === 1 ? "1 reply" : `${replies} replies`)
+        : null,
       timeElement(message.created_at, clockTime),
       indicator ? indicatorElement(indicator, message.id) : null,
       outboxEntry?.status === "failed"
