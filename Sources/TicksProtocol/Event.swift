@@ -49,7 +49,7 @@ public struct OwnUser: Codable, Sendable, Equatable {
 }
 
 /// Every event Ticks sends: one flat shape, fields present where the event
-/// type (SPEC §4) has them.
+/// type (docs/events.md, "Event types") has them.
 public struct Event: Codable, Sendable, Equatable {
     public var type: EventType
     public var createdAt: Timestamp

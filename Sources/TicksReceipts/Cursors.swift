@@ -7,7 +7,7 @@ public enum CursorKind: Int, Sendable, Codable, CaseIterable {
     case read = 1
 }
 
-/// One member's two cursors into a channel's message log (SPEC §1: a read state).
+/// One member's two cursors into a channel's message log (a read state: docs/concepts.md, "Cursors and the read state").
 public struct Cursors: Sendable, Equatable, Hashable, Codable {
     /// Every message with `seq <= read` is read by the member.
     public var read: Seq

@@ -1,4 +1,4 @@
-/// The status of a message as its sender sees it (SPEC §2's diagram).
+/// The status of a message as its sender sees it (the diagram in docs/concepts.md, "Message status").
 public enum DeliveryStatus: String, Sendable, Equatable, Codable {
     case pending
     case failed

@@ -20,7 +20,7 @@ public struct TicksServerConfiguration: Sendable {
     /// How often the server pings each WebSocket; one that does not answer is closed.
     public var pingInterval: Duration
     /// In channels with more members than this, read and delivered events go
-    /// only to the authors of the messages they cover (SPEC §7).
+    /// only to the authors of the messages they cover (docs/events.md, "Large channels").
     public var largeChannelMembers = 100
     /// Serves the web demo at `/` and hands out user tokens at `/demo/token` to anyone (`ticks serve --demo`).
     public var demo = false

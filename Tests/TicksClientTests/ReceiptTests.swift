@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TicksClient
 
-/// Every transition of SPEC §2's status diagram, as the sender's client sees
+/// Every transition of the status diagram in docs/concepts.md ("Message status"), as the sender's client sees
 /// it with real members acting on a real server.
 @Suite("Delivery status and receipts as the sender sees them")
 struct ReceiptTests {

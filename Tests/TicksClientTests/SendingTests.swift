@@ -5,7 +5,7 @@ import Testing
 import TicksClient
 
 /// The outbox and the send path against a real server: pending → sent,
-/// offline, retry budget, resend, restarts, lost answers (SPEC §2, R11, R12).
+/// offline, retry budget, resend, restarts, lost answers (docs/concepts.md "Message status"; R11, R12 in docs/receipt-rules.md).
 @Suite("Sending through the outbox")
 struct SendingTests {
     let cid = ChannelID(type: "messaging", id: "room")

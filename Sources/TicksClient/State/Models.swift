@@ -3,7 +3,7 @@ import TicksProtocol
 import TicksReceipts
 
 /// The status of an own message as its sender sees it: pending, failed, sent
-/// (✓), delivered (✓✓) or read (blue ✓✓). SPEC §2's diagram.
+/// (✓), delivered (✓✓) or read (blue ✓✓). The diagram in docs/concepts.md ("Message status").
 public typealias DeliveryStatus = TicksReceipts.DeliveryStatus
 /// When a group message counts as delivered or read: `.anyMember` (Stream,
 /// the default) or `.allMembers` (WhatsApp's group ticks).
@@ -69,7 +69,7 @@ public struct ChatMessage: Sendable, Equatable, Identifiable {
     public var isSentByCurrentUser: Bool
     /// Set while the message is only in the local outbox; nil once the server has it.
     public var localState: LocalMessageState?
-    /// The status of an own message (SPEC §2); nil for others' messages and
+    /// The status of an own message (docs/concepts.md, "Message status"); nil for others' messages and
     /// when the channel type has read events off (R8).
     public var deliveryStatus: DeliveryStatus?
     /// How many members other than the author have read it.

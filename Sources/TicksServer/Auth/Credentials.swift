@@ -5,7 +5,7 @@ public struct Credentials: Sendable, Equatable {
     public var apiKey: String
     public var apiSecret: String
 
-    /// HS256 secrets shorter than this are refused (SPEC §3).
+    /// HS256 secrets shorter than this are refused (docs/concepts.md, "The app").
     public static let minimumSecretBytes = 32
 
     public init(apiKey: String, apiSecret: String) throws {

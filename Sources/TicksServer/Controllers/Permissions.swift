@@ -1,6 +1,6 @@
 import TicksProtocol
 
-/// Who may change a channel, after Stream's roles (SPEC §3). One place for
+/// Who may change a channel, after Stream's roles (docs/api.md, "Permissions"). One place for
 /// the rule, whatever the call: adding and removing members, changing
 /// moderators, and updating or deleting the channel.
 enum ChannelPermissions {

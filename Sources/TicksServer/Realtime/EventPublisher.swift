@@ -3,7 +3,7 @@ import TicksProtocol
 import TicksReceipts
 
 /// Turns committed changes into WebSocket events and sends each only to the
-/// connections allowed to see it (SPEC §4, R8–R10). Called after the store
+/// connections allowed to see it (docs/events.md, "Who receives what"; R8–R10 in docs/receipt-rules.md). Called after the store
 /// has committed (R12).
 struct EventPublisher: Sendable {
     let hub: ConnectionHub

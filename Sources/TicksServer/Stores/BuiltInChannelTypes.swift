@@ -1,6 +1,6 @@
 import TicksProtocol
 
-/// The channel types every store starts with (SPEC §3): messaging and team
+/// The channel types every store starts with (docs/concepts.md, "Channel types"): messaging and team
 /// with read and delivery events on, livestream with both off.
 enum BuiltInChannelTypes {
     static func all(now: Timestamp) -> [ChannelConfig] {

@@ -112,7 +112,7 @@ public struct RecipientUnread: Sendable, Equatable {
     public var totals: UnreadTotals
 }
 
-/// Who hears of a member's read and delivered receipts (SPEC §7): in a
+/// Who hears of a member's read and delivered receipts (docs/events.md, "Large channels"): in a
 /// channel of up to `fullChannelLimit` members every member, as Stream does;
 /// in a larger one only the authors of the messages the move covered and the
 /// member's own devices — nobody else shows a status for those messages, and a

@@ -121,7 +121,7 @@ extension CoreMetrics.Timer {
     }
 }
 
-/// Checks `api_key` and the JWT of every authenticated route (SPEC §3).
+/// Checks `api_key` and the JWT of every authenticated route (docs/api.md, "Authentication").
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = TicksRequestContext
     let authority: TokenAuthority

@@ -38,7 +38,7 @@ public struct TicksRequestContext: RequestContext, WebSocketRequestContext {
         return principal
     }
 
-    /// The user a request acts as (SPEC §3): a user token acts as its own user
+    /// The user a request acts as (docs/api.md, "Acting as a user"): a user token acts as its own user
     /// only; a server token acts as whichever user the request names, which
     /// must be a valid user id (400 otherwise, before any store sees it).
     func actingUser(named: String?) throws -> String? {

@@ -4,7 +4,7 @@ import Testing
 
 @testable import TicksServer
 
-/// SPEC §3's auth matrix: server tokens act for anyone, user tokens for themselves
+/// The auth matrix of docs/api.md ("Authentication", "Acting as a user"): server tokens act for anyone, user tokens for themselves
 /// on their own channels; a bad key, signature or expiry is 401, acting beyond
 /// one's rights is 403.
 @Suite("Authentication and authorisation")

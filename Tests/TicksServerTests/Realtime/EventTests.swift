@@ -4,7 +4,7 @@ import TicksProtocol
 
 @testable import TicksServer
 
-/// SPEC §4 over real sockets: each event, its fields, and who receives it.
+/// docs/events.md over real sockets: each event, its fields, and who receives it.
 @Suite("WebSocket events")
 struct EventTests {
     /// alice and bob in messaging:g; carol exists but is not a member.

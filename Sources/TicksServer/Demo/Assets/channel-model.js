@@ -1,5 +1,5 @@
 // What the client knows of a channel, and the read indicator of an own
-// message computed from it (SPEC §2, "Status of a message").
+// message computed from it (docs/concepts.md, "Message status").
 
 const byCreation = (a, b) => Date.parse(a.created_at) - Date.parse(b.created_at);
 
@@ -130,7 +130,7 @@ export class ChannelModel {
 }
 
 /**
- * The indicator of one own message (SPEC §2, "Status of a message"): null
+ * The indicator of one own message (docs/concepts.md, "Message status"): null
  * when hidden; otherwise its status, text alternative and readers.
  */
 export function indicatorFor(channel, message, me, outboxEntry) {

@@ -1,6 +1,6 @@
 // Ticks web demo: a small chat client on Ticks' Stream-compatible API that
 // shows each own message's read indicator live. Plain JavaScript modules, no
-// build step. It behaves like the Swift SDK (SPEC §5): cursors are message
+// build step. It behaves like the Swift SDK (docs/sdk.md): cursors are message
 // ids compared by position in the loaded log, messages are marked delivered
 // when they arrive and read when the list is visible and at the bottom, and
 // state is reloaded after every (re)connection.
