@@ -30,7 +30,7 @@ enum Presenter {
         var message = Message(
             id: record.id, cid: record.cid, text: record.text, user: user(record.userID, users),
             createdAt: record.createdAt, updatedAt: record.updatedAt ?? record.createdAt, custom: record.custom,
-            deletedAt: record.deletedAt, textUpdatedAt: record.updatedAt)
+            deletedAt: record.deletedAt, textUpdatedAt: record.textUpdatedAt)
         message.parentID = record.parentID
         message.showInChannel = record.showInChannel
         message.replyCount = record.replyCount

@@ -27,9 +27,12 @@ extension SQLStore {
                 edited.text = change.text
                 edited.custom = change.custom
                 edited.updatedAt = now
+                let textChanged = change.text != message.text
+                if textChanged { edited.textUpdatedAt = now }
                 return Step.execute(
                     StoreSQL.editMessage(
-                        id: id, text: change.text, custom: try JSONCoding.string(change.custom), at: now.microseconds)
+                        id: id, text: change.text, custom: try JSONCoding.string(change.custom), at: now.microseconds,
+                        textChanged: textChanged)
                 ).map { edited }
             }
         }

@@ -44,6 +44,8 @@ public struct MessageRecord: Sendable, Equatable {
     public var showInChannel = false
     /// Replies to it, when it is a thread's parent.
     public var replyCount = 0
+    /// When its text last changed (an edit of custom data alone leaves it).
+    public var textUpdatedAt: Timestamp? = nil
 }
 
 /// A member with their read state, the ids its cursors point at, and unread count.

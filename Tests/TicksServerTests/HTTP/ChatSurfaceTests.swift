@@ -93,6 +93,8 @@ struct ChatSurfaceTests {
             #expect(edited["message"]["message_text_updated_at"].exists)
             let partial = try await server.ok(.put, "/messages/ab2", #"{"set": {"color": "red"}, "unset": []}"#, token: bob)
             #expect(partial["message"]["text"].string == "hello" && partial["message"]["color"].string == "red")
+            // Only a change of the text is a text update.
+            #expect(!partial["message"]["message_text_updated_at"].exists && partial["message"]["updated_at"].exists)
             try await server.call(.put, "/messages/ab2", body: #"{"set": {"text": 5}}"#, token: bob).expectError(400, code: 4)
             try await server.call(.put, "/messages/ab2", body: #"{"set": {"user_id": "x"}}"#, token: bob).expectError(400, code: 4)
             try await server.call(.post, "/messages/nope", body: #"{"message": {"text": "x", "user_id": "bob"}}"#)
@@ -100,6 +102,10 @@ struct ChatSurfaceTests {
             // The channel's creator deletes bob's message; it is then a deleted message, and cannot be edited.
             let deleted = try await server.ok(.delete, "/messages/ab2", token: alice)
             #expect(deleted["message"]["type"].string == "deleted")
+            // Deleted again, it keeps the time of its first delete.
+            let again = try await server.ok(.delete, "/messages/ab2", token: alice)
+            #expect(again["message"]["deleted_at"].string == deleted["message"]["deleted_at"].string)
+            #expect(try await server.ok(.get, "/messages/ab2")["message"]["deleted_at"].string == deleted["message"]["deleted_at"].string)
             try await server.call(.put, "/messages/ab2", body: #"{"set": {"text": "back"}}"#, token: bob)
                 .expectError(400, code: 4)
             try await server.call(.delete, "/messages/ab1?delete_for_me=true", token: alice).expectError(400, code: 4)

@@ -35,6 +35,7 @@ extension StoreMigrations {
     static func messageLifecycle(integer: String) -> [String] {
         [
             "ALTER TABLE message ADD COLUMN updated_at \(integer)",
+            "ALTER TABLE message ADD COLUMN text_updated_at \(integer)",
             "ALTER TABLE message ADD COLUMN deleted_at \(integer)",
             "ALTER TABLE message ADD COLUMN hard_deleted \(integer) NOT NULL DEFAULT 0",
             "ALTER TABLE message ADD COLUMN hidden \(integer) NOT NULL DEFAULT 0",

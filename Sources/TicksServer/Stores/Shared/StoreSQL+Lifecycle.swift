@@ -12,8 +12,10 @@ extension StoreSQL {
         lock ? message(id: id) + "\(forUpdateOf: "g")" : message(id: id)
     }
 
-    static func editMessage(id: String, text: String, custom: String, at: Int64) -> StoreQuery {
-        "UPDATE message SET text = \(text), custom = \(custom), updated_at = \(at) WHERE id = \(id)"
+    /// `textChanged`: the edit changes the text (so `text_updated_at` moves too).
+    static func editMessage(id: String, text: String, custom: String, at: Int64, textChanged: Bool) -> StoreQuery {
+        let textAt: StoreQuery = textChanged ? ", text_updated_at = \(at)" : ""
+        return "UPDATE message SET text = \(text), custom = \(custom), updated_at = \(at)" + textAt + " WHERE id = \(id)"
     }
 
     /// A deleted message is hidden (never unread again); a hard delete keeps
@@ -26,7 +28,7 @@ extension StoreSQL {
               hidden = 1
             WHERE id = \(id)
             """
-            : "UPDATE message SET deleted_at = \(at), hidden = 1 WHERE id = \(id)"
+            : "UPDATE message SET deleted_at = COALESCE(deleted_at, \(at)), hidden = 1 WHERE id = \(id)"
     }
 
     /// A message that counted leaves the unread counts (the reverse of

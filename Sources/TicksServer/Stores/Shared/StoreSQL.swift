@@ -168,10 +168,10 @@ enum StoreSQL {
 
     // MARK: Messages
 
-    /// A message: the 14 columns `StoreRows.message` reads.
+    /// A message: the 15 columns `StoreRows.message` reads.
     static let messageColumns = """
         g.channel_pk, g.seq, g.id, g.user_id, g.text, g.custom, g.created_at, g.updated_at, g.deleted_at,
-          g.hard_deleted, g.hidden, g.parent_id, g.show_in_channel, g.reply_count
+          g.hard_deleted, g.hidden, g.parent_id, g.show_in_channel, g.reply_count, g.text_updated_at
         """
 
     /// Whether a message (`g`) of a channel (`c`) is still there to be read:
@@ -526,7 +526,8 @@ enum StoreRows {
             deletedAt: try row.optionalInt(offset + 8).map(Timestamp.init(microseconds:)),
             hardDeleted: try row.int(offset + 9) != 0, hidden: try row.int(offset + 10) != 0,
             parentID: try row.optionalText(offset + 11), showInChannel: try row.int(offset + 12) != 0,
-            replyCount: Int(try row.int(offset + 13)))
+            replyCount: Int(try row.int(offset + 13)),
+            textUpdatedAt: try row.optionalInt(offset + 14).map(Timestamp.init(microseconds:)))
     }
 
     /// `StoreSQL.memberStateColumns`.
@@ -554,6 +555,6 @@ enum StoreRows {
 
     /// `StoreSQL.message(id:)`: the message, in the channel its last two columns name.
     static func messageWithChannel(_ row: some StoreRow) throws -> MessageRecord {
-        try message(row, cid: "\(try row.text(14)):\(try row.text(15))")
+        try message(row, cid: "\(try row.text(15)):\(try row.text(16))")
     }
 }
