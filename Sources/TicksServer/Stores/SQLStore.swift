@@ -52,7 +52,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         self.engine = engine
         moveBatcher =
             engine.dialect == .postgres
-            ? MoveBatcher { moves in try await engine.writeOne { OneStatementMove.program(moves) } } : nil
+            ? MoveBatcher { moves in try await engine.write { OneStatementMove.program(moves) } } : nil
     }
 
     /// SQLite in the file at `path` (created if needed), in WAL mode.

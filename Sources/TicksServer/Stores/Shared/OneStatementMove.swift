@@ -20,9 +20,10 @@ struct BatchedMove: Sendable {
 /// row decoded into the outcome the step-by-step program gives, and checked
 /// against `ReceiptRules`: the cursors the SQL chose must be the rules'.
 enum OneStatementMove {
-    /// The batch as one program: one statement, one outcome (or refusal) per move, in order.
+    /// The batch as one program: the members' locks, then one statement, one
+    /// outcome (or refusal) per move, in order.
     static func program(_ moves: [BatchedMove]) -> StoreProgram<[Result<CursorOutcome?, any Error>]> {
-        Step.rows(StoreSQL.moves(moves)).map { rows in
+        Step.execute(StoreSQL.lockMembers(of: moves)).then { _ in Step.rows(StoreSQL.moves(moves)) }.map { rows in
             guard rows.count == moves.count else {
                 throw StoreError.inconsistent("\(rows.count) rows for a batch of \(moves.count) moves")
             }

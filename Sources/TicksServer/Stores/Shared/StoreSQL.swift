@@ -411,6 +411,25 @@ enum StoreSQL {
         return query.prepared(as: .moves)
     }
 
+    /// Locks the members a batch of `moves` names, in key order, before
+    /// `moves` runs in the same transaction. `moves` reads the channel's last
+    /// message and the messages' hidden flags from its statement's snapshot:
+    /// taken once these locks are held, that snapshot holds every send and
+    /// delete that changed these members' counts (the rest wait for the
+    /// locks), so the counts it writes agree with the rows they came from.
+    /// Taken in the same statement, a send committed while the statement
+    /// waited for a lock would be in the member's kept count but not in the
+    /// count made afresh.
+    static func lockMembers(of moves: [BatchedMove]) -> StoreQuery {
+        """
+        SELECT 1 FROM unnest(\(array: moves.map(\.channelType)), \(array: moves.map(\.channelID)),
+            \(array: moves.map(\.userID))) AS r(ctype, cname, user_id)
+          JOIN channel c ON c.type = r.ctype AND c.id = r.cname
+          JOIN member m ON m.channel_pk = c.pk AND m.user_id = r.user_id
+        ORDER BY m.channel_pk, m.user_id FOR UPDATE OF m
+        """
+    }
+
     /// Columns 0 and 1: the user's unread messages over all their channels, and
     /// the channels with any (R7), as kept on the user.
     static func unreadTotals(of userID: String) -> StoreQuery {
