@@ -52,7 +52,26 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         self.engine = engine
         moveBatcher =
             engine.dialect == .postgres
-            ? MoveBatcher { moves in try await engine.write { OneStatementMove.program(moves) } } : nil
+            ? MoveBatcher { moves in try await Self.runBatch(moves, on: engine) } : nil
+    }
+
+    /// A batch of moves as one statement; those it left undone because their
+    /// member's row changed meanwhile run again, with their members locked
+    /// first (`StoreSQL.moves`, `StoreSQL.lockMembers`).
+    static func runBatch(_ moves: [BatchedMove], on engine: any StoreEngine) async throws
+        -> [Result<CursorOutcome?, any Error>]
+    {
+        var outcomes = try await engine.writeOne { OneStatementMove.program(moves) }
+        let stale = outcomes.indices.filter {
+            if case .failure(let error) = outcomes[$0], error is OneStatementMove.Stale { true } else { false }
+        }
+        guard !stale.isEmpty else { return outcomes }
+        let again = stale.map { moves[$0] }
+        let redone = try await engine.write {
+            Step.execute(StoreSQL.lockMembers(of: again)).then { _ in OneStatementMove.program(again) }
+        }
+        for (index, outcome) in zip(stale, redone) { outcomes[index] = outcome }
+        return outcomes
     }
 
     /// SQLite in the file at `path` (created if needed), in WAL mode.

@@ -20,10 +20,12 @@ struct BatchedMove: Sendable {
 /// row decoded into the outcome the step-by-step program gives, and checked
 /// against `ReceiptRules`: the cursors the SQL chose must be the rules'.
 enum OneStatementMove {
-    /// The batch as one program: the members' locks, then one statement, one
-    /// outcome (or refusal) per move, in order.
+    /// A move the statement left undone: its member's row changed while it waited (`StoreSQL.moves`).
+    struct Stale: Error {}
+
+    /// The batch as one statement: one outcome (or refusal, or `Stale`) per move, in order.
     static func program(_ moves: [BatchedMove]) -> StoreProgram<[Result<CursorOutcome?, any Error>]> {
-        Step.execute(StoreSQL.lockMembers(of: moves)).then { _ in Step.rows(StoreSQL.moves(moves)) }.map { rows in
+        Step.rows(StoreSQL.moves(moves)).map { rows in
             guard rows.count == moves.count else {
                 throw StoreError.inconsistent("\(rows.count) rows for a batch of \(moves.count) moves")
             }
@@ -40,6 +42,7 @@ enum OneStatementMove {
                 ? StoreError.channelNotFound(cid: "\(move.channelType):\(move.channelID)")
                 : StoreError.unknownChannel("\(move.channelType):\(move.channelID)")
         }
+        if try row.bool(31) { throw Stale() }
         let found = try StoreRows.channel(row)
         let channel = found.channel
         let config = try StoreRules.requireConfig(found)

@@ -307,7 +307,16 @@ enum StoreSQL {
     /// JSON (26); their unread totals after the batch (27, 28); the member ids
     /// when the channel has at most the move's `fullChannelLimit` members
     /// (29), and the authors of the messages the read move (else the delivered
-    /// move) covered (30), comma-separated.
+    /// move) covered (30), comma-separated; whether the move was left undone
+    /// because its member's row changed while the statement waited for it (31).
+    ///
+    /// The statement reads the channel's last message and the messages'
+    /// hidden flags from its snapshot, but a member row it locks as it was
+    /// last committed: a send or delete that committed meanwhile is in the
+    /// row's kept count and not in the count made afresh. Such a move (its
+    /// row's `xmin` differs between the snapshot and the lock) changes
+    /// nothing here and is run again after `lockMembers`, in a transaction
+    /// whose snapshot is taken once the locks are held.
     static func moves(_ moves: [BatchedMove]) -> StoreQuery {
         let query: StoreQuery = """
             WITH req AS (
@@ -328,7 +337,9 @@ enum StoreSQL {
               FROM ch JOIN req r ON r.ord = ch.ord
             ), old AS (
               SELECT r.ord, r.kind, r.user_id, r.at, m.channel_pk, m.read_seq, m.delivered_seq, m.read_at,
-                     m.delivered_at, m.created_at, m.channel_role, m.unread
+                     m.delivered_at, m.created_at, m.channel_role, m.unread,
+                     (SELECT s.xmin::text FROM member s WHERE s.channel_pk = m.channel_pk AND s.user_id = m.user_id)
+                       IS DISTINCT FROM m.xmin::text AS stale
               FROM req r JOIN ch ON ch.ord = r.ord JOIN member m ON m.channel_pk = ch.pk AND m.user_id = r.user_id
               ORDER BY m.channel_pk, m.user_id FOR UPDATE OF m
             ), new AS (
@@ -337,7 +348,8 @@ enum StoreSQL {
                           ELSE old.read_seq END AS read_to,
                      GREATEST(old.delivered_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest)) AS delivered_to
               FROM old JOIN tgt ON tgt.ord = old.ord JOIN ch ON ch.ord = old.ord
-              WHERE tgt.seq IS NOT NULL AND (old.kind = 1 OR (ch.config::jsonb ->> 'delivery_events')::boolean)
+              WHERE tgt.seq IS NOT NULL AND NOT old.stale
+                AND (old.kind = 1 OR (ch.config::jsonb ->> 'delivery_events')::boolean)
             ), counted AS (
               SELECT new.*, (ch.last_seq - new.read_to) - (SELECT COUNT(*) FROM message g
                 WHERE g.channel_pk = new.channel_pk AND g.seq > new.read_to
@@ -404,7 +416,8 @@ enum StoreSQL {
                    THEN (SELECT string_agg(user_id, ',') FROM member WHERE channel_pk = ch.pk) END,
               (SELECT string_agg(DISTINCT user_id, ',') FROM message g WHERE g.channel_pk = ch.pk
                  AND g.seq > LEAST(counts.covered_from, counts.covered_to)
-                 AND g.seq <= GREATEST(counts.covered_from, counts.covered_to))
+                 AND g.seq <= GREATEST(counts.covered_from, counts.covered_to)),
+              COALESCE(counts.stale, false)
             FROM req r LEFT JOIN ch ON ch.ord = r.ord LEFT JOIN tgt ON tgt.ord = r.ord LEFT JOIN counts ON counts.ord = r.ord
             ORDER BY r.ord
             """
