@@ -4,11 +4,15 @@ Each store (SQLite, and PostgreSQL when TICKS_TEST_POSTGRES_URL is set) gets
 a fresh `ticks serve --demo` on loopback with rate limits off, seeded through
 the API with the objects the document's examples name (users fuzz-alice,
 fuzz-bob and fuzz-carol, channel messaging:fuzz-general, messages fuzz-m1 and
-fuzz-m2). Schemathesis then sends every operation but the WebSocket's, valid
-and invalid requests alike, first with fuzz-alice's user token and then with
-a server token, and checks each answer: no 5xx, a documented status, content
-type, headers and body. Afterwards the server must still be running and
-answer /health.
+fuzz-m2; and channel messaging:fuzz-doomed with message fuzz-doomed-m1, which
+the examples of the deleting and truncating operations name so that they leave
+the other examples' objects alone). Schemathesis then sends every operation
+but the WebSocket's, valid and invalid requests alike, first with fuzz-alice's
+user token and then with a server token, and checks each answer: no 5xx, a
+documented status, content type, headers and body. The operations that delete
+or truncate come last (DESTRUCTIVE: again with each token), so that they do
+not take the seeded channel and messages away from the others. Afterwards the
+server must still be running and answer /health.
 
 TICKS_FUZZ_EXAMPLES sets the examples per operation and phase (more finds
 more, slower); TICKS_FUZZ_SEED the seed (fixed, so a run can be repeated);
@@ -53,6 +57,11 @@ CHECKS = ",".join([
 SEED_USERS = ["fuzz-alice", "fuzz-bob", "fuzz-carol"]
 SEED_CHANNEL = "messaging:fuzz-general"
 SEED_MESSAGES = ["fuzz-m1", "fuzz-m2"]
+DOOMED_CHANNEL = "messaging:fuzz-doomed"
+
+# Operations that delete or truncate, fuzzed after every other operation has
+# been fuzzed with both tokens.
+DESTRUCTIVE = ["DeleteChannel", "DeleteChannels", "TruncateChannel", "DeleteMessage"]
 
 # Values the fuzzer substitutes now and then for generated ones, so that random
 # requests also reach the seeded objects, and texts that are hard to store.
@@ -85,6 +94,10 @@ BINDINGS = {
     "body.add_moderators[*]": ("users", 0.5),
     "body.demote_moderators[*]": ("users", 0.5),
     "body.messages.id_lt": ("messages", 0.5),
+    "path.user_id": ("users", 0.5),
+    "query.deleted_by": ("users", 0.5),
+    "body.user_ids[*]": ("users", 0.5),
+    "body.users[*].id": ("users", 0.5),
 }
 
 
@@ -117,8 +130,9 @@ def schemathesis_config(api_key, token):
     return "\n".join(lines) + "\n"
 
 
-def run_schemathesis(base_url, api_key, token, work_dir, label):
-    """Runs Schemathesis once over every operation but Connect; its exit code and output."""
+def run_schemathesis(base_url, api_key, token, work_dir, label, destructive=False):
+    """Runs Schemathesis once over every operation but Connect and the DESTRUCTIVE ones,
+    or (`destructive`) over the DESTRUCTIVE ones only; its exit code and output."""
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     config = work_dir / f"schemathesis-{label}.toml"
@@ -127,6 +141,8 @@ def run_schemathesis(base_url, api_key, token, work_dir, label):
         sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "--no-color",
         "run", str(DOCUMENT), "--url", base_url,
         "--exclude-operation-id", "Connect",  # the WebSocket (`x-websocket` in the document)
+        *(argument for name in DESTRUCTIVE
+          for argument in ("--include-operation-id" if destructive else "--exclude-operation-id", name)),
         *(argument for name in SKIPPED for argument in ("--exclude-operation-id", name.strip())),
         "--phases", "examples,coverage,fuzzing",
         "--mode", "all",  # valid and invalid requests
@@ -154,6 +170,8 @@ def seed(client):
     client.send_message(SEED_CHANNEL, "fuzz-bob", "Hi Alice", message_id="fuzz-m2")
     client.mark_delivered("fuzz-bob", (SEED_CHANNEL, "fuzz-m1"))
     client.mark_read(SEED_CHANNEL, "fuzz-bob", message_id="fuzz-m1")
+    client.create_channel(DOOMED_CHANNEL, ["fuzz-alice", "fuzz-bob"], created_by="fuzz-alice")
+    client.send_message(DOOMED_CHANNEL, "fuzz-bob", "Soon gone", message_id="fuzz-doomed-m1")
 
 
 @pytest.fixture
@@ -193,9 +211,14 @@ def test_the_api_survives_fuzzing_and_answers_as_documented(fuzzed_server, tmp_p
     # The user first, while the seeded channel types are as they were: the server
     # token's run changes channel types (max_message_length, read_events, ...).
     tokens = [("fuzz-alice", client.user_token("fuzz-alice")), ("server", client.server_token)]
+    passes = [False] + ([True] if set(DESTRUCTIVE) - {name.strip() for name in SKIPPED} else [])
     runs = []
-    for label, token in tokens:
-        runs.append(run_schemathesis(server.base_url, server.api_key, token, tmp_path, label))
+    for destructive in passes:
+        for label, token in tokens:
+            runs.append(run_schemathesis(server.base_url, server.api_key, token, tmp_path,
+                                         label + ("-destructive" if destructive else ""), destructive))
+            if server.process.poll() is not None:
+                break
         if server.process.poll() is not None:
             break
     report = "\n\n".join(output for _, output in runs)
