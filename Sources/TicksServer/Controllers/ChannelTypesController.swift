@@ -43,7 +43,7 @@ struct ChannelTypesController {
     }
 
     @Sendable func get(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let name = try context.parameters.require("name")
+        let name = try context.pathParameter("name")
         guard let config = try await store.channelType(named: name) else {
             throw APIError.notFound("channel type '\(name.prefix(64))' does not exist")
         }
@@ -52,7 +52,7 @@ struct ChannelTypesController {
 
     @Sendable func update(_ request: Request, context: TicksRequestContext) async throws -> Response {
         try requireServer(context)
-        let name = try context.parameters.require("name")
+        let name = try context.pathParameter("name")
         var request = request
         let patch = try await request.decodeJSON(ChannelTypePatch.self)
         try validate(patch)

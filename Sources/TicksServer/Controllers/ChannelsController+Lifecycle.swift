@@ -35,11 +35,11 @@ extension ChannelsController {
     /// `POST /channels/{type}/query`: the channel of exactly `data.members`,
     /// made on first use.
     @Sendable func queryDistinctChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let type = try context.parameters.require("type")
+        let type = try context.pathParameter("type")
         guard Identifier.isValidTypeName(type) else { throw APIError.input("channel type '\(type.prefix(64))' is not valid") }
         var request = request
         let body = try await request.decodeJSON(QueryRequest.self)
-        let members = (body.data?.members ?? []).map(\.userID)
+        let members = (body.data?.members ?? []).map(\.userID).uniqued()
         guard members.count >= 2 else {
             throw APIError.input("a channel without an id needs data.members: at least 2 users, whose channel it is")
         }
@@ -62,7 +62,7 @@ extension ChannelsController {
 
     /// `PATCH /channels/{type}/{id}`: sets and unsets custom fields.
     @Sendable func updateChannelPartial(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let channel = try await loadChannel(context)
+        let channel = try await managedChannel(context)
         var request = request
         let body = try await request.decodeJSON(PartialChannelRequest.self)
         let actingUserID = try context.actingUser(named: body.acting.named)
@@ -118,7 +118,7 @@ extension ChannelsController {
     /// `POST /channels/{type}/{id}/truncate`: every message so far is gone
     /// from the channel, and with them every unread count and receipt.
     @Sendable func truncateChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let channel = try await loadChannel(context)
+        let channel = try await managedChannel(context)
         var request = request
         let body = try await request.decodeJSON(TruncateRequest.self)
         let actingUserID = try context.actingUser(named: body.userID ?? body.user?.id)
@@ -142,7 +142,7 @@ extension ChannelsController {
 
     /// `DELETE /channels/{type}/{id}[?hard_delete=true]`.
     @Sendable func deleteChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let channel = try await loadChannel(context)
+        let channel = try await managedChannel(context)
         let hard = try booleanParameter(request.queryParameter("hard_delete"), "hard_delete")
         if hard, case .user = try context.requirePrincipal() {
             throw APIError.forbidden("hard_delete needs a server token")
@@ -244,7 +244,7 @@ extension ChannelsController {
         guard case .server = try context.requirePrincipal() else {
             throw APIError.forbidden("tasks need a server token")
         }
-        let id = try context.parameters.require("id")
+        let id = try context.pathParameter("id")
         try requireValidID(id, "task id")
         guard let task = try await store.task(id: id) else { throw APIError.notFound("task '\(id)' does not exist") }
         return try context.respond(
@@ -289,7 +289,7 @@ extension ChannelsController {
         let id: String
         if let named = query.id {
             id = named
-        } else if let members = query.members, members.count >= 2 {
+        } else if let members = query.members, Set(members.map(\.userID)).count >= 2 {
             try members.forEach { try requireValidID($0.userID, "member id") }
             id = Self.distinctChannelID(members: members.map(\.userID))
         } else {
@@ -327,8 +327,8 @@ extension ChannelsController {
     /// (any member for themselves; managers for anyone), and `channel_role`
     /// (managers only).
     @Sendable func updateMemberPartial(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let channel = try await loadChannel(context)
-        let memberID = try context.parameters.require("user_id")
+        let channel = try await managedChannel(context)
+        let memberID = try context.pathParameter("user_id")
         try requireValidID(memberID, "user_id")
         var request = request
         var update = try await request.decodeJSON(PartialUpdate.self)
@@ -348,6 +348,9 @@ extension ChannelsController {
                 context: context)
         }
         guard let current = try await store.member(memberID, of: channel) else {
+            if actingUserID == memberID, case .user = try context.requirePrincipal() {
+                throw APIError.forbidden("user '\(memberID)' is not a member of channel \(channel.cid)")
+            }
             throw APIError.notFound("user '\(memberID)' is not a member of channel \(channel.cid)")
         }
         try requireCustomData(update.applied(to: current.custom), of: "member '\(memberID)'", limits: limits)
@@ -364,6 +367,19 @@ extension ChannelsController {
         let members = try await store.members(of: channel, among: nil, limit: limits.maxChannelMembers, offset: 0)
         try events.send(event, to: members.map(\.userID))
         return try context.respond(MemberResponse(channelMember: member))
+    }
+}
+
+extension ChannelsController {
+    /// The channel of the path (404 when missing) for a call whose
+    /// permission `requirePermission` checks: an admin need not be a member,
+    /// anyone else must be (403).
+    func managedChannel(_ context: TicksRequestContext) async throws -> ChannelRecord {
+        let (type, id) = try channelPath(context)
+        guard let channel = try await store.channel(type: type, id: id) else {
+            throw APIError.notFound("channel \(type):\(id) does not exist")
+        }
+        return channel
     }
 }
 

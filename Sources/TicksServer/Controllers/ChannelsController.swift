@@ -74,10 +74,18 @@ struct ChannelsController {
         return try await queryChannel(type: type, id: id, body: body, context: context)
     }
 
+    /// A channel id that cannot be used: `/channels/{type}/query` is the
+    /// distinct-channel route, so a channel named `query` could never be
+    /// updated or deleted.
+    static let reservedChannelIDs: Set<String> = ["query"]
+
     /// Gets the channel `type:id`, or creates it with `body.data`.
     func queryChannel(type: String, id: String, body: QueryRequest, context: TicksRequestContext) async throws
         -> Response
     {
+        guard !Self.reservedChannelIDs.contains(id) else {
+            throw APIError.input("channel id '\(id)' is reserved: POST /channels/{type}/query makes a distinct channel")
+        }
         let viewer = try context.actingUser(
             named: body.user?.id ?? body.userID ?? body.data?.createdBy?.id ?? body.data?.createdByID)
         let limit = try messageLimit(body.messages?.limit)
@@ -451,8 +459,8 @@ struct ChannelsController {
     // MARK: Helpers
 
     func channelPath(_ context: TicksRequestContext) throws -> (type: String, id: String) {
-        let type = try context.parameters.require("type")
-        let id = try context.parameters.require("id")
+        let type = try context.pathParameter("type")
+        let id = try context.pathParameter("id")
         guard Identifier.isValidTypeName(type) else { throw APIError.input("channel type '\(type.prefix(64))' is not valid") }
         guard Identifier.isValidChannelID(id) else {
             throw APIError.input("channel id '\(id.prefix(64))' is not valid: 1-255 characters of a-z, A-Z, 0-9, @, _, - and !")

@@ -45,8 +45,8 @@ extension MessagesController {
 
     /// `GET /channels/{type}/{id}/messages?ids=a,b`: those still there, oldest first.
     @Sendable func getMany(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let type = try context.parameters.require("type")
-        let id = try context.parameters.require("id")
+        let type = try context.pathParameter("type")
+        let id = try context.pathParameter("id")
         guard let cid = ChannelID(cid: "\(type):\(id)") else {
             throw APIError.input("channel \(type.prefix(64)):\(id.prefix(64)) is not a valid cid")
         }

@@ -47,7 +47,7 @@ struct MessagesController {
     }
 
     func messageID(_ context: TicksRequestContext) throws -> String {
-        let id = try context.parameters.require("id")
+        let id = try context.pathParameter("id")
         try requireValidID(id, "message id")
         return id
     }

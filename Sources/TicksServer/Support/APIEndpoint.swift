@@ -111,15 +111,25 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         return byRoute["\(method.rawValue) \(path)"]
     }
 
-    /// The methods `endpoints` serve at a concrete request path (for a 405's `Allow`); empty when none is.
+    /// The methods `endpoints` serve at a concrete request path (for a 405's
+    /// `Allow`), each once; empty when none is. As the router does, a fixed
+    /// segment wins over a parameter: `/channels/messaging/query` is the
+    /// distinct-channel route's path, not a channel named `query`.
     static func methods(servingPath requestPath: String, among endpoints: Set<APIEndpoint>) -> [HTTPRequest.Method] {
         let parts = requestPath.split(separator: "/", omittingEmptySubsequences: true)
-        return allCases.filter { endpoint in
+        let matching = allCases.filter { endpoint in
             guard endpoints.contains(endpoint) else { return false }
             let pattern = endpoint.path.split(separator: "/", omittingEmptySubsequences: true)
             return pattern.count == parts.count
                 && zip(pattern, parts).allSatisfy { $0.first == "{" || $0 == $1 }
-        }.map(\.method)
+        }
+        let fixed = { (endpoint: APIEndpoint) in endpoint.path.split(separator: "/").filter { $0.first != "{" }.count }
+        let mostFixed = matching.map(fixed).max() ?? 0
+        var methods: [HTTPRequest.Method] = []
+        for endpoint in matching where fixed(endpoint) == mostFixed && !methods.contains(endpoint.method) {
+            methods.append(endpoint.method)
+        }
+        return methods
     }
 
     /// The route in the router's syntax (`channels/:type/:id/read`).

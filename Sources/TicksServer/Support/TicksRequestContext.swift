@@ -33,6 +33,17 @@ public struct TicksRequestContext: RequestContext, WebSocketRequestContext {
     }
 
     /// The principal of an authenticated route.
+    /// A path parameter, percent-decoded (`%21members-…` is `!members-…`);
+    /// 400 when its escapes are not valid UTF-8.
+    func pathParameter(_ name: String) throws -> String {
+        let raw = try parameters.require(name)
+        guard raw.contains("%") else { return raw }
+        guard let decoded = raw.removingPercentEncoding else {
+            throw APIError.input("the path's \(name) is not validly percent-encoded")
+        }
+        return decoded
+    }
+
     func requirePrincipal() throws -> Principal {
         guard let principal else { throw APIError.unauthorized("missing authentication") }
         return principal

@@ -256,4 +256,38 @@ struct ChatSurfaceTests {
             try await server.call(.put, "/channeltypes/support", body: #"{"permissions": []}"#).expectError(400, code: 4)
         }
     }
+
+    @Test("routes and ids: 'query' is reserved, percent-encoded ids work, an admin manages channels without joining", arguments: StoreKind.all)
+    func routesAndIDs(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await setUp(server)
+            try await server.call(.post, "/channels/messaging/query/query", body: #"{"data": {"members": ["alice"]}}"#)
+                .expectError(400, code: 4)
+            let notAllowed = try await server.call(.get, "/channels/messaging/query")
+            #expect(notAllowed.status == 405 && notAllowed.headers[.allow] == "POST")
+            try await server.send("messaging:ab", id: "ab3", from: "alice")
+            // A distinct channel's id, percent-encoded as clients encode `!`.
+            let made = try await server.ok(.post, "/channels/messaging/query", #"{"data": {"members": ["alice", "bob"]}, "user_id": "alice"}"#)
+            let id = try #require(made["channel"]["id"].string)
+            try await server.send("messaging:\(id)", id: "e1", from: "alice")
+            let encoded = id.replacingOccurrences(of: "!", with: "%21")
+            let many = try await server.ok(.get, "/channels/messaging/\(encoded)/messages?ids=e1")
+            #expect(many["messages"].array.map { $0["id"].string } == ["e1"])
+            try await server.call(.post, "/channels/messaging/query", body: #"{"data": {"members": ["carol", "carol"]}}"#)
+                .expectError(400, code: 4)
+            // GET /unread: the channel with the newest message first.
+            let unread = try await server.ok(.get, "/unread?user_id=bob")
+            #expect(unread["channels"].array.map { $0["channel_id"].string } == ["messaging:\(id)", "messaging:ab"])
+            // An admin who is not a member manages the channel.
+            try await server.ok(.post, "/users", #"{"users": {"root": {"id": "root", "role": "admin"}}}"#)
+            let root = try await server.token("root")
+            try await server.ok(.patch, "/channels/messaging/ab", #"{"set": {"motd": "x"}}"#, token: root)
+            try await server.ok(.post, "/channels/messaging/ab/truncate", "{}", token: root)
+            try await server.ok(.delete, "/channels/messaging/ab", token: root)
+            // Made again, it starts afresh: no last message, not truncated.
+            try await server.createChannel("messaging:ab", members: ["alice", "bob"])
+            let again = try await server.state("messaging:ab")["channel"]
+            #expect(!again["last_message_at"].exists && !again["truncated_at"].exists)
+        }
+    }
 }

@@ -116,7 +116,7 @@ extension StoreSQL {
     static func reviveChannel(type: String, id: String, createdBy: String?, custom: String, now: Int64) -> StoreQuery {
         """
         UPDATE channel SET deleted_at = NULL, created_by = \(createdBy), custom = \(custom), created_at = \(now),
-          updated_at = \(now), truncated_seq = last_seq
+          updated_at = \(now), truncated_seq = last_seq, truncated_at = NULL, last_message_at = NULL
         WHERE type = \(type) AND id = \(id) AND deleted_at IS NOT NULL
         RETURNING pk
         """
@@ -150,15 +150,16 @@ extension StoreSQL {
 
     // MARK: Unread counts
 
-    /// Each of the users' channels with unread messages: user id, channel
-    /// type, channel id, unread, read_at, the id at the read cursor.
+    /// Each of the users' channels with unread messages, newest activity
+    /// first: user id, channel type, channel id, unread, read_at, the id at
+    /// the read cursor.
     static func unreadChannels(of userIDs: [String]) -> StoreQuery {
         """
         SELECT m.user_id, c.type, c.id, m.unread, m.read_at,
           (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.read_seq)
         FROM member m JOIN channel c ON c.pk = m.channel_pk
         WHERE \(in: "m.user_id", userIDs) AND c.deleted_at IS NULL AND m.unread > 0
-        ORDER BY m.user_id, c.pk
+        ORDER BY m.user_id, COALESCE(c.last_message_at, c.created_at) DESC, c.pk DESC
         """
     }
 
