@@ -4,9 +4,10 @@ Each store (SQLite, and PostgreSQL when TICKS_TEST_POSTGRES_URL is set) gets
 a fresh `ticks serve --demo` on loopback with rate limits off, seeded through
 the API with the objects the document's examples name (users fuzz-alice,
 fuzz-bob and fuzz-carol, channel messaging:fuzz-general, messages fuzz-m1 and
-fuzz-m2; and channel messaging:fuzz-doomed with message fuzz-doomed-m1, which
-the examples of the deleting and truncating operations name so that they leave
-the other examples' objects alone). Schemathesis then sends every operation
+fuzz-m2, fuzz-bob's reply fuzz-r1 in fuzz-m1's thread; and channel
+messaging:fuzz-doomed with message fuzz-doomed-m1, which the examples of the
+deleting and truncating operations name so that they leave the other
+examples' objects alone). Schemathesis then sends every operation
 but the WebSocket's, valid and invalid requests alike, first with fuzz-alice's
 user token and then with a server token, and checks each answer: no 5xx, a
 documented status, content type, headers and body. The operations that delete
@@ -57,6 +58,7 @@ CHECKS = ",".join([
 SEED_USERS = ["fuzz-alice", "fuzz-bob", "fuzz-carol"]
 SEED_CHANNEL = "messaging:fuzz-general"
 SEED_MESSAGES = ["fuzz-m1", "fuzz-m2"]
+SEED_REPLY = "fuzz-r1"  # fuzz-bob's, in the thread of fuzz-m1
 DOOMED_CHANNEL = "messaging:fuzz-doomed"
 
 # Operations that delete or truncate, fuzzed after every other operation has
@@ -71,6 +73,7 @@ DICTIONARIES = {
     "cids": [SEED_CHANNEL, "livestream:fuzz-general", "messaging:fuzz-none"],
     "types": ["messaging", "team", "livestream", "fuzz-type"],
     "path-ids": ["fuzz-general", *SEED_MESSAGES],
+    "replies": [SEED_REPLY],
     "texts": ["\u0000", "nul \u0000 inside", "\u202eright to left", "e\u0301", "👍🏽", "\ufeff",
               "𝒳" * 5000, "𝒳" * 5001, "x" * 20000],
 }
@@ -94,6 +97,9 @@ BINDINGS = {
     "body.add_moderators[*]": ("users", 0.5),
     "body.demote_moderators[*]": ("users", 0.5),
     "body.messages.id_lt": ("messages", 0.5),
+    "body.message.parent_id": ("messages", 0.5),
+    "body.thread_id": ("messages", 0.5),
+    "query.id_lt": ("replies", 0.5),
     "path.user_id": ("users", 0.5),
     "query.deleted_by": ("users", 0.5),
     "body.user_ids[*]": ("users", 0.5),
@@ -170,6 +176,7 @@ def seed(client):
     client.send_message(SEED_CHANNEL, "fuzz-bob", "Hi Alice", message_id="fuzz-m2")
     client.mark_delivered("fuzz-bob", (SEED_CHANNEL, "fuzz-m1"))
     client.mark_read(SEED_CHANNEL, "fuzz-bob", message_id="fuzz-m1")
+    client.send_message(SEED_CHANNEL, "fuzz-bob", "In the thread", message_id=SEED_REPLY, parent_id="fuzz-m1")
     client.create_channel(DOOMED_CHANNEL, ["fuzz-alice", "fuzz-bob"], created_by="fuzz-alice")
     client.send_message(DOOMED_CHANNEL, "fuzz-bob", "Soon gone", message_id="fuzz-doomed-m1")
 

@@ -53,7 +53,7 @@ extension SQLStore {
                 let counts = new.threadOnly ? [] : StoreSQL.countNewMessage(in: channel.pk, by: new.userID)
                 return Step.each(counts) { Step.execute($0) }
             }.then { _ in
-                parent.map { Self.reply(new.userID, seq: seq, to: $0, at: createdAt) } ?? .done(())
+                parent.map { Self.reply(new.userID, isMember: isMember, seq: seq, to: $0, at: createdAt) } ?? .done(())
             }.map { isMember }
         }.then { isMember -> StoreProgram<CursorUpdate?> in
             // R4: the author has read their own message, and everything before it; a
@@ -84,15 +84,20 @@ extension SQLStore {
 
     /// A reply in `parent`'s thread: the parent counts it, its author joins the
     /// thread's readers at the first reply, every reader but the reply's author
-    /// has one more unread there, and the author has read the thread up to it.
-    static func reply(_ author: String, seq: Seq, to parent: MessageRecord, at: Timestamp) -> StoreProgram<Void> {
+    /// has one more unread there, and the author, when a member (a server
+    /// token may send for anyone), has read the thread up to it.
+    static func reply(_ author: String, isMember: Bool, seq: Seq, to parent: MessageRecord, at: Timestamp)
+        -> StoreProgram<Void>
+    {
         Step.execute(StoreSQL.addReply(to: parent.id)).then { _ in
             Step.execute(StoreSQL.joinThread(parent, at: at.microseconds))
         }.then { _ in
             Step.execute(StoreSQL.countNewReply(in: parent.id, by: author))
         }.then { _ in
-            Step.execute(
-                StoreSQL.readThread(parent.id, by: author, in: parent.channelPK, upTo: seq, at: at.microseconds))
+            isMember
+                ? Step.execute(
+                    StoreSQL.readThread(parent.id, by: author, in: parent.channelPK, upTo: seq, at: at.microseconds))
+                : .done(())
         }
     }
 

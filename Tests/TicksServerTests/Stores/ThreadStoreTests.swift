@@ -106,6 +106,14 @@ struct ThreadStoreTests {
             }
             _ = other
             #expect(try await threads(store, "a") == ["t3-p 1"])
+            // A non-member's reply (a server token's) gives them no thread read state.
+            _ = try await store.upsertUsers([User(id: "z")], now: .now())
+            _ = try await store.sendMessage(
+                NewMessage(id: "t3-z", userID: "z", text: "hi", custom: [:], parentID: "t3-p", byServer: true),
+                to: channel, now: .now())
+            try await reply(store, "t3-r5", by: "b", to: "t3-p", in: channel)
+            #expect(try await threads(store, "z") == [])
+            _ = try await store.markThreadRead("a", in: channel, parentID: "t3-p", now: .now())
             _ = try await store.removeMembers(["a"], from: channel, now: .now())
             #expect(try await threads(store, "a") == [])
             try await reply(store, "t3-r4", by: "c", to: "t3-p", in: channel)
