@@ -63,7 +63,7 @@ DOOMED_CHANNEL = "messaging:fuzz-doomed"
 
 # Operations that delete or truncate, fuzzed after every other operation has
 # been fuzzed with both tokens.
-DESTRUCTIVE = ["DeleteChannel", "DeleteChannels", "TruncateChannel", "DeleteMessage"]
+DESTRUCTIVE = ["DeleteChannel", "DeleteChannels", "TruncateChannel", "DeleteMessage", "DeleteUser"]
 
 # Values the fuzzer substitutes now and then for generated ones, so that random
 # requests also reach the seeded objects, and texts that are hard to store.
@@ -179,6 +179,10 @@ def seed(client):
     client.send_message(SEED_CHANNEL, "fuzz-bob", "In the thread", message_id=SEED_REPLY, parent_id="fuzz-m1")
     client.create_channel(DOOMED_CHANNEL, ["fuzz-alice", "fuzz-bob"], created_by="fuzz-alice")
     client.send_message(DOOMED_CHANNEL, "fuzz-bob", "Soon gone", message_id="fuzz-doomed-m1")
+    # DeleteUser's example: a member of the doomed channel with a message there.
+    client.upsert_users({"id": "fuzz-doomed-user", "name": "Doomed"})
+    client.update_members(DOOMED_CHANNEL, add=["fuzz-doomed-user"])
+    client.send_message(DOOMED_CHANNEL, "fuzz-doomed-user", "Bye", message_id="fuzz-doomed-m2")
 
 
 @pytest.fixture

@@ -12,6 +12,31 @@ struct UsersController {
         group.on(.updateUsers, use: upsert)
         group.on(.queryUsers, use: query)
         group.on(.updateUsersPartial, use: updatePartial)
+        group.on(.deleteUser, use: delete)
+    }
+
+    struct DeletedUser: Encodable {
+        var user: User
+    }
+
+    /// `DELETE /users/{user_id}[?hard_delete=true][&mark_messages_deleted=true]`
+    /// (server tokens): the user leaves every channel, and their read state,
+    /// receipts and thread read state go with them (R6); their messages are
+    /// deleted (never unread again) with `mark_messages_deleted` or
+    /// `hard_delete`; `hard_delete` removes the user too.
+    @Sendable func delete(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        guard case .server = try context.requirePrincipal() else {
+            throw APIError.forbidden("deleting users needs a server token")
+        }
+        let userID = try context.pathParameter("user_id")
+        try requireValidID(userID, "user_id")
+        let hard = try booleanParameter(request.queryParameter("hard_delete"), "hard_delete")
+        let messages = try booleanParameter(request.queryParameter("mark_messages_deleted"), "mark_messages_deleted")
+        guard let user = try await store.users(ids: [userID])[userID] else {
+            throw APIError.notFound("user '\(userID)' does not exist")
+        }
+        _ = try await store.deleteUser(userID, hard: hard, messages: messages, now: .now())
+        return try context.respond(DeletedUser(user: user))
     }
 
     struct PartialUsersRequest: Decodable {

@@ -195,6 +195,45 @@ extension SQLStore {
         }
     }
 
+    /// Deletes a user: they leave every channel with their read state, their
+    /// receipt log and their thread read state (R6); with `messages`, their
+    /// messages are deleted too and leave every other member's unread counts;
+    /// `hard` removes the user's row and their messages' content. Returns
+    /// the pks of the channels they were a member of.
+    public func deleteUser(_ userID: String, hard: Bool, messages: Bool, now: Timestamp) async throws -> [Int64] {
+        try await engine.write {
+            Fetch.users([userID]).then { found -> StoreProgram<[any StoreRow]> in
+                try StoreRules.requireUsers([userID], found: found)
+                return Step.rows(StoreSQL.channelPKs(withMessagesBy: userID))
+            }.then { rows in
+                let touched = try rows.map { try $0.int(0) }
+                return Fetch.channelPKs(ofMember: userID).then { memberships -> StoreProgram<[Int64]> in
+                    // Channels' rows first, in pk order, as every change that takes them does.
+                    let channels = Set(touched).union(memberships).sorted()
+                    return Step.each(channels) { Fetch.channel(pk: $0, lock: true) }.then { _ in
+                        Step.execute(StoreSQL.deleteAllMemberships(of: userID))
+                    }.then { _ in Step.execute(StoreSQL.deleteMemberRows(of: userID)) }
+                    .then { _ in Step.execute(StoreSQL.deleteAllMoves(of: userID)) }
+                    .then { _ in Step.execute(StoreSQL.deleteAllThreadReads(of: userID)) }
+                    .then { _ in
+                        guard messages || hard else { return .done(()) }
+                        // Their messages stop counting: every member of those channels counted afresh.
+                        return Step.execute(StoreSQL.deleteMessages(by: userID, hard: hard, at: now.microseconds))
+                            .then { _ in
+                                Step.each(touched) { pk in
+                                    Step.execute(StoreSQL.recountUnread(ofMembersOf: pk)).then { _ in
+                                        Step.execute(StoreSQL.recountTotals(ofMembersOf: pk))
+                                    }.then { _ in Step.execute(StoreSQL.recountThreads(in: pk)) }
+                                }
+                            }.map { _ in () }
+                    }.then { _ in
+                        hard ? Step.execute(StoreSQL.deleteUserRow(userID)) : .done(())
+                    }.map { _ in memberships }
+                }
+            }
+        }
+    }
+
     // MARK: Unread counts
 
     public func unreadCounts(of userIDs: [String]) async throws -> [String: UnreadCounts] {

@@ -378,6 +378,11 @@ public protocol TicksStore: Sendable {
     ) async throws -> MemberState
     /// Applies each edit to its stored user (`unknownUser` when one is missing), all or nothing.
     func updateUsers(_ edits: [UserEdit], now: Timestamp) async throws -> [User]
+    /// Deletes a user: memberships, read state, receipt log and thread read
+    /// state go (R6); `messages` (or `hard`) deletes their messages, which
+    /// leave every unread count; `hard` removes the user too. Returns the
+    /// pks of the channels they were a member of.
+    func deleteUser(_ userID: String, hard: Bool, messages: Bool, now: Timestamp) async throws -> [Int64]
     /// Unread counts of each user among `userIDs` that exists.
     func unreadCounts(of userIDs: [String]) async throws -> [String: UnreadCounts]
     /// Marks the thread of `parentID` read up to its newest reply for a member;

@@ -12,6 +12,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case getRateLimits = "GetRateLimits"
     case updateUsers = "UpdateUsers"
     case updateUsersPartial = "UpdateUsersPartial"
+    case deleteUser = "DeleteUser"
     case queryUsers = "QueryUsers"
     case createChannelType = "CreateChannelType"
     case listChannelTypes = "ListChannelTypes"
@@ -52,7 +53,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
             .get
         case .updateChannelType, .updateMessagePartial: .put
         case .updateUsersPartial, .updateChannelPartial, .updateMemberPartial: .patch
-        case .deleteChannel, .deleteMessage: .delete
+        case .deleteChannel, .deleteMessage, .deleteUser: .delete
         default: .post
         }
     }
@@ -66,6 +67,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .getApp: "/app"
         case .getRateLimits: "/rate_limits"
         case .updateUsers, .queryUsers, .updateUsersPartial: "/users"
+        case .deleteUser: "/users/{user_id}"
         case .createChannelType, .listChannelTypes: "/channeltypes"
         case .getChannelType, .updateChannelType: "/channeltypes/{name}"
         case .queryChannels: "/channels"

@@ -290,4 +290,23 @@ struct ChatSurfaceTests {
             #expect(!again["last_message_at"].exists && !again["truncated_at"].exists)
         }
     }
+
+    @Test("deleting a user: server tokens only; they leave every channel and their deleted messages are unread for no one", arguments: StoreKind.all)
+    func userDeletion(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await setUp(server)
+            try await server.call(.delete, "/users/bob", token: try await server.token("alice")).expectError(403, code: 17)
+            try await server.call(.delete, "/users/ghost").expectError(404, code: 16)
+            #expect(try await server.ok(.get, "/unread?user_id=carol")["total_unread_count"].int == 2)
+            let deleted = try await server.ok(.delete, "/users/bob?mark_messages_deleted=true")
+            #expect(deleted["user"]["id"].string == "bob")
+            let state = try await server.state("messaging:ab")
+            #expect(state["members"].array.map { $0["user_id"].string } == ["alice", "carol"])
+            #expect(!state["read"].array.contains { $0["user"]["id"].string == "bob" })
+            #expect(state["messages"].array.first { $0["id"].string == "ab2" }?["type"].string == "deleted")
+            #expect(try await server.ok(.get, "/unread?user_id=carol")["total_unread_count"].int == 1)
+            try await server.ok(.delete, "/users/bob?hard_delete=true")
+            try await server.call(.get, "/unread?user_id=bob").expectError(404, code: 16)
+        }
+    }
 }

@@ -157,10 +157,45 @@ struct LifecycleStoreTests {
             let counts = try await store.unreadCounts(of: ["b", "c", "nobody"])
             #expect(counts["nobody"] == nil)
             #expect(counts["b"]?.totals == UnreadTotals(messages: 2, channels: 2))
+            // Newest activity first.
             #expect(counts["b"]?.channels.map { "\($0.channel) \($0.unread) \($0.lastReadMessageID ?? "-")" } == [
-                "messaging:u1 1 u1-m1", "messaging:u2 1 -",
+                "messaging:u2 1 -", "messaging:u1 1 u1-m1",
             ])
             #expect(counts["c"]?.totals == UnreadTotals(messages: 3, channels: 2))
+        }
+    }
+
+    @Test(
+        "a deleted user leaves no read state, receipt log or thread state; their deleted messages leave every count",
+        arguments: StoreKind.all, [false, true])
+    func userDeletion(kind: StoreKind, hard: Bool) async throws {
+        try await kind.withStore { store in
+            let channel = try await channel(store, "ud", messages: 1)
+            _ = try await store.sendMessage(NewMessage(id: "ud-b1", userID: "b", text: "from b", custom: [:]), to: channel, now: .now())
+            _ = try await store.sendMessage(
+                NewMessage(id: "ud-b2", userID: "b", text: "reply", custom: [:], parentID: "ud-m1"), to: channel, now: .now())
+            #expect(try await unread(store, "c", in: channel) == (2, "ud-m1"))
+            #expect(try await store.unreadCounts(of: ["a"])["a"]?.threads.map(\.unread) == [1])
+            let pks = try await store.deleteUser("b", hard: hard, messages: true, now: .now())
+            #expect(pks == [channel.pk])
+            #expect(try await store.member("b", of: channel) == nil)
+            #expect(try await store.channel(type: "messaging", id: "ud")?.memberCount == 2)
+            let log = try #require(store as? any ReceiptLogReading)
+            for kind in CursorKind.allCases {
+                #expect(try await log.loggedMoves(channelPK: channel.pk, userID: "b", kind: kind).isEmpty)
+            }
+            // b's message no longer counts for c; a's still does.
+            #expect(try await unread(store, "c", in: channel) == (1, "ud-m1"))
+            #expect(try await store.unreadTotals(of: "c") == UnreadTotals(messages: 1, channels: 1))
+            // b's reply no longer counts in a's thread, and b has no thread read state left.
+            #expect(try await store.unreadCounts(of: ["a"])["a"]?.threads == [])
+            if !hard { #expect(try await store.unreadCounts(of: ["b"])["b"]?.threads == []) }
+            #expect(try await store.users(ids: ["b"]).isEmpty == hard)
+            #expect(try await store.message(id: "ud-b1")?.deletedAt != nil || hard)
+            if hard { #expect(try await store.message(id: "ud-b1") == nil) }
+            await #expect(throws: StoreError.unknownUser("ghost")) {
+                _ = try await store.deleteUser("ghost", hard: hard, messages: false, now: .now())
+            }
         }
     }
 }

@@ -31,6 +31,10 @@ enum Fetch {
         }
     }
 
+    static func channelPKs(ofMember userID: String) -> StoreProgram<[Int64]> {
+        Step.rows(StoreSQL.channelPKs(ofMember: userID)).map { try $0.map { try $0.int(0) } }
+    }
+
     static func isMember(_ userID: String, of channelPK: Int64) -> StoreProgram<Bool> {
         Step.row(StoreSQL.isMember(userID, of: channelPK)).map { try $0?.bool(0) ?? false }
     }

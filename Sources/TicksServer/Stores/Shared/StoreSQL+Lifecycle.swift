@@ -262,3 +262,82 @@ extension StoreSQL {
         """
     }
 }
+
+/// Deleting a user: they leave every channel (R6), their messages may go.
+extension StoreSQL {
+    /// The pks of the channels the user is a member of, in pk order.
+    static func channelPKs(ofMember userID: String) -> StoreQuery {
+        "SELECT channel_pk FROM member WHERE user_id = \(userID) ORDER BY channel_pk"
+    }
+
+    /// The pks of the channels holding the user's messages not deleted yet.
+    static func channelPKs(withMessagesBy userID: String) -> StoreQuery {
+        "SELECT DISTINCT channel_pk FROM message WHERE user_id = \(userID) AND deleted_at IS NULL ORDER BY channel_pk"
+    }
+
+    /// Thread unread counts of a channel counted afresh: the replies after
+    /// each reader's thread cursor, not theirs, not deleted.
+    static func recountThreads(in channelPK: Int64) -> StoreQuery {
+        """
+        UPDATE thread_read SET unread = (SELECT COUNT(*) FROM message g
+          WHERE g.parent_id = thread_read.parent_id AND g.seq > thread_read.read_seq
+            AND g.user_id <> thread_read.user_id AND g.deleted_at IS NULL)
+        WHERE channel_pk = \(channelPK)
+        """
+    }
+
+    /// Every message of the user deleted: hidden; `hard`, their content gone too.
+    static func deleteMessages(by userID: String, hard: Bool, at: Int64) -> StoreQuery {
+        hard
+            ? """
+            UPDATE message SET text = '', custom = '{}', deleted_at = COALESCE(deleted_at, \(at)), hard_deleted = 1,
+              hidden = 1
+            WHERE user_id = \(userID)
+            """
+            : "UPDATE message SET deleted_at = COALESCE(deleted_at, \(at)), hidden = 1 WHERE user_id = \(userID)"
+    }
+
+    /// R7 counted afresh for every member of a channel (as `recountUnread`).
+    static func recountUnread(ofMembersOf channelPK: Int64) -> StoreQuery {
+        """
+        UPDATE member SET unread = (SELECT c.last_seq FROM channel c WHERE c.pk = member.channel_pk) - member.read_seq
+          - (SELECT COUNT(*) FROM message g
+             WHERE g.channel_pk = member.channel_pk AND g.seq > member.read_seq
+               AND (g.user_id = member.user_id OR g.hidden <> 0))
+        WHERE channel_pk = \(channelPK)
+        """
+    }
+
+    /// The totals of every member of a channel counted afresh from their channels' kept counts.
+    static func recountTotals(ofMembersOf channelPK: Int64) -> StoreQuery {
+        """
+        UPDATE app_user SET
+          unread_messages = COALESCE((SELECT SUM(m.unread) FROM member m WHERE m.user_id = app_user.id), 0),
+          unread_channels = (SELECT COUNT(*) FROM member m WHERE m.user_id = app_user.id AND m.unread > 0)
+        WHERE id IN (SELECT user_id FROM member WHERE channel_pk = \(channelPK))
+        """
+    }
+
+    static func deleteAllMoves(of userID: String) -> StoreQuery {
+        "DELETE FROM cursor_move WHERE user_id = \(userID)"
+    }
+
+    static func deleteAllThreadReads(of userID: String) -> StoreQuery {
+        "DELETE FROM thread_read WHERE user_id = \(userID)"
+    }
+
+    static func deleteAllMemberships(of userID: String) -> StoreQuery {
+        """
+        UPDATE channel SET member_count = member_count - 1
+        WHERE pk IN (SELECT channel_pk FROM member WHERE user_id = \(userID))
+        """
+    }
+
+    static func deleteMemberRows(of userID: String) -> StoreQuery {
+        "DELETE FROM member WHERE user_id = \(userID)"
+    }
+
+    static func deleteUserRow(_ userID: String) -> StoreQuery {
+        "DELETE FROM app_user WHERE id = \(userID)"
+    }
+}
