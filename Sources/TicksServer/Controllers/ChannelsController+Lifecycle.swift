@@ -50,21 +50,11 @@ extension ChannelsController {
 
     // MARK: Updating
 
-    struct PartialChannelRequest: Decodable {
-        var update: PartialUpdate
-        var acting: ActingUserFields
-
-        init(from decoder: any Decoder) throws {
-            update = try PartialUpdate(from: decoder)
-            acting = try ActingUserFields(from: decoder)
-        }
-    }
-
     /// `PATCH /channels/{type}/{id}`: sets and unsets custom fields.
     @Sendable func updateChannelPartial(_ request: Request, context: TicksRequestContext) async throws -> Response {
         let channel = try await managedChannel(context)
         var request = request
-        let body = try await request.decodeJSON(PartialChannelRequest.self)
+        let body = try await request.decodeJSON(PartialUpdateRequest.self)
         let actingUserID = try context.actingUser(named: body.acting.named)
         try body.update.validate("channel", reserved: Channel.reserved)
         try await requirePermission(.init(changesData: true), in: channel, actingUserID: actingUserID, context: context)

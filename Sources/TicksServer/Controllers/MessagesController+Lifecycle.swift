@@ -89,21 +89,11 @@ extension MessagesController {
         return try await announce(edited, as: .messageUpdated, by: actor, status: .created, context: context)
     }
 
-    struct PartialRequest: Decodable {
-        var update: PartialUpdate
-        var acting: ActingUserFields
-
-        init(from decoder: any Decoder) throws {
-            update = try PartialUpdate(from: decoder)
-            acting = try ActingUserFields(from: decoder)
-        }
-    }
-
     /// `PUT /messages/{id}`: `set` and `unset` of the text and custom fields.
     @Sendable func updatePartial(_ request: Request, context: TicksRequestContext) async throws -> Response {
         let id = try messageID(context)
         var request = request
-        let body = try await request.decodeJSON(PartialRequest.self)
+        let body = try await request.decodeJSON(PartialUpdateRequest.self)
         let update = body.update
         try update.validate("message", reserved: Message.reserved, allowed: ["text"])
         guard !update.unset.contains("text") else { throw APIError.input("text cannot be unset") }

@@ -39,6 +39,18 @@ struct PartialUpdate: Decodable, Sendable {
     }
 }
 
+/// A partial update with the fields that say who acts (`user: {id}` or
+/// `user_id`), as channel and message partial updates take them.
+struct PartialUpdateRequest: Decodable {
+    var update: PartialUpdate
+    var acting: ActingUserFields
+
+    init(from decoder: any Decoder) throws {
+        update = try PartialUpdate(from: decoder)
+        acting = try ActingUserFields(from: decoder)
+    }
+}
+
 /// A boolean query parameter as Stream's SDKs send it: `true`/`false` in any
 /// case (Python's `requests` sends `True`), or `1`/`0`; absent is false.
 func booleanParameter(_ value: String?, _ name: String) throws -> Bool {
