@@ -61,24 +61,18 @@ extension ChannelsController {
         let update = body.update
         try requireCustomData(update.applied(to: channel.custom), of: "channel \(channel.cid)", limits: limits)
         let updated = try await store.updateChannelData(channel, now: .now()) { update.applied(to: $0) }
-        return try await channelUpdated(updated, by: actingUserID, context: context)
+        let snapshot = try await store.snapshot(of: updated, messageLimit: 0, beforeMessageID: nil)
+        try announceUpdate(snapshot, by: actingUserID)
+        return try context.respond(UpdateResponse(snapshot))
     }
 
-    /// `channel.updated` to the members, and the answer of an update: the channel and its members.
-    func channelUpdated(_ channel: ChannelRecord, by actingUserID: String?, context: TicksRequestContext) async throws
-        -> Response
-    {
-        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
-        let presented = Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users)
+    /// `channel.updated` to the members of the channel as `snapshot` has it.
+    func announceUpdate(_ snapshot: ChannelSnapshot, by actingUserID: String?) throws {
         var event = Event(
-            type: .channelUpdated, createdAt: snapshot.channel.updatedAt, cid: channel.cid,
+            type: .channelUpdated, createdAt: snapshot.channel.updatedAt, cid: snapshot.channel.cid,
             user: actingUserID.map { Presenter.user($0, snapshot.users) })
-        event.channel = presented
+        event.channel = Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users)
         try events.send(event, to: snapshot.members.map(\.userID))
-        return try context.respond(
-            UpdateResponse(
-                channel: presented,
-                members: snapshot.members.map { Presenter.member($0, of: snapshot.channel, users: snapshot.users) }))
     }
 
     // MARK: Truncating and deleting
@@ -354,8 +348,7 @@ extension ChannelsController {
         let member = Presenter.member(state, of: channel, users: users)
         var event = Event(type: .memberUpdated, createdAt: .now(), cid: channel.cid, user: member.user)
         event.member = member
-        let members = try await store.members(of: channel, among: nil, limit: limits.maxChannelMembers, offset: 0)
-        try events.send(event, to: members.map(\.userID))
+        try events.send(event, to: try await store.memberIDs(of: channel))
         return try context.respond(MemberResponse(channelMember: member))
     }
 }

@@ -185,6 +185,12 @@ struct ChannelsController {
     struct UpdateResponse: Encodable {
         var channel: Channel
         var members: [Member]
+
+        /// The channel and its members as `snapshot` has them.
+        init(_ snapshot: ChannelSnapshot) {
+            channel = Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users)
+            members = snapshot.members.map { Presenter.member($0, of: snapshot.channel, users: snapshot.users) }
+        }
     }
 
     /// `POST /channels/{type}/{id}`: replace the channel's custom data
@@ -237,17 +243,11 @@ struct ChannelsController {
         if !promoting.isEmpty { _ = try await store.setChannelRole(.moderator, of: promoting, in: channel, now: now) }
         if !demoting.isEmpty { _ = try await store.setChannelRole(.member, of: demoting, in: channel, now: now) }
         if let custom = body.data?.custom {
-            let updated = try await store.updateChannelData(channel, now: now) { _ in custom }
-            if adding.isEmpty, removing.isEmpty {
-                return try await channelUpdated(updated, by: actingUserID, context: context)
-            }
-            let snapshot = try await store.snapshot(of: updated, messageLimit: 0, beforeMessageID: nil)
-            var event = Event(type: .channelUpdated, createdAt: now, cid: channel.cid)
-            event.channel = Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users)
-            try events.send(event, to: snapshot.members.map(\.userID))
+            _ = try await store.updateChannelData(channel, now: now) { _ in custom }
         }
 
         let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
+        if body.data != nil { try announceUpdate(snapshot, by: actingUserID) }
         let users = try await store.users(ids: snapshot.members.map(\.userID) + removed)
         let memberIDs = snapshot.members.map(\.userID)
         for state in added {
@@ -259,10 +259,7 @@ struct ChannelsController {
             let member = Member(user: Presenter.user(userID, users), createdAt: now)
             try events.membership(.memberRemoved, member: member, channel: snapshot.channel, recipients: memberIDs, at: now)
         }
-        return try context.respond(
-            UpdateResponse(
-                channel: Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users),
-                members: snapshot.members.map { Presenter.member($0, of: snapshot.channel, users: snapshot.users) }))
+        return try context.respond(UpdateResponse(snapshot))
     }
 
     /// Throws 403 unless `ChannelPermissions` allows `change`.

@@ -77,16 +77,16 @@ extension MessagesController {
             throw APIError.input("message.id '\(named.prefix(64))' is not the id in the path '\(id)'")
         }
         let input = body.message
-        let (message, config, actor) = try await editable(id, actingAs: input.user?.id ?? input.userID, context)
+        let target = try await editable(id, actingAs: input.user?.id ?? input.userID, context)
         let text = input.text ?? ""
-        try requireText(text, config: config)
+        try requireText(text, config: target.config)
         try requireCustomData(input.custom, of: "message '\(id)'", limits: limits)
-        guard message.deletedAt == nil else { throw APIError.input("message '\(id)' is deleted") }
         let edited = try await store.editMessage(id: id, now: .now()) { stored in
             guard stored.deletedAt == nil else { throw APIError.input("message '\(id)' is deleted") }
             return MessageEdit(text: text, custom: input.custom)
         }
-        return try await announce(edited, as: .messageUpdated, by: actor, status: .created, context: context)
+        return try await announce(
+            edited, in: target.channel, as: .messageUpdated, by: target.actor, status: .created, context: context)
     }
 
     /// `PUT /messages/{id}`: `set` and `unset` of the text and custom fields.
@@ -104,16 +104,17 @@ extension MessagesController {
         }
         var customChange = update
         customChange.set["text"] = nil
-        let (message, config, actor) = try await editable(id, actingAs: body.acting.named, context)
-        if let newText { try requireText(newText, config: config) }
-        try requireCustomData(customChange.applied(to: message.custom), of: "message '\(id)'", limits: limits)
+        let target = try await editable(id, actingAs: body.acting.named, context)
+        if let newText { try requireText(newText, config: target.config) }
+        try requireCustomData(customChange.applied(to: target.message.custom), of: "message '\(id)'", limits: limits)
         let change = customChange
         let text = newText
         let edited = try await store.editMessage(id: id, now: .now()) { stored in
             guard stored.deletedAt == nil else { throw APIError.input("message '\(id)' is deleted") }
             return MessageEdit(text: text ?? stored.text, custom: change.applied(to: stored.custom))
         }
-        return try await announce(edited, as: .messageUpdated, by: actor, status: .created, context: context)
+        return try await announce(
+            edited, in: target.channel, as: .messageUpdated, by: target.actor, status: .created, context: context)
     }
 
     /// `DELETE /messages/{id}[?hard=true]`: the message is deleted for
@@ -125,17 +126,18 @@ extension MessagesController {
             throw APIError.input("delete_for_me is not supported: a deleted message is deleted for everyone")
         }
         let deletedBy = request.queryParameter("deleted_by")
-        let (_, _, actor) = try await editable(id, actingAs: deletedBy, context, managersMay: true)
+        let target = try await editable(id, actingAs: deletedBy, context, managersMay: true)
         let deleted = try await store.deleteMessage(id: id, hard: hard, now: .now())
-        return try await announce(deleted, as: .messageDeleted, by: actor, hardDelete: hard, context: context)
+        return try await announce(
+            deleted, in: target.channel, as: .messageDeleted, by: target.actor, hardDelete: hard, context: context)
     }
 
-    /// The message `id` and its channel type, when the caller may change it:
+    /// The message `id` and its channel, when the caller may change it:
     /// its author, an admin, a server token, and (for deletes) the channel's
     /// managers. A user token may not name another user.
     func editable(
         _ id: String, actingAs named: String?, _ context: TicksRequestContext, managersMay: Bool = false
-    ) async throws -> (MessageRecord, ChannelConfig, String?) {
+    ) async throws -> Editable {
         let actor = try context.actingUser(named: named)
         if let named, actor != nil { try requireValidID(named, "user id") }
         guard let message = try await store.message(id: id), let cid = ChannelID(cid: message.cid),
@@ -144,9 +146,10 @@ extension MessagesController {
         guard let config = try await store.channelType(named: channel.type) else {
             throw APIError.notFound("channel type '\(channel.type)' does not exist")
         }
-        guard case .user(let userID) = try context.requirePrincipal() else { return (message, config, actor) }
+        let editable = Editable(message: message, channel: channel, config: config, actor: actor)
+        guard case .user(let userID) = try context.requirePrincipal() else { return editable }
         try await store.requireAccess(context, to: channel)
-        if userID == message.userID { return (message, config, actor) }
+        if userID == message.userID { return editable }
         let user = try await store.users(ids: [userID])[userID]
         let membership = try await store.member(userID, of: channel)
         let manages = ChannelPermissions.mayManage(
@@ -154,7 +157,15 @@ extension MessagesController {
         guard user?.role == "admin" || (managersMay && manages) else {
             throw APIError.forbidden("user '\(userID)' may not change message '\(id)' of user '\(message.userID)'")
         }
-        return (message, config, actor)
+        return editable
+    }
+
+    /// A message the caller may change, with its channel, the channel's type and who acts.
+    struct Editable {
+        var message: MessageRecord
+        var channel: ChannelRecord
+        var config: ChannelConfig
+        var actor: String?
     }
 
     func requireText(_ text: String, config: ChannelConfig) throws {
@@ -169,8 +180,8 @@ extension MessagesController {
 
     /// Tells the channel's members of the changed message and answers with it.
     func announce(
-        _ record: MessageRecord, as type: EventType, by actor: String?, hardDelete: Bool? = nil,
-        status: HTTPResponse.Status = .ok, context: TicksRequestContext
+        _ record: MessageRecord, in channel: ChannelRecord, as type: EventType, by actor: String?,
+        hardDelete: Bool? = nil, status: HTTPResponse.Status = .ok, context: TicksRequestContext
     ) async throws -> Response {
         let users = try await store.users(ids: [record.userID] + (actor.map { [$0] } ?? []))
         let message = Presenter.message(record, users: users)
@@ -180,10 +191,7 @@ extension MessagesController {
         event.message = message
         event.messageID = record.id
         event.hardDelete = hardDelete
-        if let cid = ChannelID(cid: record.cid), let channel = try await store.channel(type: cid.type, id: cid.id) {
-            let members = try await store.members(of: channel, among: nil, limit: limits.maxChannelMembers, offset: 0)
-            try events.send(event, to: members.map(\.userID))
-        }
+        try events.send(event, to: try await store.memberIDs(of: channel))
         return try context.respond(MessageResponse(message: message), status: status)
     }
 }

@@ -57,7 +57,7 @@ struct Receipts: Sendable {
             replyCount: read.parent.replyCount, createdAt: read.parent.createdAt)
         let config = try await store.channelType(named: channel.type)
         let visible = config.map { ReceiptVisibility(config: $0, users: [reader: user], viewer: nil).readVisible(reader) } ?? false
-        let members = visible ? try await store.members(of: channel, among: nil, limit: Int(Int32.max), offset: 0).map(\.userID) : [reader]
+        let members = visible ? try await store.memberIDs(of: channel) : [reader]
         try events.send(event, to: members)
         return event
     }

@@ -228,8 +228,8 @@ extension SQLStore {
                         // R6: the read state goes, and with it every receipt it gave, and its unread.
                         let change = StoreRules.totalsChange(from: try deleted.int(0), to: 0)
                         return Step.execute(StoreSQL.countMembers(channel.pk, by: -1))
-                            .then { _ in Step.execute(StoreSQL.deleteMoves(of: userID, in: channel.pk)) }
-                            .then { _ in Step.execute(StoreSQL.deleteThreadReads(in: channel.pk, of: userID)) }
+                            .then { _ in Step.execute(StoreSQL.deleteMoves(of: .member(userID, in: channel.pk))) }
+                            .then { _ in Step.execute(StoreSQL.deleteThreadReads(of: .member(userID, in: channel.pk))) }
                             .then { _ in Step.execute(StoreSQL.changeTotals(of: userID, by: change)) }
                             .map { userID }
                     }

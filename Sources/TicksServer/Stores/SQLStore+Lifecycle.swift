@@ -69,7 +69,7 @@ extension SQLStore {
 
     /// The message `id`, still there, locked in PostgreSQL; `messageNotFound` otherwise.
     static func lockedMessage(_ id: String) -> StoreProgram<MessageRecord> {
-        Step.row(StoreSQL.message(id: id, lock: true)).map { row in
+        Step.row(StoreSQL.lockedMessage(id: id)).map { row in
             guard let row else { throw StoreError.messageNotFound(id) }
             let message = try StoreRows.messageWithChannel(row)
             guard !message.hardDeleted else { throw StoreError.messageNotFound(id) }
@@ -128,9 +128,9 @@ extension SQLStore {
             }.then { _ in
                 Step.execute(StoreSQL.moveCursors(in: channel.pk, pastOrAt: seq))
             }.then { _ in
-                Step.execute(StoreSQL.deleteMoves(in: channel.pk))
+                Step.execute(StoreSQL.deleteMoves(of: .channel(channel.pk)))
             }.then { _ in
-                Step.execute(StoreSQL.deleteThreadReads(in: channel.pk))
+                Step.execute(StoreSQL.deleteThreadReads(of: .channel(channel.pk)))
             }.map { _ in unreads.map(\.userID) }
         }
     }
@@ -150,6 +150,10 @@ extension SQLStore {
     }
 
     // MARK: Members and users
+
+    public func memberIDs(of channel: ChannelRecord) async throws -> [String] {
+        try await engine.readOne { Fetch.texts(StoreSQL.audience(.members, in: channel.pk)) }
+    }
 
     public func members(of channel: ChannelRecord, among userIDs: [String]?, limit: Int, offset: Int) async throws
         -> [MemberState]
@@ -213,15 +217,15 @@ extension SQLStore {
                     return Step.each(channels) { Fetch.channel(pk: $0, lock: true) }.then { _ in
                         Step.execute(StoreSQL.deleteAllMemberships(of: userID))
                     }.then { _ in Step.execute(StoreSQL.deleteMemberRows(of: userID)) }
-                    .then { _ in Step.execute(StoreSQL.deleteAllMoves(of: userID)) }
-                    .then { _ in Step.execute(StoreSQL.deleteAllThreadReads(of: userID)) }
+                    .then { _ in Step.execute(StoreSQL.deleteMoves(of: .user(userID))) }
+                    .then { _ in Step.execute(StoreSQL.deleteThreadReads(of: .user(userID))) }
                     .then { _ in
                         guard messages || hard else { return .done(()) }
                         // Their messages stop counting: every member of those channels counted afresh.
                         return Step.execute(StoreSQL.deleteMessages(by: userID, hard: hard, at: now.microseconds))
                             .then { _ in
                                 Step.each(touched) { pk in
-                                    Step.execute(StoreSQL.recountUnread(ofMembersOf: pk)).then { _ in
+                                    Step.execute(StoreSQL.recountUnread(of: nil, in: pk)).then { _ in
                                         Step.execute(StoreSQL.recountTotals(ofMembersOf: pk))
                                     }.then { _ in Step.execute(StoreSQL.recountThreads(in: pk)) }
                                 }
@@ -277,20 +281,20 @@ extension SQLStore {
         async throws -> ThreadRead
     {
         try await engine.write {
-            Fetch.isMember(userID, of: channel.pk).then { isMember -> StoreProgram<MessageRecord?> in
+            Fetch.isMember(userID, of: channel.pk).then { isMember -> StoreProgram<MessageRecord> in
                 guard isMember else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
                 return Self.parent(parentID, in: channel)
             }.then { parent in
                 Step.row(StoreSQL.newestReply(to: parentID)).then { row in
                     let newest = try row?.int(0) ?? 0
                     // Without replies yet, the parent is what they have read.
-                    let upTo = newest > 0 ? newest : parent?.seq ?? 0
+                    let upTo = newest > 0 ? newest : parent.seq
                     return Step.execute(
                         StoreSQL.readThread(parentID, by: userID, in: channel.pk, upTo: upTo, at: now.microseconds)
                     ).then { _ in
                         Step.row(StoreSQL.messageAt(seq: upTo, in: channel.pk))
                     }.map { row in
-                        ThreadRead(parent: parent!, readAt: now, lastReadMessageID: try row?.text(0))
+                        ThreadRead(parent: parent, readAt: now, lastReadMessageID: try row?.text(0))
                     }
                 }
             }

@@ -72,7 +72,7 @@ extension SQLStore {
     }
 
     /// A reply's parent: a message of the channel still there, not a reply itself.
-    static func parent(_ id: String, in channel: ChannelRecord) -> StoreProgram<MessageRecord?> {
+    static func parent(_ id: String, in channel: ChannelRecord) -> StoreProgram<MessageRecord> {
         Step.row(StoreSQL.messageThere(id: id)).map { row in
             guard let row, case let parent = try StoreRows.messageWithChannel(row), parent.channelPK == channel.pk else {
                 throw StoreError.parentNotFound(id)

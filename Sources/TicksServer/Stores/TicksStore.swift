@@ -368,6 +368,8 @@ public protocol TicksStore: Sendable {
         _ channel: ChannelRecord, now: Timestamp,
         _ edit: @escaping @Sendable ([String: JSONValue]) throws -> [String: JSONValue]
     ) async throws -> ChannelRecord
+    /// The ids of every member of the channel (who hears of a change to it).
+    func memberIDs(of channel: ChannelRecord) async throws -> [String]
     /// A page of the channel's members among `userIDs` (every member when nil), in join order.
     func members(of channel: ChannelRecord, among userIDs: [String]?, limit: Int, offset: Int) async throws
         -> [MemberState]

@@ -8,8 +8,8 @@ extension StoreSQL {
     // MARK: Messages
 
     /// `message(id:)`, locked in PostgreSQL: edits and deletes of one message take turns.
-    static func message(id: String, lock: Bool) -> StoreQuery {
-        lock ? message(id: id) + "\(forUpdateOf: "g")" : message(id: id)
+    static func lockedMessage(id: String) -> StoreQuery {
+        message(id: id) + "\(forUpdateOf: "g")"
     }
 
     /// `textChanged`: the edit changes the text (so `text_updated_at` moves too).
@@ -18,17 +18,19 @@ extension StoreSQL {
         return "UPDATE message SET text = \(text), custom = \(custom), updated_at = \(at)" + textAt + " WHERE id = \(id)"
     }
 
-    /// A deleted message is hidden (never unread again); a hard delete keeps
+    /// What deleting does to a message row, for every way messages are
+    /// deleted (one, a user's, a hard truncation): it is hidden (never unread
+    /// again) and keeps the time of its first delete; a hard delete keeps
     /// nothing of its content, only the row that holds its place in the
     /// channel's numbering.
-    static func deleteMessage(id: String, hard: Bool, at: Int64) -> StoreQuery {
+    static func deletedMessage(hard: Bool, at: Int64) -> StoreQuery {
         hard
-            ? """
-            UPDATE message SET text = '', custom = '{}', deleted_at = COALESCE(deleted_at, \(at)), hard_deleted = 1,
-              hidden = 1
-            WHERE id = \(id)
-            """
-            : "UPDATE message SET deleted_at = COALESCE(deleted_at, \(at)), hidden = 1 WHERE id = \(id)"
+            ? "text = '', custom = '{}', deleted_at = COALESCE(deleted_at, \(at)), hard_deleted = 1, hidden = 1"
+            : "deleted_at = COALESCE(deleted_at, \(at)), hidden = 1"
+    }
+
+    static func deleteMessage(id: String, hard: Bool, at: Int64) -> StoreQuery {
+        "UPDATE message SET " + deletedMessage(hard: hard, at: at) + " WHERE id = \(id)"
     }
 
     /// A message that counted leaves the unread counts (the reverse of
@@ -71,10 +73,6 @@ extension StoreSQL {
         """
     }
 
-    /// The whole receipt log of a channel.
-    static func deleteMoves(in channelPK: Int64) -> StoreQuery {
-        "DELETE FROM cursor_move WHERE channel_pk = \(channelPK)"
-    }
 
     static func truncate(_ channelPK: Int64, through seq: Seq, at: Int64) -> StoreQuery {
         "UPDATE channel SET truncated_seq = \(seq), truncated_at = \(at), updated_at = \(at) WHERE pk = \(channelPK)"
@@ -82,10 +80,8 @@ extension StoreSQL {
 
     /// A hard truncation: the content of every message up to `seq` goes.
     static func wipeMessages(in channelPK: Int64, through seq: Seq, at: Int64) -> StoreQuery {
-        """
-        UPDATE message SET text = '', custom = '{}', deleted_at = COALESCE(deleted_at, \(at)), hard_deleted = 1, hidden = 1
-        WHERE channel_pk = \(channelPK) AND seq <= \(seq) AND hard_deleted = 0
-        """
+        "UPDATE message SET " + deletedMessage(hard: true, at: at)
+            + " WHERE channel_pk = \(channelPK) AND seq <= \(seq) AND hard_deleted = 0"
     }
 
     static func deleteMembers(of channelPK: Int64) -> StoreQuery {
@@ -235,10 +231,30 @@ extension StoreSQL {
         "SELECT COALESCE(MAX(seq), 0) FROM message WHERE parent_id = \(parentID) AND hard_deleted = 0"
     }
 
-    /// The thread read states of a user in a channel, or of the whole channel's members (R6, truncation).
-    static func deleteThreadReads(in channelPK: Int64, of userID: String? = nil) -> StoreQuery {
-        let sql: StoreQuery = "DELETE FROM thread_read WHERE channel_pk = \(channelPK)"
-        return userID.map { sql + " AND user_id = \($0)" } ?? sql
+    /// Whose read state a removal takes: one member's (R6), a channel's
+    /// (truncation, deletion), or a user's everywhere (user deletion).
+    enum ReadStateScope {
+        case member(String, in: Int64)
+        case channel(Int64)
+        case user(String)
+
+        var condition: StoreQuery {
+            switch self {
+            case .member(let userID, let channelPK): "channel_pk = \(channelPK) AND user_id = \(userID)"
+            case .channel(let channelPK): "channel_pk = \(channelPK)"
+            case .user(let userID): "user_id = \(userID)"
+            }
+        }
+    }
+
+    /// The receipt log of `scope`.
+    static func deleteMoves(of scope: ReadStateScope) -> StoreQuery {
+        "DELETE FROM cursor_move WHERE " + scope.condition
+    }
+
+    /// The thread read states of `scope`.
+    static func deleteThreadReads(of scope: ReadStateScope) -> StoreQuery {
+        "DELETE FROM thread_read WHERE " + scope.condition
     }
 
     /// The users' threads with unread replies: user id, parent id, unread,
@@ -286,26 +302,9 @@ extension StoreSQL {
         """
     }
 
-    /// Every message of the user deleted: hidden; `hard`, their content gone too.
+    /// Every message of the user deleted (`deletedMessage`).
     static func deleteMessages(by userID: String, hard: Bool, at: Int64) -> StoreQuery {
-        hard
-            ? """
-            UPDATE message SET text = '', custom = '{}', deleted_at = COALESCE(deleted_at, \(at)), hard_deleted = 1,
-              hidden = 1
-            WHERE user_id = \(userID)
-            """
-            : "UPDATE message SET deleted_at = COALESCE(deleted_at, \(at)), hidden = 1 WHERE user_id = \(userID)"
-    }
-
-    /// R7 counted afresh for every member of a channel (as `recountUnread`).
-    static func recountUnread(ofMembersOf channelPK: Int64) -> StoreQuery {
-        """
-        UPDATE member SET unread = (SELECT c.last_seq FROM channel c WHERE c.pk = member.channel_pk) - member.read_seq
-          - (SELECT COUNT(*) FROM message g
-             WHERE g.channel_pk = member.channel_pk AND g.seq > member.read_seq
-               AND (g.user_id = member.user_id OR g.hidden <> 0))
-        WHERE channel_pk = \(channelPK)
-        """
+        "UPDATE message SET " + deletedMessage(hard: hard, at: at) + " WHERE user_id = \(userID)"
     }
 
     /// The totals of every member of a channel counted afresh from their channels' kept counts.
@@ -316,14 +315,6 @@ extension StoreSQL {
           unread_channels = (SELECT COUNT(*) FROM member m WHERE m.user_id = app_user.id AND m.unread > 0)
         WHERE id IN (SELECT user_id FROM member WHERE channel_pk = \(channelPK))
         """
-    }
-
-    static func deleteAllMoves(of userID: String) -> StoreQuery {
-        "DELETE FROM cursor_move WHERE user_id = \(userID)"
-    }
-
-    static func deleteAllThreadReads(of userID: String) -> StoreQuery {
-        "DELETE FROM thread_read WHERE user_id = \(userID)"
     }
 
     static func deleteAllMemberships(of userID: String) -> StoreQuery {

@@ -137,11 +137,6 @@ enum StoreSQL {
         "DELETE FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID) RETURNING unread"
     }
 
-    /// R6: a removed member's receipts go with their read state.
-    static func deleteMoves(of userID: String, in channelPK: Int64) -> StoreQuery {
-        "DELETE FROM cursor_move WHERE channel_pk = \(channelPK) AND user_id = \(userID)"
-    }
-
     /// A read state: the 12 columns `StoreRows.memberState` reads — the
     /// role, the cursors, the ids they point at, the unread count, the
     /// first unread message (R7) and the member's custom data.
@@ -483,14 +478,17 @@ enum StoreSQL {
     /// from the cursor on. Column 0: the new count. Everything else reads the
     /// counts kept with the member and the user (`member.unread`,
     /// `app_user.unread_messages`, `app_user.unread_channels`).
-    static func recountUnread(of userID: String, in channelPK: Int64) -> StoreQuery {
-        """
-        UPDATE member SET unread = (SELECT c.last_seq FROM channel c WHERE c.pk = member.channel_pk) - member.read_seq
-          - (SELECT COUNT(*) FROM message g
-             WHERE g.channel_pk = member.channel_pk AND g.seq > member.read_seq
-               AND (g.user_id = member.user_id OR g.hidden <> 0))
-        WHERE channel_pk = \(channelPK) AND user_id = \(userID) RETURNING unread
-        """
+    /// `userID`'s count, or (nil) every member's of the channel (a user's
+    /// messages deleted).
+    static func recountUnread(of userID: String?, in channelPK: Int64) -> StoreQuery {
+        let sql: StoreQuery = """
+            UPDATE member SET unread = (SELECT c.last_seq FROM channel c WHERE c.pk = member.channel_pk) - member.read_seq
+              - (SELECT COUNT(*) FROM message g
+                 WHERE g.channel_pk = member.channel_pk AND g.seq > member.read_seq
+                   AND (g.user_id = member.user_id OR g.hidden <> 0))
+            WHERE channel_pk = \(channelPK)
+            """
+        return (userID.map { sql + " AND user_id = \($0)" } ?? sql) + " RETURNING unread"
     }
 
     /// Moves the user's totals by a change of one channel's count (`StoreRules.totalsChange`).
