@@ -32,12 +32,18 @@ final class MalformedRequestResponder: ChannelDuplexHandler, RemovableChannelHan
     private var deferred: HTTPParserError?
     private var answered = false
     private var upgraded = false
+    private var sawHead = false
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head:
             bodyOpen = true
             unanswered += 1
+            if !sawHead {
+                sawHead = true
+                // The first head arrived whole: ConnectionGuard's header timeout is over.
+                context.triggerUserOutboundEvent(RequestHeadArrived(), promise: nil)
+            }
         case .end:
             bodyOpen = false
         case .body:

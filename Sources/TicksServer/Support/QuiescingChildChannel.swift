@@ -41,8 +41,11 @@ struct QuiescingChildChannel<Base: ServerChildChannel>: ServerChildChannel {
 /// - **Header timeout.** hummingbird's idle timeout starts only once the
 ///   first request's head has been parsed, so a client that connects and
 ///   sends nothing, or a header a byte at a time (slowloris), would hold the
-///   connection forever. This closes a connection that has not been answered
-///   within `headerTimeout`: its first request never arrived whole.
+///   connection forever. This closes a connection whose first request head
+///   has not been parsed within `headerTimeout`. The clock stops when the
+///   decoder passes that head on (`RequestHeadArrived`, sent back by
+///   `MalformedRequestResponder`), not when the answer is written: a first
+///   request that is slow to answer (a busy store) is not cut off.
 /// - **Quiescing.** Until the first request arrives, hummingbird-websocket's
 ///   pipeline has no handler that reacts to graceful shutdown, so a connection
 ///   opened but unused (HTTP clients pre-open them) kept `ticks serve` from
@@ -54,7 +57,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let headerTimeout: TimeAmount
     private var used = false
-    private var answered = false
+    private var clockDone = false
     private var deadline: Scheduled<Void>?
 
     init(headerTimeout: TimeAmount) {
@@ -85,11 +88,21 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if !answered {
-            answered = true
+        if !clockDone {
+            clockDone = true
             stopClock()
         }
         context.write(data, promise: promise)
+    }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard event is RequestHeadArrived else {
+            context.triggerUserOutboundEvent(event, promise: promise)
+            return
+        }
+        clockDone = true
+        stopClock()
+        promise?.succeed()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -101,7 +114,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func startClock(_ context: ChannelHandlerContext) {
-        guard deadline == nil, !answered else { return }
+        guard deadline == nil, !clockDone else { return }
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         deadline = context.eventLoop.scheduleTask(in: headerTimeout) {
             loopBound.value.close(promise: nil)
@@ -113,6 +126,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         deadline = nil
     }
 }
+
+/// Sent toward the head of the pipeline when the decoder has parsed a
+/// connection's first request head: the header timeout no longer applies.
+struct RequestHeadArrived {}
 
 extension TimeAmount {
     init(_ duration: Duration) {

@@ -44,9 +44,37 @@ struct TimeoutTests {
         }
     }
 
+    @Test("a first request slower to arrive whole than the header timeout is answered: its head came in time")
+    func slowBodyAfterHead() async throws {
+        try await TestServer.run(.standard, .live, limits: Self.shortTimeouts) { server in
+            let connection = try RawConnection(port: #require(server.client.port))
+            defer { connection.close() }
+            let body = Array(#"{"users": {"slow-body": {"id": "slow-body"}}}"#.utf8)
+            let lines = [
+                "POST /users?api_key=\(TestKeys.apiKey) HTTP/1.1", "Host: 127.0.0.1",
+                "Authorization: \(server.serverToken)", "stream-auth-type: jwt", "Content-Type: application/json",
+                "Content-Length: \(body.count)", "", "",
+            ]
+            let head: String = lines.joined(separator: "\r\n")
+            #expect(connection.send(Array(head.utf8)))
+            // The body in 8 pieces over 1.6 s: past the 1 s header timeout, never 1 s without a byte (the idle timeout).
+            let size = body.count / 8 + 1
+            let pieces = stride(from: 0, to: body.count, by: size).map { Array(body[$0..<min($0 + size, body.count)]) }
+            for piece in pieces {
+                try await Task.sleep(for: .milliseconds(200))
+                #expect(connection.send(piece), "the server closed a connection whose head had arrived")
+            }
+            let answer = await connection.read(within: .seconds(10))
+            #expect(answer.hasPrefix("HTTP/1.1 2"), "\(answer.prefix(300))")
+        }
+    }
+
     @Test("an answered connection stays open for more requests, then closes after the idle timeout")
     func idleConnection() async throws {
-        try await TestServer.run(.standard, .live, limits: Self.shortTimeouts) { server in
+        // The idle timeout is 2 s here: the 300 ms pauses between requests stay well inside it on a loaded machine.
+        var limits = Self.shortTimeouts
+        limits.idleTimeout = .seconds(2)
+        try await TestServer.run(.standard, .live, limits: limits) { server in
             let connection = try RawConnection(port: #require(server.client.port))
             defer { connection.close() }
             for _ in 0..<3 {
@@ -55,7 +83,9 @@ struct TimeoutTests {
                 #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
                 try await Task.sleep(for: .milliseconds(300))
             }
-            #expect(await connection.waitForClose(within: .seconds(8)))
+            let idleSince = ContinuousClock.now
+            #expect(await connection.waitForClose(within: .seconds(10)))
+            #expect(ContinuousClock.now - idleSince >= .milliseconds(1500))
         }
     }
 }
