@@ -49,9 +49,9 @@ struct EventPublisher: Sendable {
         }
         let visibility = ReceiptVisibility(config: config, users: [reader.id: reader], viewer: nil)
         let own = [reader.id]
-        if outcome.update.moves.contains(where: { $0.kind == .read }) {
-            let members = visibility.readVisible(reader.id) ? outcome.recipients : own
-            try send(Self.messageRead(outcome), to: members)
+        let readSeen = visibility.readVisible(reader.id)
+        if outcome.update.moved(.read) {
+            try send(Self.messageRead(outcome), to: readSeen ? outcome.recipients : own)
             var notification = Event(
                 type: .notificationMarkRead, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
             notification.lastReadMessageID = outcome.state.lastReadMessageID
@@ -59,12 +59,19 @@ struct EventPublisher: Sendable {
             notification.totalUnreadCount = outcome.totals.messages
             notification.unreadChannels = outcome.totals.channels
             try send(notification, to: own)
-        } else if outcome.update.moves.contains(where: { $0.kind == .delivered }), config.deliveryEvents {
-            var event = Event(type: .messageDelivered, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
-            event.lastDeliveredAt = outcome.state.deliveredAt
-            event.lastDeliveredMessageID = outcome.state.lastDeliveredMessageID
-            let members = visibility.deliveredVisible(reader.id) ? outcome.recipients : own
-            try send(event, to: members)
+        }
+        guard outcome.update.moved(.delivered), config.deliveryEvents else { return }
+        // A visible read says "delivered" too (R1). A private read (R10) of a message
+        // not yet delivered still delivers it, which the others may see.
+        var event = Event(type: .messageDelivered, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
+        event.lastDeliveredAt = outcome.state.deliveredAt
+        event.lastDeliveredMessageID = outcome.state.lastDeliveredMessageID
+        let othersSee = visibility.deliveredVisible(reader.id)
+        if !outcome.update.moved(.read) {
+            try send(event, to: othersSee ? outcome.recipients : own)
+        } else if !readSeen, othersSee {
+            // The reader's own connections had message.read.
+            try send(event, to: outcome.recipients.filter { $0 != reader.id })
         }
     }
 

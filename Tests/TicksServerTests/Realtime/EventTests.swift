@@ -244,6 +244,67 @@ struct EventTests {
         }
     }
 
+    @Test("R10: a private reader's read of an undelivered message shows the others message.delivered, never message.read")
+    func privateReaderDelivers() async throws {
+        try await TestServer.run(.standard, .live) { server in
+            try await setUp(server)
+            try await server.ok(
+                .post, "/users",
+                #"{"users": {"bob": {"id": "bob", "privacy_settings": {"read_receipts": {"enabled": false}}}}}"#)
+            try await server.send("messaging:g", id: "g1", from: "alice")
+            let alice = try await TestSocket.connect(server, as: "alice")
+            let bob = try await TestSocket.connect(server, as: "bob")
+            defer { [alice, bob].forEach { $0.close() } }
+            try await server.markRead("messaging:g", "bob")
+            let delivered = try await alice.next("message.delivered")
+            #expect(delivered["user"]["id"].string == "bob")
+            #expect(delivered["last_delivered_message_id"].string == "g1")
+            let receipt = try await server.receipts("g1", as: "alice")["receipts"][0]
+            #expect(delivered["last_delivered_at"].time == receipt["delivered_at"].time)
+            #expect(!receipt["read_at"].exists)
+            // Bob's own connections hear of the read itself, and nothing twice.
+            #expect(try await bob.next("message.read")["last_read_message_id"].string == "g1")
+            try await barrier(server, alice, bob)
+            #expect(eventsOfG(alice).isEmpty)
+            #expect(!bob.pending.contains { $0["type"].string == "message.delivered" && $0["cid"].string == "messaging:g" })
+            // A read of what was already delivered moves no delivered cursor: nothing for alice.
+            try await server.send("messaging:g", id: "g2", from: "alice")
+            _ = try await alice.next("message.new")
+            try await server.markDelivered("bob", [("messaging:g", "g2")])
+            #expect(try await alice.next("message.delivered")["last_delivered_message_id"].string == "g2")
+            try await server.markRead("messaging:g", "bob")
+            try await barrier(server, alice)
+            #expect(eventsOfG(alice).isEmpty)
+        }
+    }
+
+    @Test("R10: delivery receipts off: the others never hear of the user's deliveries, from a mark delivered or a read")
+    func privateDeliveries() async throws {
+        try await TestServer.run(.standard, .live) { server in
+            try await setUp(server)
+            try await server.ok(
+                .post, "/users",
+                #"{"users": {"bob": {"id": "bob", "privacy_settings": {"delivery_receipts": {"enabled": false}}}}}"#)
+            try await server.send("messaging:g", id: "g1", from: "alice")
+            try await server.send("messaging:g", id: "g2", from: "alice")
+            let alice = try await TestSocket.connect(server, as: "alice")
+            let bob = try await TestSocket.connect(server, as: "bob")
+            defer { [alice, bob].forEach { $0.close() } }
+            try await server.markDelivered("bob", [("messaging:g", "g1")])
+            // Bob's own devices learn of it; alice does not, and the receipts hide it from her.
+            #expect(try await bob.next("message.delivered")["last_delivered_message_id"].string == "g1")
+            try await barrier(server, alice)
+            #expect(eventsOfG(alice).isEmpty)
+            #expect(try await server.receipts("g1", as: "alice")["receipts"].array.isEmpty)
+            // His reads are public: alice sees the read, which says nothing of other deliveries.
+            try await server.markRead("messaging:g", "bob", upTo: "g2")
+            let read = try await alice.next("message.read")
+            #expect(read["last_read_message_id"].string == "g2")
+            try await barrier(server, alice)
+            #expect(!alice.pending.contains { $0["type"].string == "message.delivered" })
+        }
+    }
+
     @Test("R9: no message.delivered when the channel type has delivery events off")
     func noDeliveryEvents() async throws {
         try await TestServer.run(.standard, .live) { server in
