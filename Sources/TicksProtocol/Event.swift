@@ -14,6 +14,10 @@ public enum EventType: String, Codable, Sendable {
     case channelUpdated = "channel.updated"
     case channelDeleted = "channel.deleted"
     case channelTruncated = "channel.truncated"
+    /// To a user's own connections: they became a member of `channel`.
+    case notificationAddedToChannel = "notification.added_to_channel"
+    /// To a user's own connections: they are no longer a member of `channel`.
+    case notificationRemovedFromChannel = "notification.removed_from_channel"
 }
 
 /// The logged-in user as the first `health.check` frame describes them.

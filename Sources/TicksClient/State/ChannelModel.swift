@@ -183,9 +183,15 @@ struct ChannelModel: Sendable {
             }
             members[at] = member
             outcome.changed = true
-        case .channelUpdated:
+        case .channelUpdated, .notificationAddedToChannel:
             guard let updated = event.channel else { break }
             channel = updated
+            outcome.changed = true
+        case .notificationRemovedFromChannel:
+            // The current user left or was removed: member.removed says the same, for others too.
+            channel = event.channel ?? channel
+            members.removeAll { $0.userID == currentUserID }
+            reads[currentUserID] = nil
             outcome.changed = true
         case .channelTruncated:
             // Every message so far is gone and every cursor past them: load the channel again.

@@ -110,6 +110,14 @@ struct ChannelsController {
         }
         if let before = body.messages?.idLt { try requireValidID(before, "messages.id_lt") }
         let snapshot = try await store.snapshot(of: channel, messageLimit: limit, beforeMessageID: body.messages?.idLt)
+        if created {
+            // Every member's devices learn of the channel, the creator's other devices too.
+            for state in snapshot.members {
+                let member = Presenter.member(state, of: snapshot.channel, users: snapshot.users)
+                try events.membershipNotice(
+                    .notificationAddedToChannel, member: member, snapshot: snapshot, at: snapshot.channel.createdAt)
+            }
+        }
         let state = Presenter.channelState(
             snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)))
         return try context.respond(state, status: created ? .created : .ok)
@@ -251,13 +259,14 @@ struct ChannelsController {
         let users = try await store.users(ids: snapshot.members.map(\.userID) + removed)
         let memberIDs = snapshot.members.map(\.userID)
         for state in added {
-            try events.membership(
-                .memberAdded, member: Presenter.member(state, of: snapshot.channel, users: users),
-                channel: snapshot.channel, recipients: memberIDs, at: now)
+            let member = Presenter.member(state, of: snapshot.channel, users: users)
+            try events.membership(.memberAdded, member: member, channel: snapshot.channel, recipients: memberIDs, at: now)
+            try events.membershipNotice(.notificationAddedToChannel, member: member, snapshot: snapshot, at: now)
         }
         for userID in removed {
             let member = Member(user: Presenter.user(userID, users), createdAt: now)
             try events.membership(.memberRemoved, member: member, channel: snapshot.channel, recipients: memberIDs, at: now)
+            try events.membershipNotice(.notificationRemovedFromChannel, member: member, snapshot: snapshot, at: now)
         }
         return try context.respond(UpdateResponse(snapshot))
     }

@@ -98,6 +98,16 @@ struct EventPublisher: Sendable {
         try send(event, to: Set(recipients).union([member.userID]))
     }
 
+    /// `notification.added_to_channel` / `notification.removed_from_channel`
+    /// to the member concerned, on all their connections: a channel list
+    /// that does not show the channel yet learns of it (or forgets it).
+    func membershipNotice(_ type: EventType, member: Member, snapshot: ChannelSnapshot, at: Timestamp) throws {
+        var event = Event(type: type, createdAt: at, cid: snapshot.channel.cid, user: member.user)
+        event.channel = Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users)
+        event.member = member
+        try send(event, to: [member.userID])
+    }
+
     func send(_ event: Event, to userIDs: some Sequence<String>) throws {
         try publish(EncodedEvent(JSONCoding.data(event)), to: Array(userIDs))
     }

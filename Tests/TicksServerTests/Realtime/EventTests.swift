@@ -208,17 +208,52 @@ struct EventTests {
                 #expect(added["user"]["id"].string == "carol")
                 #expect(added["cid"].string == "messaging:g")
             }
+            // Only carol is told she was added, with the channel as it is now.
+            let added = try await carol.next("notification.added_to_channel")
+            #expect(added["cid"].string == "messaging:g")
+            #expect(added["member"]["user_id"].string == "carol")
+            #expect(added["channel"]["cid"].string == "messaging:g")
+            #expect(added["channel"]["member_count"].int == 3)
             try await server.ok(.post, "/channels/messaging/g", #"{"remove_members": ["carol"]}"#)
             for socket in [alice, carol] {
                 let removed = try await socket.next("member.removed")
                 #expect(removed["member"]["user_id"].string == "carol")
             }
+            let removed = try await carol.next("notification.removed_from_channel")
+            #expect(removed["member"]["user_id"].string == "carol")
+            #expect(removed["channel"]["member_count"].int == 2)
             // Carol is out: she hears nothing more of g; dave never did.
             try await server.send("messaging:g", id: "after", from: "alice")
             #expect(try await alice.next("message.new")["message"]["id"].string == "after")
             try await barrier(server, alice, carol)
             #expect(eventsOfG(carol).isEmpty)
+            #expect(eventsOfG(alice).isEmpty, "alice was told of carol's notices")
             #expect(dave.pending.isEmpty)
+        }
+    }
+
+    @Test("a channel created with members tells each of them, on every device, and no one else")
+    func createdWithMembers() async throws {
+        try await TestServer.run(.standard, .live) { server in
+            try await setUp(server)
+            let alice = try await TestSocket.connect(server, as: "alice")
+            let carol = try await TestSocket.connect(server, as: "carol")
+            let carolPhone = try await TestSocket.connect(server, as: "carol")
+            defer { [alice, carol, carolPhone].forEach { $0.close() } }
+            try await server.ok(
+                .post, "/channels/messaging/new/query",
+                #"{"data": {"members": ["alice", "carol"], "created_by_id": "alice", "motd": "hi"}}"#)
+            for socket in [alice, carol, carolPhone] {
+                let added = try await socket.next("notification.added_to_channel")
+                #expect(added["cid"].string == "messaging:new")
+                #expect(added["channel"]["motd"].string == "hi")
+                #expect(added["channel"]["member_count"].int == 2)
+            }
+            // Getting it again creates nothing and tells no one.
+            try await server.ok(.post, "/channels/messaging/new/query", #"{"data": {"members": ["alice", "carol"]}}"#)
+            try await barrier(server, alice, carol)
+            #expect(!alice.pending.contains { $0["type"].string == "notification.added_to_channel" })
+            #expect(!carol.pending.contains { $0["type"].string == "notification.added_to_channel" })
         }
     }
 
