@@ -130,10 +130,16 @@ struct ChannelsController {
         var messageLimit: Int?
         var userID: String?
         var user: UserRef?
+        var sort: [SortKey]?
+
+        struct SortKey: Decodable {
+            var field: String
+            var direction: Int?
+        }
 
         enum CodingKeys: String, CodingKey {
             case filterConditions = "filter_conditions"
-            case limit, offset, user
+            case limit, offset, user, sort
             case messageLimit = "message_limit"
             case userID = "user_id"
         }
@@ -158,7 +164,10 @@ struct ChannelsController {
         let messageLimit = try messageLimit(body.messageLimit)
         var states: [ChannelState] = []
         // An empty `$in` matches nothing: no query to run.
-        let channels = filter.matchesNothing ? [] : try await store.channels(matching: filter, limit: limit, offset: offset)
+        let sort = try Self.channelSort(body.sort ?? [])
+        let channels =
+            filter.matchesNothing
+            ? [] : try await store.channels(matching: filter, sort: sort, limit: limit, offset: offset)
         for channel in channels {
             let snapshot = try await store.snapshot(of: channel, messageLimit: messageLimit, beforeMessageID: nil)
             states.append(
@@ -166,6 +175,26 @@ struct ChannelsController {
                     snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID))))
         }
         return try context.respond(ChannelList(channels: states))
+    }
+
+    /// Stream's `sort`: `[{field, direction}]`, 1 ascending, -1 descending
+    /// (the default); none at all is the newest message first.
+    static func channelSort(_ keys: [QueryChannelsRequest.SortKey]) throws -> [ChannelSort] {
+        guard keys.count <= ChannelSort.Field.allCases.count else {
+            throw APIError.input("sort has \(keys.count) keys; at most \(ChannelSort.Field.allCases.count)")
+        }
+        let sort = try keys.map { key in
+            guard let field = ChannelSort.Field(rawValue: key.field) else {
+                let fields = ChannelSort.Field.allCases.map(\.rawValue).joined(separator: ", ")
+                throw APIError.input("sorting channels on '\(key.field.prefix(64))' is not supported: use \(fields)")
+            }
+            switch key.direction ?? -1 {
+            case -1: return ChannelSort(field, descending: true)
+            case 1: return ChannelSort(field, descending: false)
+            default: throw APIError.input("a sort direction is 1 or -1")
+            }
+        }
+        return sort.isEmpty ? ChannelSort.newestFirst : sort
     }
 
     // MARK: Members

@@ -158,9 +158,11 @@ extension SQLStore {
         }
     }
 
-    public func channels(matching filter: ChannelFilter, limit: Int, offset: Int) async throws -> [ChannelRecord] {
+    public func channels(matching filter: ChannelFilter, sort: [ChannelSort], limit: Int, offset: Int) async throws
+        -> [ChannelRecord]
+    {
         try await engine.readOne {
-            Step.rows(StoreSQL.channels(matching: filter, limit: limit, offset: offset)).map { rows in
+            Step.rows(StoreSQL.channels(matching: filter, sort: sort, limit: limit, offset: offset)).map { rows in
                 try rows.map { try StoreRows.channel($0).channel }
             }
         }

@@ -180,6 +180,30 @@ public struct ChannelFilter: Sendable, Equatable {
     public var ids: [String]?
 }
 
+/// One key of `POST /channels`' `sort`; ties end with the newest channel first.
+public struct ChannelSort: Sendable, Equatable {
+    public enum Field: String, Sendable, CaseIterable {
+        /// The last message's time, or the creation time of a channel without messages.
+        case lastMessageAt = "last_message_at"
+        /// The later of `last_message_at` and `updated_at`.
+        case lastUpdated = "last_updated"
+        case createdAt = "created_at"
+        case updatedAt = "updated_at"
+        case memberCount = "member_count"
+    }
+
+    public var field: Field
+    public var descending: Bool
+
+    public init(_ field: Field, descending: Bool = true) {
+        self.field = field
+        self.descending = descending
+    }
+
+    /// Stream's and Ticks' default: the channel with the newest message first.
+    public static let newestFirst = [ChannelSort(.lastMessageAt)]
+}
+
 /// The per-member answer behind `GET /messages/{id}/receipts`.
 public struct MessageReceipts: Sendable {
     public var message: MessageRecord
@@ -327,7 +351,8 @@ public protocol TicksStore: Sendable {
         type: String, id: String, createdBy: String?, memberIDs: [String], custom: [String: JSONValue], now: Timestamp
     ) async throws -> (channel: ChannelRecord, created: Bool)
     func snapshot(of channel: ChannelRecord, messageLimit: Int, beforeMessageID: String?) async throws -> ChannelSnapshot
-    func channels(matching filter: ChannelFilter, limit: Int, offset: Int) async throws -> [ChannelRecord]
+    func channels(matching filter: ChannelFilter, sort: [ChannelSort], limit: Int, offset: Int) async throws
+        -> [ChannelRecord]
     func isMember(_ userID: String, of channelPK: Int64) async throws -> Bool
     /// `userID`'s read state and role in `channel`; nil when they are not a member.
     func member(_ userID: String, of channel: ChannelRecord) async throws -> MemberState?

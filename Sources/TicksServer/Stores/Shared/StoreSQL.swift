@@ -80,8 +80,8 @@ enum StoreSQL {
         """
     }
 
-    /// `POST /channels`: newest activity first.
-    static func channels(matching filter: ChannelFilter, limit: Int, offset: Int) -> StoreQuery {
+    /// `POST /channels`, in the order `sort` gives, then the newest channel first.
+    static func channels(matching filter: ChannelFilter, sort: [ChannelSort], limit: Int, offset: Int) -> StoreQuery {
         var conditions: [StoreQuery] = ["c.deleted_at IS NULL"]
         if let member = filter.requiredMember {
             conditions.append("c.pk IN (SELECT channel_pk FROM member WHERE user_id = \(member))")
@@ -96,10 +96,20 @@ enum StoreSQL {
         for (index, condition) in conditions.enumerated() {
             sql = sql + (index == 0 ? " WHERE " : " AND ") + condition
         }
-        return sql
-            + """
-             ORDER BY COALESCE(c.last_message_at, c.created_at) DESC, c.pk DESC LIMIT \(Int64(limit)) OFFSET \(Int64(offset))
-            """
+        let keys = sort.map { "\(sortColumn($0.field)) \($0.descending ? "DESC" : "ASC")" } + ["c.pk DESC"]
+        return sql + " ORDER BY \(raw: keys.joined(separator: ", ")) LIMIT \(Int64(limit)) OFFSET \(Int64(offset))"
+    }
+
+    /// The expression a sort key orders by (the same in both dialects).
+    private static func sortColumn(_ field: ChannelSort.Field) -> String {
+        let lastMessage = "COALESCE(c.last_message_at, c.created_at)"
+        switch field {
+        case .lastMessageAt: return lastMessage
+        case .lastUpdated: return "CASE WHEN c.updated_at > \(lastMessage) THEN c.updated_at ELSE \(lastMessage) END"
+        case .createdAt: return "c.created_at"
+        case .updatedAt: return "c.updated_at"
+        case .memberCount: return "c.member_count"
+        }
     }
 
     static func touch(_ channelPK: Int64, now: Int64) -> StoreQuery {
