@@ -164,6 +164,7 @@ func buildRouter(services: TicksServices, configuration: TicksServerConfiguratio
     ).addRoutes(to: api)
     UsersController(store: services.store, limits: configuration.limits).addRoutes(to: api)
     UnreadController(store: services.store).addRoutes(to: api)
+    SyncController(store: services.store, limits: configuration.limits).addRoutes(to: api)
     ChannelTypesController(store: services.store).addRoutes(to: api)
     ChannelsController(store: services.store, hub: services.hub, events: events, limits: configuration.limits)
         .addRoutes(to: api)

@@ -172,6 +172,10 @@ struct LimitOptions: ParsableArguments {
     var cacheBytes = defaults.cacheBytes
     @Option(help: "Bytes of events a PostgreSQL node may queue for the other nodes.")
     var busQueueBytes = defaults.busQueueBytes
+    @Option(help: "Events POST /sync tells of one channel before asking for a reload of it.")
+    var syncEventsPerChannel = defaults.syncEventsPerChannel
+    @Option(help: "Events in one POST /sync answer.")
+    var syncEventsPerAnswer = defaults.syncEventsPerAnswer
 
     enum Switch: String, ExpressibleByArgument {
         case on, off
@@ -183,10 +187,14 @@ struct LimitOptions: ParsableArguments {
             ("--max-custom-data-bytes", maxCustomDataBytes), ("--max-channel-members", maxChannelMembers),
             ("--max-filter-values", maxFilterValues), ("--max-inbound-frame-bytes", maxInboundFrameBytes),
             ("--idle-timeout", idleTimeout), ("--header-timeout", headerTimeout), ("--cache-bytes", cacheBytes),
-            ("--bus-queue-bytes", busQueueBytes),
+            ("--bus-queue-bytes", busQueueBytes), ("--sync-events-per-channel", syncEventsPerChannel),
+            ("--sync-events-per-answer", syncEventsPerAnswer),
         ]
         for (flag, value) in positive where value <= 0 {
             throw ValidationError("\(flag) must be positive")
+        }
+        guard syncEventsPerChannel <= syncEventsPerAnswer else {
+            throw ValidationError("--sync-events-per-channel must not be more than --sync-events-per-answer")
         }
     }
 
@@ -202,6 +210,8 @@ struct LimitOptions: ParsableArguments {
         limits.headerTimeout = .seconds(headerTimeout)
         limits.cacheBytes = cacheBytes
         limits.busQueueBytes = busQueueBytes
+        limits.syncEventsPerChannel = syncEventsPerChannel
+        limits.syncEventsPerAnswer = syncEventsPerAnswer
         return limits
     }
 

@@ -104,6 +104,7 @@ BINDINGS = {
     "query.deleted_by": ("users", 0.5),
     "body.user_ids[*]": ("users", 0.5),
     "body.users[*].id": ("users", 0.5),
+    "body.channel_cids[*]": ("cids", 0.5),
 }
 
 

@@ -69,6 +69,8 @@ struct AppController {
         var maxInboundFrameBytes: Int
         var idleTimeoutSeconds: Int64
         var headerTimeoutSeconds: Int64
+        var syncEventsPerChannel: Int
+        var syncEventsPerAnswer: Int
 
         enum CodingKeys: String, CodingKey {
             case maxBodyBytes = "max_body_bytes"
@@ -80,6 +82,8 @@ struct AppController {
             case maxInboundFrameBytes = "max_inbound_frame_bytes"
             case idleTimeoutSeconds = "idle_timeout_seconds"
             case headerTimeoutSeconds = "header_timeout_seconds"
+            case syncEventsPerChannel = "sync_events_per_channel"
+            case syncEventsPerAnswer = "sync_events_per_answer"
         }
     }
 
@@ -103,7 +107,8 @@ struct AppController {
                 connectionBufferBytes: limits.connectionBufferBytes,
                 maxInboundFrameBytes: limits.maxInboundFrameBytes,
                 idleTimeoutSeconds: limits.idleTimeout.components.seconds,
-                headerTimeoutSeconds: limits.headerTimeout.components.seconds))
+                headerTimeoutSeconds: limits.headerTimeout.components.seconds,
+                syncEventsPerChannel: limits.syncEventsPerChannel, syncEventsPerAnswer: limits.syncEventsPerAnswer))
         return try context.respond(AppResponse(app: settings))
     }
 

@@ -51,7 +51,7 @@ public struct RateLimits: Sendable, Equatable {
                     Limit(user: 300, serverSide: 60_000)
                 case .sendMessage, .getOrCreateChannel, .getOrCreateDistinctChannel, .queryChannels, .getMessage,
                     .getReceipts, .getReplies, .getManyMessages, .updateMessage, .updateMessagePartial, .deleteMessage,
-                    .unreadCounts, .queryMembers:
+                    .unreadCounts, .queryMembers, .sync:
                     Limit(user: 300, serverSide: 10_000)
                 case .updateUsers, .queryUsers, .updateUsersPartial, .unreadCountsBatch, .deleteUser:
                     Limit(user: 60, serverSide: 10_000)

@@ -24,6 +24,10 @@ public struct ServerLimits: Sendable, Equatable {
     public var cacheBytes = 64 << 20
     /// Events a PostgreSQL node may queue for the other nodes while publishing lags.
     public var busQueueBytes = 64 << 20
+    /// Events `POST /sync` tells of one channel; a channel that missed more must be reloaded.
+    public var syncEventsPerChannel = 500
+    /// Events in one `POST /sync` answer; the channels past it are left for another call.
+    public var syncEventsPerAnswer = 2_000
 
     /// The largest request body (Stream's limit; not configurable).
     public static let maxBodyBytes = 1 << 20

@@ -230,6 +230,9 @@ extension SQLStore {
                         // R6: the read state goes, and with it every receipt it gave, and its unread.
                         let change = StoreRules.totalsChange(from: try deleted.int(0), to: 0)
                         return Step.execute(StoreSQL.countMembers(channel.pk, by: -1))
+                            .then { _ in
+                                Step.execute(StoreSQL.recordRemoval(of: userID, from: channel.pk, at: now.microseconds))
+                            }
                             .then { _ in Step.execute(StoreSQL.deleteMoves(of: .member(userID, in: channel.pk))) }
                             .then { _ in Step.execute(StoreSQL.deleteThreadReads(of: .member(userID, in: channel.pk))) }
                             .then { _ in Step.execute(StoreSQL.changeTotals(of: userID, by: change)) }
@@ -237,9 +240,15 @@ extension SQLStore {
                     }
                 }
             }.then { removed in
-                Self.touched(channel, if: removed.compactMap { $0 }, now: now)
+                Self.forgetOldRemovals(now: now).then { _ in Self.touched(channel, if: removed.compactMap { $0 }, now: now) }
             }
         }
+    }
+
+    /// Removals older than a sync may ask about are forgotten as new ones are recorded.
+    static func forgetOldRemovals(now: Timestamp) -> StoreProgram<Void> {
+        let horizon = SyncLimits.horizon.components.seconds * 1_000_000
+        return Step.execute(StoreSQL.forgetRemovals(before: now.microseconds - horizon))
     }
 
     /// `changes`, after marking the channel updated when there are any.

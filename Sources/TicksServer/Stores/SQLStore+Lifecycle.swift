@@ -107,8 +107,8 @@ extension SQLStore {
                 Step.execute(StoreSQL.deleteMembers(of: channel.pk)).then { _ in
                     hard
                         ? Step.execute(StoreSQL.deleteMessages(of: channel.pk)).then { _ in
-                            Step.execute(StoreSQL.deleteChannelRow(channel.pk))
-                        }
+                            Step.execute(StoreSQL.forgetRemovals(from: channel.pk))
+                        }.then { _ in Step.execute(StoreSQL.deleteChannelRow(channel.pk)) }
                         : Step.execute(StoreSQL.markDeleted(channel.pk, at: now.microseconds))
                 }.map { _ in memberIDs }
             }
@@ -215,8 +215,9 @@ extension SQLStore {
                     // Channels' rows first, in pk order, as every change that takes them does.
                     let channels = Set(touched).union(memberships).sorted()
                     return Step.each(channels) { Fetch.channel(pk: $0, lock: true) }.then { _ in
-                        Step.execute(StoreSQL.deleteAllMemberships(of: userID))
-                    }.then { _ in Step.execute(StoreSQL.deleteMemberRows(of: userID)) }
+                        Step.execute(StoreSQL.recordRemovals(ofMember: userID, at: now.microseconds))
+                    }.then { _ in Self.forgetOldRemovals(now: now) }
+                    .then { _ in Step.execute(StoreSQL.deleteAllMemberships(of: userID)) }.then { _ in Step.execute(StoreSQL.deleteMemberRows(of: userID)) }
                     .then { _ in Step.execute(StoreSQL.deleteMoves(of: .user(userID))) }
                     .then { _ in Step.execute(StoreSQL.deleteThreadReads(of: .user(userID))) }
                     .then { _ in

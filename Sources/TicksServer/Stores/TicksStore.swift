@@ -204,6 +204,49 @@ public struct ChannelSort: Sendable, Equatable {
     public static let newestFirst = [ChannelSort(.lastMessageAt)]
 }
 
+/// How far back `POST /sync` reaches, and how many channels one call names
+/// (the events one answer holds are `ServerLimits`').
+public enum SyncLimits {
+    /// A sync may ask about the last 30 days (as Stream's); records kept
+    /// only for it (removed members) are forgotten after that.
+    public static let horizon: Duration = .seconds(30 * 24 * 3600)
+    /// Channels in one call.
+    public static let channelsPerCall = 255
+}
+
+/// What changed in one channel after a time, as `userID` asks (`POST /sync`).
+public struct ChannelChanges: Sendable {
+    public enum Access: Sendable, Equatable {
+        /// The user is a member: the fields below say what changed.
+        case member
+        /// The channel was deleted (soft), at that time.
+        case deleted(at: Timestamp)
+        /// No such channel (any more), or the user is not a member of it.
+        case gone
+    }
+
+    public var access: Access
+    public var channel: ChannelRecord?
+    public var config: ChannelConfig?
+    /// The messages stored after the time, oldest first, deleted ones included.
+    public var newMessages: [MessageRecord] = []
+    /// Messages from before it that were edited or deleted after it (edits first, each in time order).
+    public var changedMessages: [MessageRecord] = []
+    /// The read states of members who joined, read or received after it, and the user's own.
+    public var members: [MemberState] = []
+    /// Members who left after it.
+    public var removals: [(userID: String, at: Timestamp)] = []
+    public var users: [String: User] = [:]
+    /// More than `limit` of one kind of change: too much to tell, the channel must be reloaded.
+    public var tooMany = false
+
+    public init(access: Access, channel: ChannelRecord? = nil, config: ChannelConfig? = nil) {
+        self.access = access
+        self.channel = channel
+        self.config = config
+    }
+}
+
 /// The per-member answer behind `GET /messages/{id}/receipts`.
 public struct MessageReceipts: Sendable {
     public var message: MessageRecord
@@ -437,6 +480,9 @@ public protocol TicksStore: Sendable {
         async throws -> [CursorOutcome]
     func unreadTotals(of userID: String) async throws -> UnreadTotals
     func receipts(forMessage id: String) async throws -> MessageReceipts?
+    /// What changed in the channel after `since`, in one snapshot; at most
+    /// about `limit` of each kind of change (`tooMany` says when there were more).
+    func changes(in cid: ChannelID, for userID: String, since: Timestamp, limit: Int) async throws -> ChannelChanges
 
     // Operations
     /// How many bytes the stored data takes (for `/metrics` and the storage benchmark).

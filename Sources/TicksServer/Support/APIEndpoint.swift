@@ -43,6 +43,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case getMessage = "GetMessage"
     case getReceipts = "GetReceipts"
     case getReplies = "GetReplies"
+    case sync = "Sync"
     case connect = "Connect"
     case demoToken = "DemoToken"
 
@@ -90,6 +91,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .getMessage, .updateMessage, .updateMessagePartial, .deleteMessage: "/messages/{id}"
         case .getReceipts: "/messages/{id}/receipts"
         case .getReplies: "/messages/{id}/replies"
+        case .sync: "/sync"
         case .connect: "/connect"
         case .demoToken: "/demo/token"
         }

@@ -91,6 +91,7 @@ enum PostgresSchema {
         Migration(name: "v5-unread-counters", statements: StoreMigrations.unreadCounters(integer: "BIGINT")),
         Migration(name: "v6-message-lifecycle", statements: StoreMigrations.messageLifecycle(integer: "BIGINT")),
         Migration(name: "v7-threads", statements: StoreMigrations.threads(integer: "BIGINT")),
+        Migration(name: "v8-sync", statements: StoreMigrations.sync(integer: "BIGINT")),
     ]
 
     /// An arbitrary constant: the advisory lock that serialises migrations.

@@ -94,6 +94,9 @@ enum SQLiteSchema {
         migrator.registerMigration("v7-threads") { db in
             for statement in StoreMigrations.threads(integer: "INTEGER") { try db.execute(sql: statement) }
         }
+        migrator.registerMigration("v8-sync") { db in
+            for statement in StoreMigrations.sync(integer: "INTEGER") { try db.execute(sql: statement) }
+        }
         return migrator
     }
 }

@@ -85,3 +85,26 @@ extension StoreMigrations {
         ]
     }
 }
+
+extension StoreMigrations {
+    /// What `POST /sync` needs to say what changed since a time: who left a
+    /// channel and when (a removed member's row is gone, so a record of the
+    /// removal is kept, for `SyncLimits.horizon` only), and the messages
+    /// edited or deleted, found by time without reading the whole channel
+    /// (partial indexes: only changed messages are in them).
+    static func sync(integer: String) -> [String] {
+        [
+            """
+            CREATE TABLE member_removal (
+              channel_pk \(integer) NOT NULL,
+              user_id TEXT NOT NULL,
+              removed_at \(integer) NOT NULL
+            )
+            """,
+            "CREATE INDEX member_removal_by_channel ON member_removal (channel_pk, removed_at)",
+            "CREATE INDEX member_removal_by_time ON member_removal (removed_at)",
+            "CREATE INDEX message_edited ON message (channel_pk, updated_at) WHERE updated_at IS NOT NULL",
+            "CREATE INDEX message_deleted ON message (channel_pk, deleted_at) WHERE deleted_at IS NOT NULL",
+        ]
+    }
+}

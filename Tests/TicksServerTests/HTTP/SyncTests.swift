@@ -1,0 +1,213 @@
+import Foundation
+import Testing
+import TicksProtocol
+
+@testable import TicksServer
+
+/// `POST /sync` on every store: what a client missed since a time, as
+/// events, with the visibility rules, its bounds and its errors.
+@Suite("Sync after offline")
+struct SyncTests {
+    /// alice, bob and carol in messaging:s with old1 (alice), old2, old3
+    /// (bob); bob has read old1. Returns the server time after which the
+    /// client went offline: `old3`'s `created_at`.
+    func setUp(_ server: TestServer) async throws -> Timestamp {
+        try await server.upsert("alice", "bob", "carol", "dave")
+        try await server.createChannel("messaging:s", members: ["alice", "bob", "carol"], createdBy: "alice")
+        try await server.send("messaging:s", id: "old1", from: "alice")
+        try await server.send("messaging:s", id: "old2", from: "bob")
+        try await server.markRead("messaging:s", "bob", upTo: "old1")
+        let last = try await server.send("messaging:s", id: "old3", from: "bob")
+        return try #require(last["message"]["created_at"].time)
+    }
+
+    func sync(
+        _ server: TestServer, as user: String, _ cids: [String], since: Timestamp, extra: String = ""
+    ) async throws -> JSON {
+        let list = cids.map { "\"\($0)\"" }.joined(separator: ",")
+        let body = #"{"channel_cids": [\#(list)], "last_sync_at": "\#(since.rfc3339)"\#(extra)}"#
+        return try await server.ok(.post, "/sync", body, token: try await server.token(user))
+    }
+
+    func types(_ answer: JSON) -> [String] {
+        answer["events"].array.compactMap { $0["type"].string }
+    }
+
+    @Test("what alice missed comes back as the events that told it live, oldest first", arguments: StoreKind.all)
+    func missed(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            let since = try await setUp(server)
+            try await server.send("messaging:s", id: "new1", from: "bob", text: "while you were out")
+            try await server.send("messaging:s", id: "new2", from: "bob")
+            try await server.ok(.post, "/messages/old2", #"{"message": {"text": "edited", "user_id": "bob"}}"#)
+            try await server.ok(.delete, "/messages/old3")
+            try await server.markRead("messaging:s", "carol", upTo: "new1")
+            try await server.ok(.post, "/channels/messaging/s", #"{"add_members": ["dave"]}"#)
+            // Bob leaves: his reads go with him (R6), so none of his is told.
+            try await server.ok(.post, "/channels/messaging/s", #"{"remove_members": ["bob"]}"#)
+
+            let answer = try await sync(server, as: "alice", ["messaging:s"], since: since)
+            #expect(
+                types(answer) == [
+                    "message.new", "message.new", "message.updated", "message.deleted", "message.read", "member.added",
+                    "message.read", "member.removed", "channel.updated",
+                ])
+            let events = answer["events"].array
+            #expect(events[0]["message"]["id"].string == "new1")
+            #expect(events[0]["message"]["text"].string == "while you were out")
+            #expect(events[1]["message"]["id"].string == "new2")
+            // The counts each message.new carries are alice's latest: old2, new1 and new2 (old3 is deleted).
+            #expect(events[0]["unread_count"].int == 3)
+            #expect(events[0]["total_unread_count"].int == 3)
+            #expect(events[0]["unread_channels"].int == 1)
+            #expect(events[2]["message"]["text"].string == "edited")
+            #expect(events[2]["message_id"].string == "old2")
+            #expect(events[3]["message"]["type"].string == "deleted")
+            #expect(events[3]["hard_delete"].bool == false)
+            #expect(events[4]["user"]["id"].string == "carol")
+            #expect(events[4]["last_read_message_id"].string == "new1")
+            #expect(events[5]["member"]["user_id"].string == "dave")
+            // R5: dave has read what was there when he joined.
+            #expect(events[6]["user"]["id"].string == "dave")
+            #expect(events[6]["last_read_message_id"].string == "new2")
+            #expect(events[7]["member"]["user_id"].string == "bob")
+            #expect(events[8]["channel"]["member_count"].int == 3)
+            for (earlier, later) in zip(events, events.dropFirst()) {
+                #expect(try #require(earlier["created_at"].time) <= #require(later["created_at"].time))
+            }
+            #expect(events.allSatisfy { $0["cid"].string == "messaging:s" })
+            #expect(answer["reload_cids"].array.isEmpty)
+            #expect(answer["remaining_cids"].array.isEmpty)
+            #expect(!answer["inaccessible_cids"].exists)
+        }
+    }
+
+    @Test("a user's own read state comes back with their counts; nothing missed is no events", arguments: StoreKind.all)
+    func ownState(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            let since = try await setUp(server)
+            #expect(try await sync(server, as: "carol", ["messaging:s"], since: since)["events"].array.isEmpty)
+            // Carol read on another device while this one was away.
+            try await server.markRead("messaging:s", "carol", upTo: "old2")
+            let answer = try await sync(server, as: "carol", ["messaging:s"], since: since)
+            #expect(types(answer) == ["message.read", "notification.mark_read"])
+            let notification = answer["events"][1]
+            #expect(notification["last_read_message_id"].string == "old2")
+            #expect(notification["unread_count"].int == 1)
+            #expect(notification["total_unread_count"].int == 1)
+            // Only delivered: told to herself as message.delivered.
+            try await server.markDelivered("carol", [("messaging:s", "old3")])
+            let delivered = try await sync(server, as: "carol", ["messaging:s"], since: since)
+            #expect(types(delivered) == ["message.read", "notification.mark_read", "message.delivered"])
+            #expect(delivered["events"][2]["last_delivered_message_id"].string == "old3")
+        }
+    }
+
+    @Test("R8 and R10: a private reader's reads reach only themselves; their delivery shows", arguments: StoreKind.all)
+    func visibility(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            let since = try await setUp(server)
+            try await server.ok(
+                .post, "/users",
+                #"{"users": {"carol": {"id": "carol", "privacy_settings": {"read_receipts": {"enabled": false}}}}}"#)
+            try await server.markRead("messaging:s", "carol", upTo: "old3")
+            let alice = try await sync(server, as: "alice", ["messaging:s"], since: since)
+            #expect(types(alice) == ["message.delivered"])
+            #expect(alice["events"][0]["user"]["id"].string == "carol")
+            #expect(alice["events"][0]["last_delivered_message_id"].string == "old3")
+            let carol = try await sync(server, as: "carol", ["messaging:s"], since: since)
+            #expect(types(carol) == ["message.read", "notification.mark_read"])
+            // A type without read events shows no one else's reads or deliveries (R8).
+            try await server.createChannel("livestream:l", members: ["alice", "bob"])
+            let quiet = try #require(try await server.send("livestream:l", id: "l1", from: "alice")["message"]["created_at"].time)
+            try await server.markRead("livestream:l", "bob")
+            #expect(try await sync(server, as: "alice", ["livestream:l"], since: quiet)["events"].array.isEmpty)
+        }
+    }
+
+    @Test("channels gone, deleted or not the user's: told without a word of their content", arguments: StoreKind.all)
+    func inaccessible(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            let since = try await setUp(server)
+            try await server.createChannel("messaging:bobs", members: ["bob"], createdBy: "bob")
+            try await server.createChannel("messaging:doomed", members: ["alice", "bob"])
+            try await server.ok(.delete, "/channels/messaging/doomed")
+            let answer = try await sync(
+                server, as: "alice", ["messaging:bobs", "messaging:none", "messaging:doomed", "messaging:s"],
+                since: since, extra: #", "with_inaccessible_cids": true"#)
+            let byChannel = Dictionary(grouping: answer["events"].array) { $0["cid"].string ?? "" }
+            #expect(byChannel["messaging:bobs"]?.map { $0["type"].string } == ["notification.removed_from_channel"])
+            #expect(byChannel["messaging:none"]?.map { $0["type"].string } == ["notification.removed_from_channel"])
+            #expect(byChannel["messaging:doomed"]?.map { $0["type"].string } == ["channel.deleted"])
+            #expect(byChannel["messaging:s"] == nil)
+            #expect(!answer["events"].array.contains { $0["channel"].exists || $0["message"].exists })
+            #expect(Set(answer["inaccessible_cids"].array.compactMap(\.string)) == ["messaging:bobs", "messaging:none"])
+            // A removed member learns it the same way.
+            try await server.ok(.post, "/channels/messaging/s", #"{"remove_members": ["carol"]}"#)
+            #expect(types(try await sync(server, as: "carol", ["messaging:s"], since: since)) == [
+                "notification.removed_from_channel"
+            ])
+        }
+    }
+
+    @Test("bounds: a channel past its limit is named for a reload, channels past the answer's are left for the next call")
+    func bounds() async throws {
+        var limits = ServerLimits()
+        limits.syncEventsPerChannel = 5
+        limits.syncEventsPerAnswer = 10
+        try await TestServer.run(.standard, limits: limits) { server in
+            try await server.upsert("alice", "bob")
+            let cids = ["messaging:busy", "messaging:q1", "messaging:q2", "messaging:q3"]
+            for cid in cids { try await server.createChannel(cid, members: ["alice", "bob"]) }
+            let marker = try await server.send("messaging:busy", id: "marker", from: "alice")
+            let since = try #require(marker["message"]["created_at"].time)
+            for index in 1...6 { try await server.send("messaging:busy", id: "busy\(index)", from: "bob") }
+            for channel in 1...3 {
+                for index in 1...3 { try await server.send("messaging:q\(channel)", id: "q\(channel)-\(index)", from: "bob") }
+            }
+            // Each q channel: three message.new, bob's message.read (R4) and channel.updated, 5 in all.
+            let first = try await sync(server, as: "alice", cids, since: since)
+            #expect(first["reload_cids"].array.compactMap(\.string) == ["messaging:busy"])
+            #expect(Set(first["events"].array.compactMap { $0["cid"].string }) == ["messaging:q1", "messaging:q2"])
+            #expect(first["events"].array.count == 10)
+            #expect(first["remaining_cids"].array.compactMap(\.string) == ["messaging:q3"])
+            let second = try await sync(server, as: "alice", ["messaging:q3"], since: since)
+            #expect(second["events"].array.count == 5)
+            #expect(second["remaining_cids"].array.isEmpty)
+            #expect(second["reload_cids"].array.isEmpty)
+        }
+    }
+
+    @Test("bad requests: each a clear 400 or 403, in Stream's format")
+    func badRequests() async throws {
+        try await TestServer.run { server in
+            let since = try await setUp(server)
+            let alice = try await server.token("alice")
+            let at = since.rfc3339
+            let tooMany = (0...255).map { "\"messaging:c\($0)\"" }.joined(separator: ",")
+            let old = Timestamp(microseconds: Timestamp.now().microseconds - 31 * 24 * 3600 * 1_000_000).rfc3339
+            for body in [
+                #"{"last_sync_at": "\#(at)"}"#,
+                #"{"channel_cids": [], "last_sync_at": "\#(at)"}"#,
+                #"{"channel_cids": [\#(tooMany)], "last_sync_at": "\#(at)"}"#,
+                #"{"channel_cids": ["no-colon"], "last_sync_at": "\#(at)"}"#,
+                #"{"channel_cids": ["messaging:s"]}"#,
+                #"{"channel_cids": ["messaging:s"], "last_sync_at": "yesterday"}"#,
+                #"{"channel_cids": ["messaging:s"], "last_sync_at": "\#(old)"}"#,
+                #"{"channel_cids": "messaging:s", "last_sync_at": "\#(at)"}"#,
+            ] {
+                try await server.call(.post, "/sync", body: body, token: alice).expectError(400, code: 4)
+            }
+            // A server token must name the user; a user token cannot act for another.
+            try await server.call(.post, "/sync", body: #"{"channel_cids": ["messaging:s"], "last_sync_at": "\#(at)"}"#)
+                .expectError(400, code: 4)
+            try await server.call(
+                .post, "/sync", body: #"{"channel_cids": ["messaging:s"], "last_sync_at": "\#(at)", "user_id": "bob"}"#,
+                token: alice
+            ).expectError(403, code: 17)
+            let asServer = try await server.ok(
+                .post, "/sync", #"{"channel_cids": ["messaging:s"], "last_sync_at": "\#(at)", "user_id": "alice"}"#)
+            #expect(asServer["events"].array.isEmpty)
+        }
+    }
+}
