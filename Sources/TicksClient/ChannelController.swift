@@ -18,9 +18,20 @@ public struct ChannelController: Sendable {
     }
 
     /// Fetches the channel's state from the server. `members` creates the
-    /// channel with them when it does not exist yet.
+    /// channel with them when it does not exist yet. What the device cache
+    /// kept shows first; with the server out of reach it stays, and the
+    /// channel loads after the next connect (this throws only when nothing is cached).
     public func load(createWithMembers members: [String]? = nil) async throws {
         try await client.load(cid, members: members)
+    }
+
+    /// Loads up to `limit` messages older than the oldest loaded one (the
+    /// device cache's first, then the server's), with their receipts. Returns
+    /// how many were added: 0 at the beginning of the channel
+    /// (`ChatChannel.hasOlderMessages` turns false).
+    @discardableResult
+    public func loadOlder(limit: Int? = nil) async throws -> Int {
+        try await client.loadOlder(cid, limit: max(1, min(limit ?? client.configuration.messagePageSize, 300)))
     }
 
     /// Sends a message: it is written to the outbox first and returned as

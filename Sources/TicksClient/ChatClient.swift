@@ -24,6 +24,8 @@ import TicksReceipts
 public actor ChatClient {
     public nonisolated let configuration: ChatClientConfiguration
     let outbox: Outbox
+    /// The server's state as the device keeps it, for an app opened offline.
+    let cache: ChannelCache
     var logger: Logger { configuration.logger }
 
     struct Session: Sendable {
@@ -32,18 +34,35 @@ public actor ChatClient {
         let socket: EventSocket
     }
 
-    private var session: Session?
+    var session: Session?
     /// Receipts sent as frames on the open socket (Ticks' extension to Stream's protocol).
     private let socketRequests = SocketRequests()
     /// The current user as the server last described them (`health.check`'s `me`).
-    private var me: User?
+    var me: User?
     private(set) var status: ConnectionStatus = .disconnected
     private var connectionTask: Task<Void, Never>?
 
-    private var models: [ChannelID: ChannelModel] = [:]
+    var models: [ChannelID: ChannelModel] = [:]
     /// Channels the app opened: their state is refreshed after every reconnect.
-    private var openChannels: Set<ChannelID> = []
+    var openChannels: Set<ChannelID> = []
     private var reloads: [ChannelID: Task<Void, Never>] = [:]
+    /// Channel lists the app asked for, by filter and order.
+    var lists: [ChannelListQuery: ChannelListState] = [:]
+    /// Each channel's row in a list, made again after the channel changes.
+    var summaries: [ChannelID: ChatChannelSummary] = [:]
+    /// The current user's unread totals over all their channels.
+    var totals = ChatUnreadTotals(totalUnreadCount: 0, unreadChannels: 0)
+    let totalsBroadcast = Broadcast<ChatUnreadTotals>(bufferSize: 16)
+
+    /// Channels changed since the cache was last written, and its writer.
+    var changedSinceFlush: Set<ChannelID> = []
+    var cacheFlush: Task<Void, Never>?
+    /// The server time up to which every change is known here (kept in the cache).
+    var syncedThrough: Timestamp?
+    /// The server's time when the socket (re)connected: changes after it arrive live.
+    var connectedAt: Timestamp?
+    /// Whether the changes made while the client was away have been caught up with.
+    var isCaughtUp = false
     /// Loads under way, and the events that arrived meanwhile (replayed on the loaded state).
     private var loadsInFlight: [ChannelID: Int] = [:]
     private var eventsDuringLoad: [ChannelID: [Event]] = [:]
@@ -66,7 +85,9 @@ public actor ChatClient {
 
     public init(configuration: ChatClientConfiguration) throws {
         self.configuration = configuration
-        self.outbox = try Outbox(configuration.outbox)
+        let database = try LocalDatabase(configuration.outbox)
+        self.outbox = Outbox(database)
+        self.cache = ChannelCache(database, limits: configuration.cacheLimits)
         self.delivery = DeliveryBatcher(batchSize: max(1, min(configuration.deliveryBatchSize, 100)))
     }
 
@@ -105,7 +126,10 @@ public actor ChatClient {
         await disconnect()
         if session?.userID != userID {
             models = [:]
+            lists = [:]
+            summaries = [:]
             me = nil
+            syncedThrough = nil
         }
         let api = APIClient(
             baseURL: configuration.baseURL, apiKey: configuration.apiKey, token: token,
@@ -115,6 +139,9 @@ public actor ChatClient {
             healthCheckInterval: configuration.healthCheckInterval, requests: socketRequests, logger: logger)
         session = Session(userID: userID, api: api, socket: socket)
         local = Dictionary(uniqueKeysWithValues: try await outbox.entries(of: userID).map { ($0.id, $0) })
+        // What the device kept from an earlier run shows at once, before the network answers.
+        if models.isEmpty { await restoreFromCache(userID) }
+        isCaughtUp = false
         publishAll()
 
         let statuses = statusBroadcast.subscribe()
@@ -145,6 +172,8 @@ public actor ChatClient {
         deliveryTask = nil
         for task in reloads.values { task.cancel() }
         reloads = [:]
+        isCaughtUp = false
+        await flushCache()
         if status != .disconnected, !isRefused { setStatus(.disconnected) }
     }
 
@@ -183,8 +212,9 @@ public actor ChatClient {
         }
     }
 
-    /// After every (re)connect: send what waits in the outbox, refresh the open
-    /// channels (missed receipts), and mark delivered what arrived while away.
+    /// After every (re)connect: send what waits in the outbox, catch up with
+    /// what changed while away (`POST /sync` for every known channel, reloads
+    /// where that cannot tell), and mark delivered what arrived meanwhile.
     private func didConnect() {
         guard let session else { return }
         if configuration.resendsFailedOnReconnect {
@@ -195,7 +225,7 @@ public actor ChatClient {
         for cid in Set(local.values.compactMap { ChannelID(cid: $0.cid) }) {
             startSending(cid)
         }
-        for cid in openChannels { scheduleReload(cid, delay: .zero) }
+        Task { await self.catchUp(session) }
         if configuration.marksDelivered {
             Task { await self.catchUpDelivered(session) }
         }
@@ -205,15 +235,21 @@ public actor ChatClient {
 
     func handle(_ event: Event) async {
         guard let session else { return }
+        if isCaughtUp, syncedThrough.map({ $0 < event.createdAt }) ?? true { syncedThrough = event.createdAt }
         if event.type == .healthCheck {
             if let me = event.me {
                 self.me = me.user
+                setTotals(ChatUnreadTotals(totalUnreadCount: me.totalUnreadCount, unreadChannels: me.unreadChannels))
             }
             if let connectionID = event.connectionID, !status.isConnected {
+                connectedAt = event.createdAt
                 setStatus(.connected(connectionID: connectionID))
                 didConnect()
             }
             return
+        }
+        if let total = event.totalUnreadCount {
+            setTotals(ChatUnreadTotals(totalUnreadCount: total, unreadChannels: event.unreadChannels ?? totals.unreadChannels))
         }
         guard let cid = event.cid.flatMap(ChannelID.init(cid:)) else { return }
         if event.type == .messageNew, let message = event.message, message.user.id == session.userID,
@@ -238,9 +274,13 @@ public actor ChatClient {
 
     /// A handle on a channel. Nothing is fetched yet: call `load()`, or wait
     /// for the next connect, which loads every channel opened this way.
+    /// What the device cache kept of it shows at once.
     public func channel(_ cid: ChannelID) -> ChannelController {
         openChannels.insert(cid)
         if models[cid] == nil { models[cid] = ChannelModel(cid: cid) }
+        if models[cid]?.hasOlderInCache == true {
+            Task { await self.restoreCachedMessages(cid) }
+        }
         return ChannelController(cid: cid, client: self)
     }
 
@@ -269,11 +309,16 @@ public actor ChatClient {
         return broadcast.subscribe(startingWith: try? state(of: cid))
     }
 
-    private func outboxEntries(in cid: ChannelID) -> [OutboxEntry] {
+    func outboxEntries(in cid: ChannelID) -> [OutboxEntry] {
         local.values.filter { $0.cid == cid.rawValue }.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
     }
 
-    private func publish(_ cid: ChannelID) {
+    /// A channel changed: its subscribers, the lists that show it (or now
+    /// should) and the cache hear of it.
+    func publish(_ cid: ChannelID) {
+        summaries[cid] = nil
+        noteChangedForCache(cid)
+        updateLists(for: cid)
         guard let broadcast = channelBroadcasts[cid], broadcast.subscriberCount > 0,
             let snapshot = try? state(of: cid)
         else { return }
@@ -281,14 +326,28 @@ public actor ChatClient {
     }
 
     private func publishAll() {
+        summaries = [:]
         for cid in channelBroadcasts.keys { publish(cid) }
+        for query in lists.keys { publishList(query) }
     }
 
     /// Fetches the channel's state; creates the channel with `members` if it
-    /// does not exist and members are given.
+    /// does not exist and members are given. With the server out of reach,
+    /// a channel the device cache kept shows what it kept (and is loaded
+    /// again after the next connect) rather than failing.
     func load(_ cid: ChannelID, members: [String]? = nil) async throws {
         guard let session else { throw TicksClientError.notConnected }
         openChannels.insert(cid)
+        await restoreCachedMessages(cid)
+        do {
+            try await fetch(cid, members: members, session: session)
+        } catch let error as TicksClientError where error.isTransient && models[cid]?.isLoaded == true {
+            logger.debug("showing the cached channel", metadata: ["cid": "\(cid)", "error": "\(error)"])
+        }
+    }
+
+    /// The channel's newest messages and read states from the server.
+    private func fetch(_ cid: ChannelID, members: [String]?, session: Session) async throws {
         loadsInFlight[cid, default: 0] += 1
         defer {
             loadsInFlight[cid, default: 1] -= 1
@@ -300,13 +359,22 @@ public actor ChatClient {
         let state = try await session.api.queryChannel(
             cid, messageLimit: configuration.messagePageSize, members: members)
         guard self.session?.userID == session.userID else { return }
+        await absorb(state, session: session, replaying: eventsDuringLoad[cid] ?? [])
+    }
+
+    /// Takes a channel's state from the server (a load, or a list's page).
+    /// Events that arrived while it was on its way may be newer than it:
+    /// they are applied again (cursor moves are forward-only, so this is
+    /// safe; their receipts were already reported).
+    func absorb(_ state: ChannelState, session: Session, replaying events: [Event] = [], pageSize: Int? = nil) async {
+        guard let cid = ChannelID(cid: state.channel.cid) else { return }
         typeConfigs[cid.type] = state.channel.config
         var model = models[cid] ?? ChannelModel(cid: cid)
         let missed = model.load(state, currentUserID: session.userID)
-        // Events that arrived while the state was on its way may be newer than
-        // it: apply them again (cursor moves are forward-only, so this is safe).
-        // Their receipts were already reported.
-        for event in eventsDuringLoad[cid] ?? [] {
+        if state.messages.count < (pageSize ?? configuration.messagePageSize), !model.hasOlderInCache {
+            model.hasOlderMessages = false
+        }
+        for event in events {
             _ = model.apply(event, currentUserID: session.userID)
         }
         models[cid] = model
@@ -321,13 +389,36 @@ public actor ChatClient {
         }
     }
 
+    /// Up to `limit` messages older than the oldest loaded one: from the
+    /// device cache when it has them, else from the server (`id_lt`), with
+    /// their receipts. Returns how many were added (0: the beginning).
+    func loadOlder(_ cid: ChannelID, limit: Int) async throws -> Int {
+        guard let session else { throw TicksClientError.notConnected }
+        let before = models[cid]?.messages.count ?? 0
+        await restoreCachedMessages(cid)
+        let restored = (models[cid]?.messages.count ?? 0) - before
+        if restored > 0 { return restored }
+        guard let model = models[cid], model.isLoaded else {
+            try await load(cid)
+            return models[cid]?.messages.count ?? 0
+        }
+        guard let oldest = model.messages.first, model.hasOlderMessages else { return 0 }
+        let page = try await session.api.queryChannel(cid, messageLimit: limit, before: oldest.id)
+        guard var current = models[cid] else { return 0 }
+        let added = current.prependOlder(page.messages)
+        if page.messages.count < limit { current.hasOlderMessages = false }
+        models[cid] = current
+        publish(cid)
+        return added
+    }
+
     /// Reloads a channel soon, once, however many events ask for it.
-    private func scheduleReload(_ cid: ChannelID, delay: Duration) {
-        guard reloads[cid] == nil else { return }
+    func scheduleReload(_ cid: ChannelID, delay: Duration) {
+        guard reloads[cid] == nil, let session else { return }
         reloads[cid] = Task {
             try? await Task.sleep(for: delay)
             do {
-                try await self.load(cid)
+                try await self.fetch(cid, members: nil, session: session)
             } catch {
                 self.logger.debug("could not reload a channel", metadata: ["cid": "\(cid)", "error": "\(error)"])
             }
@@ -502,7 +593,8 @@ public actor ChatClient {
     public func receipts(for messageId: String) async throws -> MessageReceipts {
         guard let session else { throw TicksClientError.notConnected }
         let response = try await session.api.receipts(for: messageId)
-        let cid = models.values.first { $0.hasMessage(messageId) }?.cid ?? ChannelID(type: "", id: "")
+        guard let cid = response.cid.flatMap(ChannelID.init(cid:)) ?? models.values.first(where: { $0.hasMessage(messageId) })?.cid
+        else { throw TicksClientError.invalidResponse("the receipts of '\(messageId)' name no channel") }
         return MessageReceipts(
             receipts: response.receipts.map { receipt in
                 MessageReceipt(
@@ -515,7 +607,7 @@ public actor ChatClient {
     // MARK: Delivered
 
     /// Whether this device should tell senders their messages arrived.
-    private var marksDelivered: Bool {
+    var marksDelivered: Bool {
         configuration.marksDelivered && (me?.sharesDeliveryReceipts ?? true)
     }
 

@@ -58,6 +58,17 @@ public struct ChatClientConfiguration: Sendable {
     /// Whether failed messages go back to pending and are sent again after each
     /// reconnect (Stream leaves them failed until the user resends).
     public var resendsFailedOnReconnect = false
+    /// Channels per page of a channel list (at most 30, the server's limit).
+    public var channelListPageSize = 20
+    /// Newest messages loaded with each channel of a list page.
+    public var channelListMessageLimit = 10
+    /// What the device cache keeps (in the outbox's database).
+    public var cacheLimits = CacheLimits()
+    /// How long after a change the cache is written (changes in between are written together).
+    public var cacheWriteDelay: Duration = .milliseconds(250)
+    /// How far before the last change seen a sync starts, for clocks of
+    /// several server nodes and events that were on their way.
+    public var syncOverlap: Duration = .seconds(5)
     public var logger = Logger(label: "ticks.client")
 
     public init(baseURL: URL, apiKey: String, outbox: OutboxLocation = .inMemory) {

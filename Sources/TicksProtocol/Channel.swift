@@ -397,18 +397,21 @@ public struct Receipt: Codable, Sendable, Equatable {
 }
 
 public struct ReceiptsResponse: Codable, Sendable, Equatable {
+    /// The message's channel (absent from answers of servers before it was added).
+    public var cid: String?
     public var receipts: [Receipt]
     public var readCount: Int
     public var deliveredCount: Int
 
-    public init(receipts: [Receipt], readCount: Int, deliveredCount: Int) {
+    public init(cid: String?, receipts: [Receipt], readCount: Int, deliveredCount: Int) {
+        self.cid = cid
         self.receipts = receipts
         self.readCount = readCount
         self.deliveredCount = deliveredCount
     }
 
     enum CodingKeys: String, CodingKey {
-        case receipts
+        case cid, receipts
         case readCount = "read_count"
         case deliveredCount = "delivered_count"
     }

@@ -193,6 +193,33 @@ class Browser:
         indicator = self.indicator(text)
         return indicator.get_attribute("data-status") if indicator else None
 
+    def messages_shown(self):
+        """Every message item of the open channel in order, as (id, text, status, read count, tick colour);
+        one script rather than a round trip per item, for long histories."""
+        return [tuple(row) for row in self.driver.execute_script("""
+            return [...document.querySelectorAll('#messages li.message')].map((item) => {
+              const indicator = item.querySelector('.indicator');
+              return [item.dataset.key, item.querySelector('.text').textContent,
+                      indicator ? indicator.dataset.status : null, indicator ? indicator.dataset.readCount : null,
+                      indicator ? getComputedStyle(indicator).color : null];
+            });""")]
+
+    def offset_in_list(self, message_id, scroll_to=None):
+        """How far below the top of the message list's visible area a message is, in pixels; first
+        scrolled to `scroll_to` if given, in the same script (before the page can react to it)."""
+        return self.driver.execute_script("""
+            const list = document.getElementById('messages');
+            if (arguments[1] !== null) list.scrollTop = arguments[1];
+            const item = list.querySelector(`[data-key="${CSS.escape(arguments[0])}"]`);
+            return item.getBoundingClientRect().top - list.getBoundingClientRect().top;""", message_id, scroll_to)
+
+    def click_load_older(self):
+        """Clicks "Load older messages" where it is: a WebDriver click would first scroll the list to its
+        top, which loads the page by itself."""
+        button = self.find("#load-older")
+        assert button.is_displayed() and button.text == "Load older messages"
+        self.driver.execute_script("arguments[0].click()", button)
+
 
 # MARK: Two people
 
@@ -405,6 +432,110 @@ def test_read_events_off_hides_the_indicator_and_delivery_events_off_skips_deliv
     fay.wait(lambda: fay.find("#read-by li[data-user-id='gil']"), "gil in Read by")
     assert not fay.find("#delivered-section").is_displayed()
     fay.shot("quiet-receipts")
+
+
+# MARK: Older messages
+
+
+def demo_message_page(server):
+    """ticks-demo.js's MESSAGE_PAGE: how many messages a channel opens with, and each older page has."""
+    with urllib.request.urlopen(server.base_url + "/ticks-demo.js", timeout=5) as response:
+        return int(re.search(r"const MESSAGE_PAGE = (\d+);", response.read().decode()).group(1))
+
+
+BLUE_TICK = "rgb(11, 132, 216)"  # --blue-tick in ticks-demo.css
+
+
+def test_older_pages_load_at_the_top_and_show_their_own_receipts(demo, browsers):
+    page = demo_message_page(demo)
+    total = 2 * page + 5  # the newest page, a full older page, and 5 more
+    first_of_newest = total - page
+    # sam has read up to an older message and received further, both before the newest page; all his
+    # own messages come before his read cursor (his answer would make him a reader of all before it, R4).
+    read_upto, delivered_upto = page * 3 // 5, page * 9 // 10
+    assert read_upto < delivered_upto < first_of_newest
+    sams = set(range(0, read_upto, 7))
+    api = stream(demo)
+    api.upsert_users({"id": "rae", "name": "Rae"}, {"id": "sam", "name": "Sam"})
+    cid = f"messaging:history-{secrets.token_hex(3)}"
+    api.create_channel(cid, ["rae", "sam"], "rae", name="History")
+    ids = [f"h{secrets.token_hex(3)}-{index:03d}" for index in range(total)]
+    for index, message_id in enumerate(ids):
+        api.send_message(cid, "sam" if index in sams else "rae", f"line {index:03d}", message_id=message_id)
+    api.mark_delivered("sam", (cid, ids[delivered_upto]))
+    api.mark_read(cid, "sam", message_id=ids[read_upto])
+
+    def expected(first, read_upto=read_upto, delivered_upto=delivered_upto):
+        """The rows from message `first` to the newest: each once, in order, with its indicator."""
+        def status(index):
+            if index in sams:
+                return None
+            return "read" if index <= read_upto else "delivered" if index <= delivered_upto else "sent"
+        return [(ids[index], f"line {index:03d}", status(index)) for index in range(first, total)]
+
+    def shown(browser):
+        rows = browser.messages_shown()
+        for message_id, _, status, read_count, colour in rows:
+            # Blue ticks exactly when read, by the one other member; a read tick is a double tick.
+            assert (colour == BLUE_TICK) == (status == "read"), (message_id, status, colour)
+            assert status != "read" or read_count == "1", (message_id, read_count)
+        return [row[:3] for row in rows]
+
+    rae = browsers(demo.base_url, "rae")
+    rae.sign_in("rae", "Rae")
+    rae.open_channel("History")
+    rae.wait(lambda: len(rae.find_all("#messages li.message")) == page, "the newest page")
+    # sam's cursors point before the newest page: none of it has reached him.
+    assert shown(rae) == expected(first_of_newest)
+    assert rae.find("#load-older").text == "Load older messages"
+    rae.shot("newest-page")
+
+    # Scrolled to the top, the page before loads; the message that was at the top stays where it was.
+    top = rae.offset_in_list(ids[first_of_newest], scroll_to=0)
+    rae.shot("scrolled-to-the-top")
+    rae.wait(lambda: len(rae.find_all("#messages li.message")) == 2 * page, "the page before")
+    rae.wait(lambda: not rae.find_all(".history[data-state='loading']"), "the page to be drawn")
+    assert abs(rae.offset_in_list(ids[first_of_newest]) - top) <= 2, "the list jumped"
+    assert rae.driver.execute_script("return document.getElementById('messages').scrollTop") > 0
+    assert shown(rae) == expected(first_of_newest - page)
+    rae.shot("older-page-kept-in-place")
+
+    # The button loads the rest: fewer than a page, so the list says the conversation begins there.
+    rae.click_load_older()
+    rae.wait(lambda: rae.find_all(".history[data-state='beginning']"), "the beginning of the conversation")
+    assert rae.find(".history").text == "Beginning of the conversation"
+    assert not rae.find_all("#load-older")
+    rows = shown(rae)
+    assert len(rows) == total and len({row[0] for row in rows}) == total
+    assert rows == expected(0)
+    assert rows[read_upto][2] == "read" and rows[read_upto + 1][2] == "delivered"
+    assert rows[delivered_upto][2] == "delivered" and rows[delivered_upto + 1][2] == "sent"
+    rae.driver.execute_script("document.getElementById('messages').scrollTop = 0")
+    rae.shot("beginning")
+    rae.driver.execute_script(
+        "document.querySelector(`[data-key='${arguments[0]}']`).scrollIntoView({block: 'center'})", ids[read_upto])
+    rae.shot("read-then-delivered")
+
+    # sam reads further: the event moves his cursor to a message of an older page.
+    read_later = delivered_upto + 5
+    api.mark_read(cid, "sam", message_id=ids[read_later])
+    rae.wait(lambda: shown(rae)[read_later][2] == "read", "the older message to be read")
+    assert shown(rae) == expected(0, read_upto=read_later, delivered_upto=read_later)
+
+    # rae marks unread on another device: the page reloads the channel, back to its newest page, and
+    # paging again gives the same history, once each, with the reloaded cursors.
+    rae.driver.execute_script("const list = document.getElementById('messages'); list.scrollTop = list.scrollHeight")
+    api.call("POST", f"/channels/{cid.replace(':', '/')}/unread",
+             {"message_id": ids[first_of_newest + 10], "user": {"id": "rae"}})
+    rae.wait(lambda: len(rae.find_all("#messages li.message")) == page, "the reload to the newest page")
+    assert shown(rae) == expected(first_of_newest, read_upto=read_later, delivered_upto=read_later)
+    for pages in (2, 3):
+        rae.click_load_older()
+        rae.wait(lambda: len(rae.find_all("#messages li.message")) == min(total, pages * page),
+                 f"{pages} pages after the reload")
+    rae.wait(lambda: rae.find_all(".history[data-state='beginning']"), "the beginning again")
+    assert shown(rae) == expected(0, read_upto=read_later, delivered_upto=read_later)
+    rae.shot("paged-again-after-reload")
 
 
 # MARK: Failures

@@ -16,10 +16,43 @@ struct ChannelModel: Sendable {
     private var index: [String: Int] = [:]
     /// The read states the current user may see, by user id.
     var reads: [String: ReadState] = [:]
+    /// The server's state has been seen: loaded now, or kept in the cache from an earlier run.
     var isLoaded = false
+    /// Loaded from the server since this client connected (not only from the cache).
+    var isFresh = false
+    /// Whether the server may have messages older than the loaded ones.
+    var hasOlderMessages = true
+    /// Whether the device cache may hold older messages than the loaded ones.
+    var hasOlderInCache = false
+    /// False once the current user left the channel or it was deleted.
+    var isMember = true
 
     init(cid: ChannelID) {
         self.cid = cid
+    }
+
+    /// A channel as the device cache kept it: its head and newest message;
+    /// the older messages come from the cache when the channel is opened.
+    init(cid: ChannelID, cached head: CachedChannel.Head) {
+        self.cid = cid
+        channel = head.channel
+        members = head.members
+        reads = Dictionary(head.reads.map { ($0.user.id, $0) }, uniquingKeysWith: { $1 })
+        setMessages(head.newest.map { [$0] } ?? [])
+        isLoaded = true
+        hasOlderMessages = head.hasOlderMessages
+        hasOlderInCache = head.messageCount > 1
+    }
+
+    /// What the cache keeps of it; nil when there is nothing to keep.
+    var cached: CachedChannel? {
+        guard let channel, isLoaded, isMember else { return nil }
+        return CachedChannel(
+            cid: cid,
+            head: CachedChannel.Head(
+                channel: channel, members: members, reads: Array(reads.values), newest: messages.last,
+                hasOlderMessages: hasOlderMessages, messageCount: messages.count),
+            messages: messages)
     }
 
     var config: ChannelConfig? { channel?.config }
@@ -46,16 +79,28 @@ struct ChannelModel: Sendable {
 
     // MARK: Loading
 
-    /// Replaces everything with the server's state, and says which other
-    /// members' cursors moved forward compared with before (missed receipts).
+    /// Takes the server's state, and says which other members' cursors
+    /// moved forward compared with before (missed receipts). The state's
+    /// messages are the newest; older ones already loaded stay when the two
+    /// lists meet (history paged back stays), and go when there is a gap
+    /// between them or the channel was truncated.
     mutating func load(_ state: ChannelState, currentUserID: String) -> [MessageReceipt] {
         let before = reads
+        let truncated = state.channel.truncatedAt != channel?.truncatedAt
         channel = state.channel
         members = state.members
-        setMessages(state.messages)
+        let sorted = state.messages.sorted { $0.createdAt < $1.createdAt }
+        if !truncated, let oldest = sorted.first, let at = index[oldest.id] {
+            setMessages(Array(messages[..<at]) + sorted)
+        } else {
+            setMessages(sorted)
+            if truncated { hasOlderInCache = false }
+        }
         reads = Dictionary(state.read.map { ($0.user.id, $0) }, uniquingKeysWith: { $1 })
         let wasLoaded = isLoaded
         isLoaded = true
+        isFresh = true
+        isMember = state.membership != nil || state.members.contains { $0.userID == currentUserID }
         guard wasLoaded else { return [] }
         var receipts: [MessageReceipt] = []
         for (userID, read) in reads where userID != currentUserID {
@@ -72,6 +117,32 @@ struct ChannelModel: Sendable {
             }
         }
         return receipts
+    }
+
+    /// Adds a page of messages from before the oldest loaded one (`id_lt`),
+    /// which the server returns contiguous with it; says how many were new.
+    @discardableResult
+    mutating func prependOlder(_ page: [Message]) -> Int {
+        let oldest = messages.first?.createdAt
+        let older = page.filter { message in index[message.id] == nil && oldest.map { message.createdAt < $0 } ?? true }
+            .sorted { $0.createdAt < $1.createdAt }
+        guard !older.isEmpty else { return 0 }
+        setMessages(older + messages)
+        return older.count
+    }
+
+    /// Adds the cache's older messages when they meet the loaded ones (the
+    /// oldest loaded message is among them); with a gap between, they are
+    /// not the loaded ones' past and are left out.
+    mutating func prependCached(_ cached: [Message]) {
+        hasOlderInCache = false
+        guard let first = messages.first else {
+            setMessages(cached.sorted { $0.createdAt < $1.createdAt })
+            return
+        }
+        let sorted = cached.sorted { $0.createdAt < $1.createdAt }
+        guard let at = sorted.firstIndex(where: { $0.id == first.id }) else { return }
+        setMessages(Array(sorted[..<at]) + messages)
     }
 
     private mutating func setMessages(_ list: [Message]) {
@@ -134,10 +205,16 @@ struct ChannelModel: Sendable {
                 outcome.receipts.append(receipt(.delivered, userID: user.id, messageID: id, at: at, user: user))
             }
         case .notificationMarkRead:
-            if let unread = event.unreadCount, reads[currentUserID] != nil {
-                reads[currentUserID]?.unreadMessages = unread
-                outcome.changed = true
+            // The reader's own cursor as the server has it now (a sync tells it only this way).
+            guard reads[currentUserID] != nil else { break }
+            if let unread = event.unreadCount { reads[currentUserID]?.unreadMessages = unread }
+            if let id = event.lastReadMessageID, position(of: id) != nil,
+                reads[currentUserID]?.lastReadMessageID != id
+            {
+                reads[currentUserID]?.lastReadMessageID = id
+                reads[currentUserID]?.lastRead = event.createdAt
             }
+            outcome.changed = true
         case .notificationMarkUnread:
             guard let seq = position(of: event.lastReadMessageID) else {
                 outcome.needsReload = true
@@ -154,6 +231,7 @@ struct ChannelModel: Sendable {
         case .memberAdded:
             guard let member = event.member, !members.contains(where: { $0.userID == member.userID }) else { break }
             members.append(member)
+            if member.userID == currentUserID { isMember = true }
             // R5: a new member has received and read everything already there.
             let newestID = messages.last?.id
             let showsRead = showsReads(of: member.user, currentUserID: currentUserID)
@@ -172,6 +250,7 @@ struct ChannelModel: Sendable {
             // R6: the removed member's reads go with them.
             members.removeAll { $0.userID == userID }
             reads[userID] = nil
+            if userID == currentUserID { isMember = false }
             outcome.changed = true
         case .messageUpdated, .messageDeleted:
             // An edit or a delete changes the message, never the receipts: it keeps its place.
@@ -183,24 +262,37 @@ struct ChannelModel: Sendable {
             }
             members[at] = member
             outcome.changed = true
-        case .channelUpdated, .notificationAddedToChannel:
+        case .channelUpdated:
             guard let updated = event.channel else { break }
             channel = updated
             outcome.changed = true
+        case .notificationAddedToChannel:
+            channel = event.channel ?? channel
+            isMember = true
+            outcome.changed = true
+            // Its members, messages and read states are not in the event.
+            outcome.needsReload = !isLoaded
         case .notificationRemovedFromChannel:
             // The current user left or was removed: member.removed says the same, for others too.
             channel = event.channel ?? channel
             members.removeAll { $0.userID == currentUserID }
             reads[currentUserID] = nil
+            isMember = false
             outcome.changed = true
         case .channelTruncated:
             // Every message so far is gone and every cursor past them: load the channel again.
+            let truncatedAt = event.channel?.truncatedAt ?? event.createdAt
+            setMessages(messages.filter { truncatedAt < $0.createdAt })
+            channel = event.channel ?? channel
+            hasOlderInCache = false
+            outcome.changed = true
             outcome.needsReload = true
         case .channelDeleted:
             channel = event.channel ?? channel
             setMessages([])
             reads = [:]
             members = []
+            isMember = false
             outcome.changed = true
         case .healthCheck:
             break
@@ -223,6 +315,13 @@ struct ChannelModel: Sendable {
     @discardableResult
     mutating func stored(_ message: Message, currentUserID: String) -> Bool {
         guard insert(message), let seq = position(of: message.id) else { return false }
+        if let current = channel, (current.lastMessageAt ?? current.createdAt) < message.createdAt,
+            message.parentID == nil || message.showInChannel
+        {
+            // As the server keeps them: a message updates the channel too.
+            channel?.lastMessageAt = message.createdAt
+            channel?.updatedAt = max(current.updatedAt, message.createdAt)
+        }
         let author = message.user.id
         guard let shown = reads[author] else { return true }
         var update = ReceiptRules.sent(cursors(of: author), seq: seq)
@@ -284,6 +383,19 @@ struct ChannelModel: Sendable {
         MessageReceipt(
             messageId: messageID, cid: cid, user: ChatUser(user), receiptType: type,
             deliveredAt: type == .delivered ? at?.date : nil, readAt: type == .read ? at?.date : nil)
+    }
+
+    /// The current user marked every channel read: their cursors move to the
+    /// newest message, as the server's will (its events follow).
+    mutating func markedAllRead(currentUserID: String, at: Timestamp) -> Bool {
+        guard reads[currentUserID] != nil, let newestID = messages.last?.id else { return false }
+        let update = ReceiptRules.markRead(cursors(of: currentUserID), upTo: newest, newest: newest)
+        let user = reads[currentUserID]?.user ?? User(id: currentUserID)
+        applyMoves(update, userID: currentUserID, user: user, messageID: newestID, at: at)
+        let changed = update.changed || reads[currentUserID]?.unreadMessages != 0
+        reads[currentUserID]?.unreadMessages = 0
+        reads[currentUserID]?.firstUnreadMessageID = nil
+        return changed
     }
 
     // MARK: Delivered

@@ -7,8 +7,14 @@ public struct ChatChannel: Sendable, Equatable {
     public var cid: ChannelID
     /// The user the client is connected as.
     public var currentUserID: String
-    /// False until the server's state has been loaded once.
+    /// False until the channel's state is known: loaded from the server, or
+    /// kept by the device cache from an earlier run.
     public var isLoaded: Bool
+    /// True once the server's state was loaded since the client connected;
+    /// false while what shows came from the device cache.
+    public var isSynced: Bool
+    /// Whether older messages may exist than the loaded ones (`ChannelController.loadOlder()`).
+    public var hasOlderMessages: Bool
     /// Nil until loaded.
     public var config: ChatChannelConfig?
     public var members: [ChatUser]

@@ -53,44 +53,8 @@ extension OutboxEntry: FetchableRecord, PersistableRecord {
 final class Outbox: Sendable {
     private let database: any DatabaseWriter
 
-    init(_ location: OutboxLocation) throws {
-        switch location {
-        case .inMemory:
-            database = try DatabaseQueue()
-        case .file(let url):
-            try FileManager.default.createDirectory(
-                at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-            var configuration = Configuration()
-            configuration.prepareDatabase { db in
-                // An acknowledged write is on disk before `send` returns.
-                try db.execute(sql: "PRAGMA synchronous = FULL")
-            }
-            database = try DatabaseQueue(path: url.path, configuration: configuration)
-        }
-        try Self.migrator.migrate(database)
-    }
-
-    /// Named migrations; a shipped one is never edited.
-    static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1-outbox") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE outbox_message (
-                      id TEXT PRIMARY KEY NOT NULL,
-                      user_id TEXT NOT NULL,
-                      cid TEXT NOT NULL,
-                      text TEXT NOT NULL,
-                      custom TEXT NOT NULL DEFAULT '{}',
-                      created_at INTEGER NOT NULL,      -- microseconds since 1970
-                      state TEXT NOT NULL,              -- pending | failed
-                      attempts INTEGER NOT NULL DEFAULT 0,
-                      last_error TEXT
-                    );
-                    CREATE INDEX outbox_by_user ON outbox_message(user_id, created_at);
-                    """)
-        }
-        return migrator
+    init(_ database: LocalDatabase) {
+        self.database = database.writer
     }
 
     func add(_ entry: OutboxEntry) async throws {

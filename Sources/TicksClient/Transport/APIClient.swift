@@ -26,6 +26,13 @@ struct APIClient: Sendable {
 
     struct Pagination: Encodable {
         var limit: Int
+        /// Only messages older than this one (paging back through history).
+        var idLt: String? = nil
+
+        enum CodingKeys: String, CodingKey {
+            case limit
+            case idLt = "id_lt"
+        }
     }
 
     struct ChannelData: Encodable {
@@ -41,10 +48,14 @@ struct APIClient: Sendable {
     }
 
     /// The channel's state; creates it with `members` when it does not exist and members are given.
-    func queryChannel(_ cid: ChannelID, messageLimit: Int, members: [String]?) async throws -> ChannelState {
+    /// With `before`, its messages are the `messageLimit` older than that one.
+    func queryChannel(_ cid: ChannelID, messageLimit: Int, members: [String]? = nil, before: String? = nil)
+        async throws -> ChannelState
+    {
         try await call(
             .POST, "/channels/\(cid.type)/\(cid.id)/query",
-            body: ChannelQuery(messages: Pagination(limit: messageLimit), data: members.map { ChannelData(members: $0) }))
+            body: ChannelQuery(
+                messages: Pagination(limit: messageLimit, idLt: before), data: members.map { ChannelData(members: $0) }))
     }
 
     struct ChannelsQuery: Encodable {
@@ -54,16 +65,24 @@ struct APIClient: Sendable {
                 enum CodingKeys: String, CodingKey { case values = "$in" }
             }
             var members: In
+            var type: String?
+            var cid: In?
+        }
+        struct SortKey: Encodable {
+            var field: String
+            var direction: Int
         }
         var filterConditions: Filter
+        var sort: [SortKey]
         var limit: Int
+        var offset: Int
         var messageLimit: Int
         var state = true
         var watch = true
 
         enum CodingKeys: String, CodingKey {
             case filterConditions = "filter_conditions"
-            case limit
+            case sort, limit, offset
             case messageLimit = "message_limit"
             case state, watch
         }
@@ -73,12 +92,89 @@ struct APIClient: Sendable {
         var channels: [ChannelState]
     }
 
-    /// The user's channels, most recently active first.
-    func queryChannels(of userID: String, limit: Int, messageLimit: Int) async throws -> [ChannelState] {
+    /// A page of the user's channels matching `filter`, in `sort`'s order.
+    func queryChannels(
+        of userID: String, filter: ChannelListFilter = .all, sort: [ChannelListSort] = [.lastMessageAt],
+        limit: Int, offset: Int = 0, messageLimit: Int
+    ) async throws -> [ChannelState] {
+        var conditions = ChannelsQuery.Filter(members: .init(values: [userID]))
+        switch filter {
+        case .all: break
+        case .type(let type): conditions.type = type
+        case .cids(let cids): conditions.cid = .init(values: cids.map(\.rawValue))
+        }
         let query = ChannelsQuery(
-            filterConditions: .init(members: .init(values: [userID])), limit: limit, messageLimit: messageLimit)
+            filterConditions: conditions,
+            sort: sort.map { ChannelsQuery.SortKey(field: $0.field.rawValue, direction: $0.ascending ? 1 : -1) },
+            limit: limit, offset: offset, messageLimit: messageLimit)
         let list: ChannelList = try await call(.POST, "/channels", body: query)
         return list.channels
+    }
+
+    struct Empty: Encodable {}
+
+    /// Marks every channel of the user read (`POST /channels/read`).
+    func markAllRead() async throws {
+        let _: Ignored = try await call(.POST, "/channels/read", body: Empty())
+    }
+
+    struct SyncRequest: Encodable {
+        var channelCIDs: [String]
+        var lastSyncAt: Timestamp
+
+        enum CodingKeys: String, CodingKey {
+            case channelCIDs = "channel_cids"
+            case lastSyncAt = "last_sync_at"
+        }
+    }
+
+    struct SyncReply: Decodable {
+        var events: [Event]
+        var reloadCIDs: [String]
+        var remainingCIDs: [String]
+
+        enum CodingKeys: String, CodingKey {
+            case events
+            case reloadCIDs = "reload_cids"
+            case remainingCIDs = "remaining_cids"
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            // An event type this client does not know is skipped, as on the socket.
+            events = try container.decode([Lenient<Event>].self, forKey: .events).compactMap(\.value)
+            reloadCIDs = try container.decodeIfPresent([String].self, forKey: .reloadCIDs) ?? []
+            remainingCIDs = try container.decodeIfPresent([String].self, forKey: .remainingCIDs) ?? []
+        }
+    }
+
+    /// The events the user missed in `cids` since `since` (at most 255 cids).
+    func sync(_ cids: [ChannelID], since: Timestamp) async throws -> SyncReply {
+        try await call(.POST, "/sync", body: SyncRequest(channelCIDs: cids.map(\.rawValue), lastSyncAt: since))
+    }
+
+    struct PrivacyUpdate: Encodable {
+        var users: [Change]
+
+        struct Change: Encodable {
+            var id: String
+            var set: Fields
+        }
+        struct Fields: Encodable {
+            var privacySettings: PrivacySettings
+            enum CodingKeys: String, CodingKey { case privacySettings = "privacy_settings" }
+        }
+    }
+
+    struct UsersReply: Decodable {
+        var users: [String: User]
+    }
+
+    /// Sets the user's own privacy settings (R10); returns the user as stored.
+    func setPrivacy(of userID: String, _ settings: PrivacySettings) async throws -> User? {
+        let reply: UsersReply = try await call(
+            .PATCH, "/users", body: PrivacyUpdate(users: [.init(id: userID, set: .init(privacySettings: settings))]))
+        return reply.users[userID]
     }
 
     struct NewMessage: Encodable {
@@ -297,6 +393,15 @@ struct APIClient: Sendable {
         } catch {
             throw TicksClientError.invalidResponse("\(method) \(path): \(error)")
         }
+    }
+}
+
+/// A value decoded when it can be, skipped (nil) when it cannot.
+struct Lenient<Value: Decodable>: Decodable {
+    var value: Value?
+
+    init(from decoder: any Decoder) throws {
+        value = try? Value(from: decoder)
     }
 }
 

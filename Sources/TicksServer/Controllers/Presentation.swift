@@ -97,7 +97,7 @@ enum Presenter {
             return left != right ? left > right : lhs.user.id < rhs.user.id
         }
         return ReceiptsResponse(
-            receipts: entries, readCount: entries.count { $0.readAt != nil },
+            cid: receipts.channel.cid, receipts: entries, readCount: entries.count { $0.readAt != nil },
             deliveredCount: entries.count { $0.deliveredAt != nil })
     }
 }

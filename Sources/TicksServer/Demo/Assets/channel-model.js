@@ -3,23 +3,37 @@
 
 const byCreation = (a, b) => Date.parse(a.created_at) - Date.parse(b.created_at);
 
+/** A time to compare; none is earlier than any. */
+const instant = (iso) => (iso ? Date.parse(iso) : -Infinity);
+
 /**
  * One channel as the server described it, kept current by events. Cursors are
  * message ids; a cursor's position is its message's place in the loaded log
- * (1 = oldest loaded, 0 = none or older than what is loaded).
+ * (1 = oldest loaded, 0 = none or older than what is loaded). The log is the
+ * newest page, plus the older pages loaded since: positions are recounted
+ * when older messages come, so a cursor that was older than the log resolves
+ * as soon as its message is loaded.
  */
 export class ChannelModel {
-  constructor(state) {
-    this.load(state);
+  /** `state` answers a query for the newest `pageSize` messages. */
+  constructor(state, pageSize) {
+    this.generation = 0;
+    this.load(state, pageSize);
   }
 
-  load(state) {
+  load(state, pageSize) {
     this.channel = state.channel;
     this.members = state.members ?? [];
     this.messages = [...(state.messages ?? [])].sort(byCreation);
     this.reindex();
     // The read states this user may see: their own, and others' unless hidden (R8, R10).
     this.reads = new Map((state.read ?? []).map((read) => [read.user.id, { ...read }]));
+    // A short page is the whole history; a full one may have more before it.
+    this.beginningLoaded = this.messages.length < (pageSize ?? Infinity);
+    // A page of older messages asked for before this load belongs to a log
+    // that is gone: its answer is dropped (see `generation`).
+    this.loadingOlder = false;
+    this.generation += 1;
   }
 
   get cid() {
@@ -91,6 +105,68 @@ export class ChannelModel {
       this.moveCursor(author.user, readsShown ? "read" : "delivered", message.id, message.created_at);
     }
     return true;
+  }
+
+  /**
+   * Adds a page of messages older than the loaded ones, with the read states
+   * that came in the same answer; `complete` when the page reaches the first
+   * message. A message already loaded is not added twice. Returns how many
+   * were added.
+   */
+  addOlder(messages, reads, { complete, me }) {
+    const fresh = messages.filter((message) => !this.index.has(message.id));
+    // The page first: a stable sort keeps the server's order between equal times.
+    this.messages = [...fresh, ...this.messages].sort(byCreation);
+    this.reindex();
+    this.mergeReads(reads, me);
+    if (complete) this.beginningLoaded = true;
+    return fresh.length;
+  }
+
+  /**
+   * Takes in read states answered after the loaded ones (they are the
+   * channel's current state). Others' cursors only move forward (R2), so each
+   * keeps the further of the two; the user's own read cursor also moves back
+   * (mark unread, R7), so for it the later move wins.
+   */
+  mergeReads(reads, me) {
+    for (const fresh of reads) {
+      const known = this.reads.get(fresh.user.id);
+      if (!known) {
+        this.reads.set(fresh.user.id, { ...fresh });
+        continue;
+      }
+      // The answer's user is current (their privacy settings, R10).
+      const merged = { ...known, user: fresh.user };
+      const laterOwnMove =
+        fresh.user.id === me && instant(fresh.last_read) > instant(known.last_read);
+      if (laterOwnMove || this.isFurther(fresh.last_read_message_id, known.last_read_message_id)) {
+        merged.last_read_message_id = fresh.last_read_message_id;
+        merged.last_read = fresh.last_read;
+        // The counts belong with the cursor they were counted from.
+        merged.unread_messages = fresh.unread_messages;
+        merged.first_unread_message_id = fresh.first_unread_message_id;
+      }
+      if (this.isFurther(fresh.last_delivered_message_id, known.last_delivered_message_id)) {
+        merged.last_delivered_message_id = fresh.last_delivered_message_id;
+        merged.last_delivered_at = fresh.last_delivered_at;
+      }
+      this.reads.set(fresh.user.id, merged);
+    }
+  }
+
+  /**
+   * Whether cursor `candidate` is past cursor `current` in the loaded log. An
+   * id that is not loaded is older than the log, or newer (its `message.new`
+   * is still on its way): a loaded cursor is kept over it until it resolves,
+   * but it replaces a cursor that resolves to nothing.
+   */
+  isFurther(candidate, current) {
+    if (candidate == null || candidate === current) return false;
+    const candidateAt = this.position(candidate);
+    const currentAt = this.position(current);
+    if (candidateAt == null) return !currentAt;
+    return candidateAt > (currentAt ?? 0);
   }
 
   /**

@@ -3,11 +3,24 @@
 // build step. It behaves like the Swift SDK (docs/sdk.md): cursors are message
 // ids compared by position in the loaded log, messages are marked delivered
 // when they arrive and read when the list is visible and at the bottom, and
-// state is reloaded after every (re)connection.
+// state is reloaded after every (re)connection. A channel opens on its newest
+// page of messages; older pages are loaded at the top of the list, each with
+// the members' current cursors, so older messages show their receipts too.
 
 import { ChannelModel } from "./channel-model.js";
 import { API, EventSocket, requestDemoToken } from "./connection.js";
-import { avatar, displayName, element, exactTime, messageElement, reconcile, timeElement } from "./views.js";
+import {
+  avatar,
+  displayName,
+  element,
+  exactTime,
+  historyElement,
+  keepScroll,
+  messageElement,
+  reconcile,
+  scrollAnchor,
+  timeElement,
+} from "./views.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -17,6 +30,9 @@ const randomHex = (bytes) =>
 
 /** Whether a scrolled list shows its end (a little slack for rounding). */
 const isAtBottom = (list) => list.scrollHeight - list.scrollTop - list.clientHeight <= 24;
+
+/** Whether a scrolled list shows its beginning, where older messages are loaded. */
+const isAtTop = (list) => list.scrollTop <= 24;
 
 const SESSION_KEY = "ticks-demo-session"; // sessionStorage: each tab may be another user
 const RECENT_KEY = "ticks-demo-recent-users"; // localStorage: shared by the windows of a browser
@@ -199,8 +215,8 @@ class DemoApp {
     });
     const loaded = new Map();
     for (const state of answer.channels) {
-      const model = this.channels.get(state.channel.cid) ?? new ChannelModel(state);
-      model.load(state);
+      const model = this.channels.get(state.channel.cid) ?? new ChannelModel(state, MESSAGE_PAGE);
+      model.load(state, MESSAGE_PAGE);
       loaded.set(model.cid, model);
     }
     this.channels = loaded;
@@ -218,9 +234,39 @@ class DemoApp {
       watch: true,
       messages: { limit: MESSAGE_PAGE },
     });
-    channel.load(state);
+    channel.load(state, MESSAGE_PAGE);
     this.deliverNewest(channel);
     this.renderAll();
+  }
+
+  /**
+   * Loads the page of messages before the oldest loaded one. The answer holds
+   * the page oldest first (fewer than asked when it reaches the first
+   * message) and every member's current read state, taken in too: a cursor
+   * may point into the page, or have moved since the channel was loaded.
+   */
+  async loadOlder(channel = this.openChannel) {
+    const oldest = channel?.messages[0];
+    if (!oldest || channel.beginningLoaded || channel.loadingOlder) return;
+    const generation = channel.generation;
+    channel.loadingOlder = true;
+    this.renderAll();
+    try {
+      const { type, id } = channel.channel;
+      const answer = await this.api.call("POST", `/channels/${type}/${encodeURIComponent(id)}/query`, {
+        state: true,
+        messages: { limit: MESSAGE_PAGE, id_lt: oldest.id },
+      });
+      // A reload meanwhile replaced the log this page was asked for (it starts again from the newest page).
+      if (channel.generation !== generation || this.channels.get(channel.cid) !== channel) return;
+      const messages = answer.messages ?? [];
+      channel.addOlder(messages, answer.read ?? [], { complete: messages.length < MESSAGE_PAGE, me: this.me });
+    } catch (error) {
+      this.notify("Could not load older messages", error);
+    } finally {
+      if (channel.generation === generation) channel.loadingOlder = false;
+      this.renderAll();
+    }
   }
 
   async loadChannelTypes() {
@@ -457,7 +503,7 @@ class DemoApp {
         watch: true,
         messages: { limit: MESSAGE_PAGE },
       });
-      const channel = new ChannelModel(state);
+      const channel = new ChannelModel(state, MESSAGE_PAGE);
       this.channels.set(channel.cid, channel);
       form.reset();
       $("new-channel").open = false;
@@ -533,13 +579,22 @@ class DemoApp {
 
     const list = $("messages");
     const wasAtBottom = isAtBottom(list);
-    const scrollTop = list.scrollTop;
+    // Scrolled up, the message in view stays in place while older ones are added above it.
+    const anchor = wasAtBottom ? null : scrollAnchor(list);
     const waiting = [...this.outbox.values()].filter((entry) => entry.cid === channel.cid && !channel.has(entry.message.id));
-    reconcile(list, [
-      ...channel.messages.map((message) => messageElement(channel, message, this.me, null)),
-      ...waiting.map((entry) => messageElement(channel, entry.message, this.me, entry)),
-    ]);
-    list.scrollTop = scrollToBottom || wasAtBottom ? list.scrollHeight : scrollTop;
+    reconcile(
+      list,
+      [
+        historyElement(channel),
+        ...channel.messages.map((message) => messageElement(channel, message, this.me, null)),
+        ...waiting.map((entry) => messageElement(channel, entry.message, this.me, entry)),
+      ].filter(Boolean),
+    );
+    if (scrollToBottom || wasAtBottom) {
+      list.scrollTop = list.scrollHeight;
+    } else {
+      keepScroll(list, anchor);
+    }
     this.markReadIfSeen();
   }
 
@@ -625,6 +680,10 @@ class DemoApp {
       this.send(text);
     });
     $("messages").addEventListener("click", (event) => {
+      if (event.target.closest("button.load-older")) {
+        this.loadOlder();
+        return;
+      }
       const resend = event.target.closest("button.resend");
       if (resend) {
         const entry = this.outbox.get(resend.dataset.messageId);
@@ -644,6 +703,7 @@ class DemoApp {
       requestAnimationFrame(() => {
         scheduled = false;
         this.markReadIfSeen();
+        if (isAtTop($("messages"))) this.loadOlder();
       });
     });
     document.addEventListener("visibilitychange", () => this.markReadIfSeen());

@@ -111,6 +111,53 @@ export function messageElement(channel, message, me, outboxEntry) {
 }
 
 /**
+ * The first item of the message list: a button that loads older messages, or
+ * a note that the conversation begins here (nothing in an empty channel).
+ * While a page loads the button stays, and focusable, but says so.
+ */
+export function historyElement(channel) {
+  const common = { className: "history", "data-key": "history" };
+  if (channel.beginningLoaded) {
+    if (channel.messages.length === 0) return null;
+    return element("li", { ...common, "data-state": "beginning" }, "Beginning of the conversation");
+  }
+  const loading = channel.loadingOlder;
+  return element(
+    "li",
+    { ...common, "data-state": loading ? "loading" : "more" },
+    element(
+      "button",
+      { type: "button", id: "load-older", className: "load-older link", "aria-disabled": loading ? "true" : null },
+      loading ? "Loading older messages…" : "Load older messages",
+    ),
+  );
+}
+
+/**
+ * Where the first message visible in a scrolled list is, so that it can stay
+ * in place while messages are added above it (`keepScroll`).
+ */
+export function scrollAnchor(list) {
+  const top = list.getBoundingClientRect().top;
+  for (const node of list.children) {
+    if (node.classList.contains("history")) continue;
+    const rect = node.getBoundingClientRect();
+    if (rect.bottom > top) return { key: node.dataset.key, offset: rect.top - top, scrollTop: list.scrollTop };
+  }
+  return { key: null, offset: 0, scrollTop: list.scrollTop };
+}
+
+/** Scrolls `list` so that the anchor's message is where it was; if it is gone, back to the same offset. */
+export function keepScroll(list, anchor) {
+  const node = anchor.key ? list.querySelector(`:scope > [data-key="${CSS.escape(anchor.key)}"]`) : null;
+  if (!node) {
+    list.scrollTop = anchor.scrollTop;
+    return;
+  }
+  list.scrollTop += node.getBoundingClientRect().top - list.getBoundingClientRect().top - anchor.offset;
+}
+
+/**
  * Makes `list`'s children the `fresh` nodes (each with a `data-key`), keeping
  * every existing child that is unchanged, so that focus, hover and scroll stay
  * put while events arrive; when the focused child had to be replaced, the
