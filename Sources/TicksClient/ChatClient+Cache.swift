@@ -112,7 +112,8 @@ extension ChatClient {
             }
         }
         guard self.session?.userID == session.userID else { return }
-        for cid in openChannels where !synced || models[cid]?.isFresh != true && models[cid]?.isLoaded != true {
+        // Open channels never loaded load now; all of them when sync could not tell.
+        for cid in openChannels where !synced || models[cid]?.isLoaded != true {
             scheduleReload(cid, delay: .zero)
         }
         for (query, list) in lists where list.isLoaded && (!list.isFresh || !synced) {
@@ -135,8 +136,15 @@ extension ChatClient {
             pending.removeFirst(batch.count)
             let reply = try await session.api.sync(batch, since: since)
             for event in reply.events { await handle(event) }
-            for cid in reply.reloadCIDs.compactMap(ChannelID.init(cid:)) { scheduleReload(cid, delay: .zero) }
-            pending = reply.remainingCIDs.compactMap(ChannelID.init(cid:)) + pending
+            let reload = reply.reloadCIDs.compactMap(ChannelID.init(cid:))
+            for cid in reload { scheduleReload(cid, delay: .zero) }
+            let remaining = reply.remainingCIDs.compactMap(ChannelID.init(cid:))
+            pending = remaining + pending
+            // The others are now as the server has them.
+            for cid in batch where !reload.contains(cid) && !remaining.contains(cid) && models[cid]?.isFresh == false {
+                models[cid]?.isFresh = true
+                publish(cid)
+            }
         }
     }
 }

@@ -263,7 +263,9 @@ public actor ChatClient {
         let outcome = model.apply(event, currentUserID: session.userID)
         models[cid] = model
         for receipt in outcome.receipts { receiptBroadcast.yield(receipt) }
-        if outcome.needsReload { scheduleReload(cid, delay: .milliseconds(50)) }
+        // A channel heard of but not known here: load it, for the lists it may join.
+        let unknown = model.channel == nil && model.isMember && !lists.isEmpty
+        if outcome.needsReload || unknown { scheduleReload(cid, delay: .milliseconds(50)) }
         if outcome.changed { publish(cid) }
         if event.type == .messageNew, let message = event.message, message.user.id != session.userID {
             noteArrived(message, in: cid)

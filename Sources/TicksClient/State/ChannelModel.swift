@@ -173,8 +173,10 @@ struct ChannelModel: Sendable {
             // A reply shown only in its thread is not one of the channel's messages.
             guard let message = event.message, message.parentID == nil || message.showInChannel else { break }
             outcome.changed = stored(message, currentUserID: currentUserID)
-            if message.user.id != currentUserID, let unread = event.unreadCount {
+            // The recipient's own count as the server has it after this message.
+            if let unread = event.unreadCount, reads[currentUserID] != nil, reads[currentUserID]?.unreadMessages != unread {
                 reads[currentUserID]?.unreadMessages = unread
+                outcome.changed = true
             }
         case .messageRead:
             // A thread marked read moves that thread's read state, not the channel's cursors.
@@ -329,6 +331,8 @@ struct ChannelModel: Sendable {
             update.moves.removeAll { $0.kind == .read }
         }
         applyMoves(update, userID: author, user: message.user, messageID: message.id, at: message.createdAt)
+        // R4: an own message that is the newest leaves nothing unread before it.
+        if author == currentUserID, seq == newest { reads[author]?.unreadMessages = 0 }
         return true
     }
 
