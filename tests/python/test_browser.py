@@ -538,6 +538,53 @@ def test_older_pages_load_at_the_top_and_show_their_own_receipts(demo, browsers)
     rae.shot("paged-again-after-reload")
 
 
+def test_a_page_of_older_messages_takes_in_the_read_states_it_came_with(demo, browsers):
+    """The page's own model (channel-model.js, as served) given answers that race with events: the read
+    states of a page's answer are current, but an event may have moved a cursor further meanwhile."""
+    page = browsers(demo.base_url, "model")
+    results = page.driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        import('/channel-model.js').then(({ ChannelModel, indicatorFor }) => {
+          const at = (index) => new Date(Date.UTC(2026, 0, 1, 0, 0, index)).toISOString();
+          const message = (index) => ({ id: `m${index}`, text: `m${index}`, created_at: at(index),
+                                        user: { id: index === 0 ? 'sam' : 'rae' } });
+          const read = (user, readID, deliveredID, when, unread = 0) => ({
+            user: { id: user }, last_read_message_id: readID, last_read: when,
+            last_delivered_message_id: deliveredID, last_delivered_at: when, unread_messages: unread });
+          const all = [...Array(10).keys()].map(message);
+          // The newest page is m6-m9; sam has read m2 and received m4, both older than it.
+          const channel = new ChannelModel({
+            channel: { cid: 'messaging:model', config: {}, member_count: 2 }, messages: all.slice(6),
+            read: [read('rae', 'm9', 'm9', at(20)), read('sam', 'm2', 'm4', at(20))] }, 4);
+          const statuses = () => channel.messages.map((m) => indicatorFor(channel, m, 'rae')?.status ?? null);
+          const results = { newest: statuses(), beginning: channel.beginningLoaded };
+          // The page m3-m6 (m6 again) comes with sam's current read state: read m3, received m5.
+          results.added = channel.addOlder(all.slice(3, 7), [read('rae', 'm9', 'm9', at(20)),
+                                                            read('sam', 'm3', 'm5', at(21))],
+                                           { complete: false, me: 'rae' });
+          results.afterPage = statuses();
+          // An event moves sam's read to m7; a page answered before it says m3: the event stays.
+          channel.moveCursor({ id: 'sam' }, 'read', 'm7', at(22));
+          channel.addOlder(all.slice(0, 3), [read('sam', 'm3', 'm5', at(21)),
+                                             read('rae', 'm1', 'm9', at(23), 8)], { complete: true, me: 'rae' });
+          results.afterBeginning = statuses();
+          results.ids = channel.messages.map((m) => m.id);
+          results.beginning2 = channel.beginningLoaded;
+          // rae marked unread from m2 elsewhere (a later move of her own read cursor back): taken.
+          results.own = [channel.reads.get('rae').last_read_message_id, channel.unreadCount('rae')];
+          done(results);
+        }).catch((error) => done({ error: String(error) }));
+    """)
+    assert "error" not in results, results
+    assert results["newest"] == ["sent"] * 4 and results["beginning"] is False
+    assert results["added"] == 3  # m6 was loaded already
+    assert results["afterPage"] == ["read", "delivered", "delivered", "sent", "sent", "sent", "sent"]
+    assert results["ids"] == [f"m{index}" for index in range(10)]
+    assert results["afterBeginning"] == [None] + ["read"] * 7 + ["sent"] * 2
+    assert results["beginning2"] is True
+    assert results["own"] == ["m1", 8]
+
+
 # MARK: Failures
 
 
