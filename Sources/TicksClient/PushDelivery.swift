@@ -1,0 +1,62 @@
+import Foundation
+import TicksProtocol
+
+/// Marks a message delivered from where a push notification arrives — an
+/// iOS notification service extension, an Android messaging service —
+/// while the app itself is not running: one HTTP call, no WebSocket, no
+/// database, so it fits in an extension's few seconds and little memory.
+/// With it, ✓✓ means "on the phone", not "the app was opened".
+///
+/// ```swift
+/// // UNNotificationServiceExtension.didReceive(_:withContentHandler:)
+/// let delivery = PushDelivery(baseURL: server, apiKey: key)
+/// try? await delivery.markDelivered(payload: request.content.userInfo, token: storedToken)
+/// ```
+///
+/// The token is the user's token (kept by the app where the extension can
+/// read it, e.g. a shared keychain group). The server applies the user's
+/// privacy settings (R10) as for any mark delivered.
+public struct PushDelivery: Sendable {
+    public let baseURL: URL
+    public let apiKey: String
+    public let timeout: Duration
+
+    public init(baseURL: URL, apiKey: String, timeout: Duration = .seconds(10)) {
+        self.baseURL = baseURL
+        self.apiKey = apiKey
+        self.timeout = timeout
+    }
+
+    /// The message a push payload is about: Stream's (`{"stream": {"id":
+    /// message id, "cid": cid, …}}`), or `message_id` and `cid` at the top
+    /// level (a payload of one's own). Nil when it names none.
+    public static func message(in payload: [AnyHashable: Any]) -> (cid: ChannelID, messageID: String)? {
+        let fields = (payload["stream"] as? [AnyHashable: Any]) ?? payload
+        guard let id = (fields["id"] ?? fields["message_id"]) as? String ?? payload["message_id"] as? String,
+            let cidText = fields["cid"] as? String ?? payload["cid"] as? String,
+            let cid = ChannelID(cid: cidText), Identifier.isValid(id)
+        else { return nil }
+        return (cid, id)
+    }
+
+    /// `message(in:)` of a payload as JSON (as a push service hands it over).
+    public static func message(inJSON data: Data) -> (cid: ChannelID, messageID: String)? {
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+        return message(in: object)
+    }
+
+    /// Marks the message a push payload names delivered to the token's
+    /// user; false (and no call) when the payload names none.
+    @discardableResult
+    public func markDelivered(payload: [AnyHashable: Any], token: String) async throws -> Bool {
+        guard let (cid, messageID) = Self.message(in: payload) else { return false }
+        try await markDelivered(messageID: messageID, in: cid, token: token)
+        return true
+    }
+
+    /// Marks `messageID` (and everything before it in `cid`) delivered to the token's user.
+    public func markDelivered(messageID: String, in cid: ChannelID, token: String) async throws {
+        let api = APIClient(baseURL: baseURL, apiKey: apiKey, token: token, timeout: timeout)
+        try await api.markDelivered([(cid, messageID)])
+    }
+}
