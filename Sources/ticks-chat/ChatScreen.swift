@@ -6,42 +6,54 @@
 import Foundation
 import TicksClient
 
-/// What ticks-chat shows and does: the channel's lines, the connection
-/// status, command output, and what the user types.
+/// What ticks-chat shows and does: the channel list (unread badges, the
+/// user's totals) or one channel's lines, the connection status, command
+/// output, and what the user types.
 actor ChatScreen {
+    enum View {
+        case list
+        case channel(ChannelController, ReadTracker)
+    }
+
     let client: ChatClient
-    let channel: ChannelController
+    let list: ChannelListController
     let userID: String
     let renderer: Renderer
     /// Nil in log mode (not a terminal): lines are printed as they change.
     let terminal: Terminal?
 
-    private var state: ChatChannel?
+    private var view: View = .list
+    private var listState: ChatChannelList?
+    private var channelState: ChatChannel?
+    private var channelUpdates: Task<Void, Never>?
     private var status: ConnectionStatus = .connecting
     private var info: [String] = []
     private var input: [UInt8] = []
-    /// Log mode: the last line printed for each message id.
+    /// Log mode: the last line printed for each message id or list row.
     private var printed: [String: String] = [:]
-    private var markingRead = false
+    private var printedTotals: String?
     private var done = false
 
-    init(client: ChatClient, channel: ChannelController, userID: String, renderer: Renderer, terminal: Terminal?) {
+    init(client: ChatClient, list: ChannelListController, userID: String, renderer: Renderer, terminal: Terminal?) {
         self.client = client
-        self.channel = channel
+        self.list = list
         self.userID = userID
         self.renderer = renderer
         self.terminal = terminal
     }
 
-    /// Runs until /quit, Ctrl-C or the end of input.
-    func run() async {
+    /// Runs until /quit, Ctrl-C or the end of input, starting in `channel` if given, else in the list.
+    func run(opening channel: ChannelID?) async {
         terminal?.enableRawMode()
         defer { terminal?.restore() }
-        let updates = await channel.updates()
+        let rows = await list.updates()
         let statuses = await client.connectionStatuses()
         let keys = Self.readInput(raw: terminal != nil)
+        if let channel { await open(channel) }
+        // Offline at start is fine: the list shows what the cache kept, and loads when the connection comes.
+        Task { try? await self.list.load() }
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { for await state in updates { await self.show(state) } }
+            group.addTask { for await state in rows { await self.show(state) } }
             group.addTask { for await status in statuses { await self.show(status) } }
             group.addTask {
                 for await chunk in keys {
@@ -53,18 +65,61 @@ actor ChatScreen {
             await group.next()
             group.cancelAll()
         }
+        await closeChannel()
     }
 
     private func finish() {
         done = true
     }
 
+    // MARK: Views
+
+    private func open(_ cid: ChannelID) async {
+        await closeChannel()
+        let controller = await client.channel(cid)
+        let tracker = ReadTracker(channel: controller)
+        await tracker.setAtBottom(true)
+        await tracker.setAppActive(true)
+        view = .channel(controller, tracker)
+        channelState = nil
+        printed = [:]
+        let updates = await controller.updates()
+        channelUpdates = Task {
+            for await state in updates { await self.show(state) }
+        }
+        if terminal == nil { emit("-- \(cid) --") }
+        redraw()
+        do {
+            try await controller.load()
+        } catch {
+            say(["could not load \(cid): \(error)"])
+        }
+    }
+
+    private func closeChannel() async {
+        channelUpdates?.cancel()
+        channelUpdates = nil
+        if case .channel(_, let tracker) = view { await tracker.stop() }
+        view = .list
+        channelState = nil
+        printed = [:]
+        printedTotals = nil
+    }
+
     // MARK: Showing
 
     private func show(_ new: ChatChannel) async {
-        state = new
+        guard case .channel(let controller, let tracker) = view, controller.cid == new.cid else { return }
+        channelState = new
         redraw()
-        await markReadIfNeeded(new)
+        // What is on the screen is read (the newest lines that fit; all of them in log mode).
+        let rows = terminal.map { max($0.size.rows - 2 - min(info.count, 8), 1) } ?? new.messages.count
+        await tracker.setVisibleMessages(new.messages.suffix(rows).map(\.id))
+    }
+
+    private func show(_ new: ChatChannelList) {
+        listState = new
+        redraw()
     }
 
     private func show(_ new: ConnectionStatus) {
@@ -83,30 +138,46 @@ actor ChatScreen {
     }
 
     private func redraw() {
-        let lines = state.map(renderer.lines(of:)) ?? []
+        let totals = listState.map { ChatUnreadTotals(totalUnreadCount: $0.totalUnreadCount, unreadChannels: $0.unreadChannels) }
+        let unread = totals.map(renderer.totals) ?? ""
         if let terminal {
-            let header = "ticks-chat  \(channel.cid) as \(userID)  [\(renderer.status(status))]"
-            terminal.draw(
-                header: header, messages: lines, info: info, input: String(decoding: input, as: UTF8.self))
+            let header: String
+            let lines: [String]
+            switch view {
+            case .list:
+                header = "ticks-chat  \(userID)  [\(renderer.status(status))]  \(unread)"
+                lines = listState.map { renderer.lines(of: $0, userID: userID) } ?? ["loading…"]
+            case .channel(let controller, _):
+                header = "ticks-chat  \(controller.cid) as \(userID)  [\(renderer.status(status))]  \(unread)  /list"
+                lines = channelState.map(renderer.lines(of:)) ?? []
+            }
+            terminal.draw(header: header, messages: lines, info: info, input: String(decoding: input, as: UTF8.self))
             return
         }
-        guard let state else { return }
-        for (message, line) in zip(state.messages, lines) where printed[message.id] != line {
-            printed[message.id] = line
-            emit(line)
+        if unread != printedTotals, !unread.isEmpty {
+            printedTotals = unread
+            emit("-- \(unread) --")
+        }
+        switch view {
+        case .list:
+            guard let listState else { return }
+            for (row, line) in zip(listState.channels, renderer.lines(of: listState, userID: userID))
+            where printed[row.cid.rawValue] != line {
+                printed[row.cid.rawValue] = line
+                emit(line)
+            }
+        case .channel:
+            guard let channelState else { return }
+            for (message, line) in zip(channelState.messages, renderer.lines(of: channelState))
+            where printed[message.id] != line {
+                printed[message.id] = line
+                emit(line)
+            }
         }
     }
 
     private func emit(_ line: String) {
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
-    }
-
-    /// The user is looking at the channel: what others wrote is read.
-    private func markReadIfNeeded(_ state: ChatChannel) async {
-        guard !markingRead, status.isConnected, state.isLoaded, state.unreadCount > 0 else { return }
-        markingRead = true
-        defer { markingRead = false }
-        try? await channel.markRead()
     }
 
     // MARK: Input
@@ -150,20 +221,64 @@ actor ChatScreen {
             await command(text)
             return
         }
+        guard case .channel(let controller, _) = view else {
+            say(["open a channel first: /open N (the number in [brackets]) or /open TYPE:ID"])
+            return
+        }
         do {
-            try await channel.send(text)
+            try await controller.send(text)
         } catch {
             say(["could not send: \(error)"])
         }
     }
+
+    static let help = [
+        "in the list: /open N or /open TYPE:ID, /more, /readall",
+        "in a channel: /list, /older, /receipts N, /resend [N]",
+        "anywhere: /privacy [read on|off] [delivery on|off], /quit",
+    ]
 
     private func command(_ text: String) async {
         let words = text.split(separator: " ").map(String.init)
         switch words[0] {
         case "/quit", "/exit":
             done = true
+        case "/help":
+            say(Self.help)
+        case "/open":
+            guard words.count > 1, let cid = channel(named: words[1]) else {
+                say(["usage: /open N (the number in [brackets]) or /open TYPE:ID"])
+                return
+            }
+            await open(cid)
+        case "/list", "/back":
+            await closeChannel()
+            redraw()
+        case "/more":
+            do {
+                try await list.loadMore()
+            } catch {
+                say(["could not load more channels: \(error)"])
+            }
+        case "/readall":
+            do {
+                try await client.markAllRead()
+                say(["every channel marked read"])
+            } catch {
+                say(["could not mark all read: \(error)"])
+            }
+        case "/privacy":
+            await privacy(Array(words.dropFirst()))
+        case "/older":
+            guard case .channel(let controller, _) = view else { return say(["/older works in a channel"]) }
+            do {
+                let added = try await controller.loadOlder()
+                say([added == 0 ? "this is the beginning of the channel" : "\(added) older messages"])
+            } catch {
+                say(["could not load older messages: \(error)"])
+            }
         case "/resend":
-            let failed = (state?.messages ?? []).enumerated().filter {
+            let failed = (channelState?.messages ?? []).enumerated().filter {
                 if case .failed = $0.element.localState { return true }
                 return false
             }
@@ -177,7 +292,7 @@ actor ChatScreen {
                 }
             }
         case "/receipts":
-            guard words.count > 1, let number = Int(words[1]), let messages = state?.messages,
+            guard words.count > 1, let number = Int(words[1]), let messages = channelState?.messages,
                 messages.indices.contains(number - 1)
             else {
                 say(["usage: /receipts N, N the number in [brackets]"])
@@ -189,7 +304,42 @@ actor ChatScreen {
                 say(["could not get receipts: \(error)"])
             }
         default:
-            say(["unknown command \(words[0]); try /resend, /receipts N or /quit"])
+            say(["unknown command \(words[0]); try /help"])
+        }
+    }
+
+    /// A channel by its number in the list, or its cid.
+    private func channel(named name: String) -> ChannelID? {
+        if let number = Int(name), let rows = listState?.channels, rows.indices.contains(number - 1) {
+            return rows[number - 1].cid
+        }
+        return ChannelID(cid: name)
+    }
+
+    /// `/privacy` shows the settings; `/privacy read off delivery on` changes them (R10).
+    private func privacy(_ words: [String]) async {
+        var (read, delivery) = await client.receiptPrivacy
+        guard !words.isEmpty else {
+            say(["read receipts \(read ? "on" : "off"), delivery receipts \(delivery ? "on" : "off")"])
+            return
+        }
+        var index = 0
+        while index + 1 < words.count {
+            let on = words[index + 1] == "on"
+            guard on || words[index + 1] == "off" else { break }
+            switch words[index] {
+            case "read": read = on
+            case "delivery": delivery = on
+            default: return say(["usage: /privacy [read on|off] [delivery on|off]"])
+            }
+            index += 2
+        }
+        guard index == words.count else { return say(["usage: /privacy [read on|off] [delivery on|off]"]) }
+        do {
+            try await client.setReceiptPrivacy(read: read, delivery: delivery)
+            say(["read receipts \(read ? "on" : "off"), delivery receipts \(delivery ? "on" : "off")"])
+        } catch {
+            say(["could not change privacy: \(error)"])
         }
     }
 

@@ -39,6 +39,40 @@ struct Renderer {
         channel.messages.enumerated().map { line(number: $0.offset + 1, message: $0.element, in: channel) }
     }
 
+    /// `[2] Bob (3)  12:00:01 Bob: see you there  ✓✓`: a channel in the list,
+    /// its unread badge, and its newest message with the own message's ticks.
+    func line(number: Int, summary: ChatChannelSummary, userID: String) -> String {
+        var line = "[\(number)] \(summary.displayName(currentUserID: userID))"
+        if summary.unreadCount > 0 { line += " " + paint("(\(summary.unreadCount))", Self.blue) }
+        guard let message = summary.lastMessage else { return line + "  (no messages)" }
+        let time = Self.clock.string(from: message.createdAt)
+        let text = message.isDeleted ? "(deleted)" : message.text
+        line += "  \(time) \(message.author.displayName): \(text)"
+        switch message.deliveryStatus {
+        case .pending?: line += "  …"
+        case .failed?: line += "  " + paint("!", Self.red)
+        case .sent?: line += "  ✓"
+        case .delivered?: line += "  ✓✓"
+        case .read?: line += "  " + paint("✓✓", Self.blue)
+        case nil: break
+        }
+        return line
+    }
+
+    func lines(of list: ChatChannelList, userID: String) -> [String] {
+        var lines = list.channels.enumerated().map { line(number: $0.offset + 1, summary: $0.element, userID: userID) }
+        if list.hasMore { lines.append(paint("… more: type /more", Self.dim)) }
+        if list.isLoaded, list.channels.isEmpty { lines.append("no channels yet") }
+        return lines
+    }
+
+    /// `3 unread in 2 channels`, for the header.
+    func totals(_ totals: ChatUnreadTotals) -> String {
+        totals.totalUnreadCount == 0
+            ? "no unread"
+            : "\(totals.totalUnreadCount) unread in \(totals.unreadChannels) channel\(totals.unreadChannels == 1 ? "" : "s")"
+    }
+
     func status(_ status: ConnectionStatus) -> String {
         switch status {
         case .connected: return "connected"

@@ -9,23 +9,32 @@ import TicksClient
 struct TicksChat: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ticks-chat",
-        abstract: "Chat in one channel of a Ticks server, with live ✓ / ✓✓ / blue ✓✓ read indicators.",
+        abstract: "Chat on a Ticks server: your channels with unread badges, live ✓ / ✓✓ / blue ✓✓ read indicators.",
         discussion: """
-            Type a line to send it. Commands: /resend [N] sends failed messages again, \
-            /receipts N shows who read or received message N and when, /quit leaves.
+            Starts on your channel list (or in --channel). In the list: /open N or /open TYPE:ID opens a \
+            channel, /more loads more channels, /readall marks every channel read. In a channel: type a line \
+            to send it; /list goes back, /older loads older messages, /receipts N shows who read or received \
+            message N and when, /resend [N] sends failed messages again. Anywhere: /privacy [read on|off] \
+            [delivery on|off] shows or sets who sees your receipts, /help, /quit. What you saw stays on the \
+            device: offline, the list and channels show from it, and what you write is sent when the server is back.
             """)
 
     @Option(help: "The Ticks server, e.g. http://127.0.0.1:3030.") var url: String
     @Option(name: .customLong("api-key"), help: "The app's API key.") var apiKey: String
     @Option(help: "A user token (`ticks token USER_ID`).") var token: String
-    @Option(help: "The channel, TYPE:ID, e.g. messaging:trip.") var channel: String
+    @Option(help: "A channel to open at start, TYPE:ID, e.g. messaging:trip (default: the channel list).")
+    var channel: String?
     @Option(help: "The user id (default: the token's user_id).") var user: String?
-    @Option(help: "Where unsent messages wait (default: .ticks-chat/USER-outbox.sqlite).") var outbox: String?
+    @Option(help: "Where unsent messages and the channel cache are kept (default: .ticks-chat/USER-outbox.sqlite).")
+    var outbox: String?
     @Flag(name: .customLong("no-color"), help: "No ANSI colours.") var noColor = false
 
     func run() async throws {
-        guard let cid = ChannelID(cid: channel) else {
-            throw ValidationError("--channel must be TYPE:ID, e.g. messaging:trip")
+        let cid = try channel.map { name in
+            guard let cid = ChannelID(cid: name) else {
+                throw ValidationError("--channel must be TYPE:ID, e.g. messaging:trip")
+            }
+            return cid
         }
         guard let baseURL = URL(string: url), baseURL.scheme?.hasPrefix("http") == true else {
             throw ValidationError("--url must be an http(s) URL, e.g. http://127.0.0.1:3030")
@@ -48,15 +57,11 @@ struct TicksChat: AsyncParsableCommand {
         } catch {
             throw ValidationError("could not connect: \(error)")
         }
-        let controller = await client.channel(cid)
-        // Offline at start is fine: the channel loads when the connection comes.
-        try? await controller.load()
-
         let app = ChatScreen(
-            client: client, channel: controller, userID: userID,
+            client: client, list: await client.channels(), userID: userID,
             renderer: Renderer(colors: !noColor && ProcessInfo.processInfo.environment["NO_COLOR"] == nil),
             terminal: interactive ? Terminal() : nil)
-        await app.run()
+        await app.run(opening: cid)
         await client.disconnect()
     }
 
