@@ -59,38 +59,34 @@ struct SyncController {
         let now = Timestamp.now()
         let since = try Self.since(body.lastSyncAt, now: now)
 
-        var events: [Event] = []
         var inaccessible: [String] = []
         var reload: [String] = []
         var remaining: [String] = []
-        var channels: [(cid: ChannelID, changes: ChannelChanges)] = []
+        // The channels that fit, read one at a time: what is held stays within the answer's bound.
+        var kept: [(cid: ChannelID, changes: ChannelChanges)] = []
+        var count = 0
+        let counting = SyncEvents(userID: userID, since: since, now: now, totals: UnreadTotals(messages: 0, channels: 0))
         for cid in cids {
             guard remaining.isEmpty else {
                 remaining.append(cid.rawValue)
                 continue
             }
-            let changes = try await store.changes(
-                in: cid, for: userID, since: since, limit: limits.syncEventsPerChannel)
-            channels.append((cid, changes))
-        }
-        // The totals after every channel was read: the counts each event carries are the latest.
-        let builder = SyncEvents(userID: userID, since: since, now: now, totals: try await store.unreadTotals(of: userID))
-        for (cid, changes) in channels {
-            guard remaining.isEmpty else {
-                remaining.append(cid.rawValue)
-                continue
-            }
-            if changes.access == .gone { inaccessible.append(cid.rawValue) }
-            guard let channelEvents = builder.events(of: changes, in: cid, limit: limits.syncEventsPerChannel) else {
+            let changes = try await store.changes(in: cid, for: userID, since: since, limit: limits.syncEventsPerChannel)
+            guard let events = counting.events(of: changes, in: cid, limit: limits.syncEventsPerChannel) else {
                 reload.append(cid.rawValue)
                 continue
             }
-            guard events.count + channelEvents.count <= limits.syncEventsPerAnswer else {
+            guard count + events.count <= limits.syncEventsPerAnswer else {
                 remaining.append(cid.rawValue)
                 continue
             }
-            events += channelEvents
+            count += events.count
+            kept.append((cid, changes))
+            if changes.access == .gone { inaccessible.append(cid.rawValue) }
         }
+        // The totals after every channel was read: the counts the events carry are the latest.
+        let builder = SyncEvents(userID: userID, since: since, now: now, totals: try await store.unreadTotals(of: userID))
+        let events = kept.flatMap { builder.events(of: $0.changes, in: $0.cid, limit: limits.syncEventsPerChannel) ?? [] }
         return try context.respond(
             SyncResponse(
                 events: SyncEvents.inTimeOrder(events),
