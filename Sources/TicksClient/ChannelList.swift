@@ -23,13 +23,7 @@ public enum ChannelListFilter: Sendable, Hashable {
 
 /// One key of a channel list's order (the server's `sort`).
 public struct ChannelListSort: Sendable, Hashable {
-    public enum Field: String, Sendable, Hashable {
-        /// The newest message's time, or the creation time of a channel without messages.
-        case lastMessageAt = "last_message_at"
-        case createdAt = "created_at"
-        case updatedAt = "updated_at"
-        case memberCount = "member_count"
-    }
+    public typealias Field = ChannelSortField
 
     public var field: Field
     public var ascending: Bool
@@ -139,6 +133,7 @@ struct ChannelListQuery: Sendable, Hashable {
     private static func value(_ summary: ChatChannelSummary, _ field: ChannelListSort.Field) -> Double {
         switch field {
         case .lastMessageAt: (summary.lastMessageAt ?? summary.createdAt).timeIntervalSince1970
+        case .lastUpdated: max(summary.lastMessageAt ?? summary.createdAt, summary.updatedAt).timeIntervalSince1970
         case .createdAt: summary.createdAt.timeIntervalSince1970
         case .updatedAt: summary.updatedAt.timeIntervalSince1970
         case .memberCount: Double(summary.memberCount)

@@ -416,3 +416,14 @@ public struct ReceiptsResponse: Codable, Sendable, Equatable {
         case deliveredCount = "delivered_count"
     }
 }
+
+/// What a channel list may be sorted by (`POST /channels`' `sort`), on the server and in the SDK alike.
+public enum ChannelSortField: String, Sendable, Hashable, CaseIterable {
+    /// The newest message's time, or the creation time of a channel without messages.
+    case lastMessageAt = "last_message_at"
+    /// The later of `lastMessageAt` and `updatedAt`.
+    case lastUpdated = "last_updated"
+    case createdAt = "created_at"
+    case updatedAt = "updated_at"
+    case memberCount = "member_count"
+}

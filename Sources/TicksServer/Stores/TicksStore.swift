@@ -182,15 +182,7 @@ public struct ChannelFilter: Sendable, Equatable {
 
 /// One key of `POST /channels`' `sort`; ties end with the newest channel first.
 public struct ChannelSort: Sendable, Equatable {
-    public enum Field: String, Sendable, CaseIterable {
-        /// The last message's time, or the creation time of a channel without messages.
-        case lastMessageAt = "last_message_at"
-        /// The later of `last_message_at` and `updated_at`.
-        case lastUpdated = "last_updated"
-        case createdAt = "created_at"
-        case updatedAt = "updated_at"
-        case memberCount = "member_count"
-    }
+    public typealias Field = ChannelSortField
 
     public var field: Field
     public var descending: Bool
