@@ -72,7 +72,10 @@ extension ChatClient {
         for cid in changed {
             // Older messages still only in the cache join first, or writing would lose them.
             await restoreCachedMessages(cid)
-            guard let model = models[cid] else { continue }
+            guard let model = models[cid] else {
+                dropped.append(cid)  // forgotten
+                continue
+            }
             if let cached = model.cached {
                 kept.append(cached)
             } else if !model.isMember {
@@ -91,44 +94,77 @@ extension ChatClient {
 
     /// After a connect: the events missed in every channel known here, from
     /// `POST /sync` since the cache was last in step (less a margin: events
-    /// seen twice change nothing); channels it cannot tell about, and open
-    /// ones never loaded, load again; lists load their first page again.
+    /// seen twice change nothing). When sync cannot tell, the channels on
+    /// show (open or in a list) load again and the rest are forgotten. Only
+    /// once everything known is current does the point to sync from move on.
     func catchUp(_ session: Session) async {
         let known = models.filter { $0.value.isLoaded && $0.value.isMember }.map(\.key)
-        var synced = false
-        if let since = syncedThrough, !known.isEmpty {
+        var caughtUp = known.isEmpty
+        if !caughtUp, let since = syncedThrough {
             let (seconds, attoseconds) = configuration.syncOverlap.components
             let overlap = seconds * 1_000_000 + attoseconds / 1_000_000_000_000
             do {
                 try await sync(known, since: Timestamp(microseconds: since.microseconds - overlap), session)
-                synced = true
+                caughtUp = true
             } catch let error as TicksClientError where !error.isTransient {
                 // Too long away (or a server without sync): start again from the server.
                 logger.info("sync refused; loading the channels again", metadata: ["error": "\(error)"])
                 try? await cache.clear(of: session.userID)
-                for cid in known where !openChannels.contains(cid) { models[cid]?.isLoaded = false }
             } catch {
-                logger.debug("sync failed; loading the open channels again", metadata: ["error": "\(error)"])
+                logger.debug("sync failed; loading the shown channels again", metadata: ["error": "\(error)"])
             }
         }
         guard self.session?.userID == session.userID else { return }
-        // Open channels never loaded load now; all of them when sync could not tell.
-        for cid in openChannels where !synced || models[cid]?.isLoaded != true {
-            scheduleReload(cid, delay: .zero)
-        }
-        for (query, list) in lists where list.isLoaded && (!list.isFresh || !synced) {
+        if !caughtUp { caughtUp = await reloadShown(known, session) }
+        for cid in openChannels where models[cid]?.isLoaded != true { scheduleReload(cid, delay: .zero) }
+        for (query, list) in lists where list.isLoaded && !list.isFresh {
             Task { try? await self.loadList(query, more: false) }
         }
-        if synced || known.isEmpty {
+        if caughtUp {
             isCaughtUp = true
             if let connectedAt, syncedThrough.map({ $0 < connectedAt }) ?? true { syncedThrough = connectedAt }
             await flushCache()
         }
     }
 
+    /// Loads again every known channel that is open or in a list; forgets
+    /// the others, which nothing vouches for now. True when all loaded.
+    private func reloadShown(_ known: [ChannelID], _ session: Session) async -> Bool {
+        let listed = Set(lists.values.flatMap(\.cids))
+        var complete = true
+        for cid in known {
+            guard openChannels.contains(cid) || listed.contains(cid) else {
+                forget(cid)
+                continue
+            }
+            complete = await reload(cid, session) && complete
+        }
+        return complete
+    }
+
+    /// Loads a channel again; one the server refuses (left, deleted) is
+    /// forgotten. False when it could not be reached.
+    private func reload(_ cid: ChannelID, _ session: Session) async -> Bool {
+        do {
+            try await fetch(cid, members: nil, session: session)
+            return true
+        } catch let error as TicksClientError where !error.isTransient {
+            forget(cid)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Drops a channel from the client's state, its lists and the cache.
+    func forget(_ cid: ChannelID) {
+        models[cid] = nil
+        publish(cid)
+    }
+
     /// `POST /sync` for `cids`, 255 a call, following `remaining_cids`; the
     /// events go through `handle` as live ones do, channels named in
-    /// `reload_cids` load again.
+    /// `reload_cids` load again (it fails if one cannot be reached).
     private func sync(_ cids: [ChannelID], since: Timestamp, _ session: Session) async throws {
         var pending = cids
         while !pending.isEmpty {
@@ -137,7 +173,9 @@ extension ChatClient {
             let reply = try await session.api.sync(batch, since: since)
             for event in reply.events { await handle(event) }
             let reload = reply.reloadCIDs.compactMap(ChannelID.init(cid:))
-            for cid in reload { scheduleReload(cid, delay: .zero) }
+            for cid in reload where !(await self.reload(cid, session)) {
+                throw TicksClientError.unreachable("\(cid) could not be loaded again")
+            }
             let remaining = reply.remainingCIDs.compactMap(ChannelID.init(cid:))
             pending = remaining + pending
             // The others are now as the server has them.

@@ -349,7 +349,7 @@ public actor ChatClient {
     }
 
     /// The channel's newest messages and read states from the server.
-    private func fetch(_ cid: ChannelID, members: [String]?, session: Session) async throws {
+    func fetch(_ cid: ChannelID, members: [String]?, session: Session) async throws {
         loadsInFlight[cid, default: 0] += 1
         defer {
             loadsInFlight[cid, default: 1] -= 1

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 import TicksClient
 
@@ -109,6 +110,41 @@ struct CacheTests {
             #expect(server.requestCount(route: "/channels/{type}/{id}/query") == queriesBefore + 1)
             #expect(server.requestCount(route: "/channels") <= listsBefore + 3)
             await alice.disconnect()
+        }
+    }
+
+    @Test("a cache too old to sync (over 30 days) is dropped: what is shown loads again, the rest is forgotten")
+    func tooOldToSync() async throws {
+        let file = cacheFile()
+        try await LiveServer.with { server in
+            try await setUp(server)
+            try await warmUp(server, file: file)
+            // As if the app had last run 40 days ago.
+            guard case .file(let url) = file else { return }
+            let database = try DatabaseQueue(path: url.path)
+            let old = (Date().timeIntervalSince1970 - 40 * 24 * 3600) * 1_000_000
+            try await database.write { db in try db.execute(sql: "UPDATE sync_state SET synced_through = ?", arguments: [Int64(old)]) }
+            try await database.close()
+            try await server.send("messaging:c1", id: "b1", from: "bob")
+
+            let alice = try await server.client("alice", outbox: file)
+            let channel = await alice.channel(c1)
+            try await alice.connect(userID: "alice", token: try await server.token("alice"))
+            let state = try await channel.wait("c1 loaded again") { $0.isSynced && $0.message(withID: "b1") != nil }
+            #expect(state.messages.map(\.id) == ["a1", "a2", "b1"])
+            #expect(server.requestCount(route: "/sync") >= 1)
+            // c2 and c3 were neither open nor listed: forgotten, and out of the cache.
+            try await eventually("c2 forgotten") {
+                try await alice.channel(ChannelID(type: "messaging", id: "c2")).state.isLoaded ? nil : true
+            }
+            await alice.disconnect()
+            try await server.stop()
+            let offline = try await server.client("alice", outbox: file)
+            try await offline.connect(userID: "alice", token: try await server.token("alice"))
+            let list = await offline.channels()
+            try await list.load()
+            #expect(await list.state.channels.map(\.cid.id) == ["c1"])
+            await offline.disconnect()
         }
     }
 
