@@ -25,9 +25,12 @@ public enum ChannelListFilter: Sendable, Hashable {
 public struct ChannelListSort: Sendable, Hashable {
     public typealias Field = ChannelSortField
 
+    /// What it sorts by.
     public var field: Field
+    /// Oldest (smallest) first; false, the default, is newest (largest) first.
     public var ascending: Bool
 
+    /// A key, newest first unless `ascending`.
     public init(_ field: Field, ascending: Bool = false) {
         self.field = field
         self.ascending = ascending
@@ -44,16 +47,21 @@ public struct ChatChannelSummary: Sendable, Equatable, Identifiable {
     public var cid: ChannelID
     /// The channel's `name` field, if it has one.
     public var name: String?
+    /// The members loaded with the channel (all of them up to the server's page of members).
     public var members: [ChatUser]
+    /// How many members the channel has.
     public var memberCount: Int
     /// The newest message, the current user's pending ones included, with its status.
     public var lastMessage: ChatMessage?
     /// When the newest message was sent; nil for a channel without messages.
     public var lastMessageAt: Date?
+    /// When the channel was created.
     public var createdAt: Date
+    /// When the channel last changed (a message, a member, its data).
     public var updatedAt: Date
     /// The current user's unread messages in the channel (R7).
     public var unreadCount: Int
+    /// Its type's receipts settings (hide ticks when `readEvents` is off).
     public var config: ChatChannelConfig?
     /// False while it shows what the device cache kept, before the server confirmed it.
     public var isSynced: Bool
@@ -86,8 +94,11 @@ public struct ChatChannelList: Sendable, Equatable {
 /// that are deleted go, and every row follows its channel's messages, ticks
 /// and unread count. Cheap to copy; every call goes through the client.
 public struct ChannelListController: Sendable {
+    /// The client the list belongs to.
     public let client: ChatClient
+    /// Which of the user's channels it shows.
     public let filter: ChannelListFilter
+    /// Its order, key after key.
     public let sort: [ChannelListSort]
 
     var query: ChannelListQuery { ChannelListQuery(filter: filter, sort: sort) }

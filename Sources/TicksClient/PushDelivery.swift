@@ -17,10 +17,14 @@ import TicksProtocol
 /// read it, e.g. a shared keychain group). The server applies the user's
 /// privacy settings (R10) as for any mark delivered.
 public struct PushDelivery: Sendable {
+    /// The Ticks server, e.g. `https://chat.example.com`.
     public let baseURL: URL
+    /// The app's API key.
     public let apiKey: String
+    /// How long the one call may take (an extension has a few seconds in all).
     public let timeout: Duration
 
+    /// Nothing is sent until `markDelivered`.
     public init(baseURL: URL, apiKey: String, timeout: Duration = .seconds(10)) {
         self.baseURL = baseURL
         self.apiKey = apiKey

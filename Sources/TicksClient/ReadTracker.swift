@@ -7,7 +7,9 @@ import Logging
 /// it marks read up to the newest message on screen — only while the list is
 /// at the bottom and the app active, only when that reads something from
 /// someone else, and at most once per `throttle` (what changes in between
-/// goes in one call). Delivered needs nothing from the app: the client marks
+/// goes in one call). It starts with nothing on screen, not at the bottom
+/// and the app not active: nothing is marked until the app says otherwise.
+/// Delivered needs nothing from the app: the client marks
 /// messages delivered as they arrive (and `PushDelivery` from a notification
 /// extension while the app is not running).
 ///
@@ -19,7 +21,9 @@ import Logging
 /// await tracker.setAtBottom(isScrolledToBottom)
 /// ```
 public actor ReadTracker {
+    /// The channel it marks read.
     public nonisolated let channel: ChannelController
+    /// At least this long between two marks.
     public nonisolated let throttle: Duration
 
     private var visible: Set<String> = []
@@ -31,6 +35,7 @@ public actor ReadTracker {
     /// How many marks it has sent (for tests and diagnostics).
     public private(set) var marksSent = 0
 
+    /// A tracker for one channel's screen, marking at most once per `throttle`.
     public init(channel: ChannelController, throttle: Duration = .milliseconds(500)) {
         self.channel = channel
         self.throttle = throttle

@@ -148,7 +148,9 @@ public struct MessageReceipt: Sendable, Equatable {
 public struct MessageReceipts: Sendable, Equatable {
     /// Most recent first; `.read` entries also carry when the message was delivered.
     public var receipts: [MessageReceipt]
+    /// How many members have read it.
     public var readCount: Int
+    /// How many members' devices have it, those who read it included (R1).
     public var deliveredCount: Int
 
     /// The members who read it, most recent first.

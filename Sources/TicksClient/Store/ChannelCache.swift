@@ -13,6 +13,7 @@ public struct CacheLimits: Sendable, Equatable {
     /// Bytes of JSON kept per user, all channels together.
     public var maxBytes = 32 << 20
 
+    /// Limits of one user's cache (the defaults: 1,000 channels, 100 messages each, 32 MiB).
     public init(maxChannels: Int = 1_000, maxMessagesPerChannel: Int = 100, maxBytes: Int = 32 << 20) {
         self.maxChannels = maxChannels
         self.maxMessagesPerChannel = maxMessagesPerChannel
