@@ -59,8 +59,10 @@ struct DeliveryTests {
             let times = calls.all
             #expect(times.count >= 2, "150 channels need at least two calls")
             #expect(times.count <= 4, "\(times.count) calls")
+            // The throttle is 1 s; the times are when a 5 ms poller noticed each call, which a loaded
+            // machine can delay, so the bound leaves room (unthrottled calls come milliseconds apart).
             for (earlier, later) in zip(times, times.dropFirst()) {
-                #expect(later - earlier >= .milliseconds(900), "calls \(later - earlier) apart")
+                #expect(later - earlier >= .milliseconds(600), "calls \(later - earlier) apart")
             }
             // None of them was refused for carrying more than 100 entries.
             #expect(server.requestCount(route: Self.route, status: 400) == 0)
