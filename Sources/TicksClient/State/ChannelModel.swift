@@ -26,6 +26,8 @@ struct ChannelModel: Sendable {
     var hasOlderInCache = false
     /// False once the current user left the channel or it was deleted.
     var isMember = true
+    /// Replies already counted in their parent's `replyCount` since it was loaded.
+    private var countedReplies: Set<String> = []
 
     init(cid: ChannelID) {
         self.cid = cid
@@ -170,9 +172,11 @@ struct ChannelModel: Sendable {
         var outcome = Outcome()
         switch event.type {
         case .messageNew:
+            guard let message = event.message else { break }
+            if let parentID = message.parentID { outcome.changed = countReply(message.id, to: parentID) }
             // A reply shown only in its thread is not one of the channel's messages.
-            guard let message = event.message, message.parentID == nil || message.showInChannel else { break }
-            outcome.changed = stored(message, currentUserID: currentUserID)
+            guard message.parentID == nil || message.showInChannel else { break }
+            outcome.changed = stored(message, currentUserID: currentUserID) || outcome.changed
             // The recipient's own count as the server has it after this message.
             if let unread = event.unreadCount, reads[currentUserID] != nil, reads[currentUserID]?.unreadMessages != unread {
                 reads[currentUserID]?.unreadMessages = unread
@@ -182,7 +186,10 @@ struct ChannelModel: Sendable {
             // A thread marked read moves that thread's read state, not the channel's cursors.
             guard event.thread == nil, let user = event.user else { break }
             guard let seq = position(of: event.lastReadMessageID) else {
-                outcome.needsReload = true
+                // Another member's cursor at a message not loaded: load the channel. The user's
+                // own (this device's receipt echoed, or another device's) needs no reload: the
+                // message comes with the catch-up, and the counts with notification.mark_read.
+                outcome.needsReload = user.id != currentUserID
                 break
             }
             let update = ReceiptRules.markRead(cursors(of: user.id), upTo: seq, newest: newest)
@@ -195,7 +202,7 @@ struct ChannelModel: Sendable {
         case .messageDelivered:
             guard let user = event.user else { break }
             guard let seq = position(of: event.lastDeliveredMessageID) else {
-                outcome.needsReload = true
+                outcome.needsReload = user.id != currentUserID
                 break
             }
             let at = event.lastDeliveredAt ?? event.createdAt
@@ -300,6 +307,15 @@ struct ChannelModel: Sendable {
             break
         }
         return outcome
+    }
+
+    /// A reply to a loaded message adds one to its reply count, once per reply
+    /// (a reply may be heard of twice: live and in a catch-up).
+    private mutating func countReply(_ id: String, to parentID: String) -> Bool {
+        guard let at = index[parentID], !countedReplies.contains(id) else { return false }
+        countedReplies.insert(id)
+        messages[at].replyCount += 1
+        return true
     }
 
     /// Replaces a loaded message by its new version (edited or deleted); false when it is not loaded.
