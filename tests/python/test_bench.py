@@ -1,4 +1,4 @@
-"""ticks-bench's four scenarios, each once at a tiny size against a fresh
+"""ticks-bench's scenarios, each once at a tiny size against a fresh
 server: proof that the load generator still works, not a measurement."""
 
 import json
@@ -81,3 +81,18 @@ def test_storage_grows_with_messages_and_moves(server):
     # Nothing was marked delivered first, so each mark read moves both cursors (R1).
     assert result["cursor_moves"] == 400
     assert result["bytes_per_message"] > 0 and result["bytes_per_cursor_move"] > 0
+
+
+def test_sdk_cache_opens_offline_and_catches_up(server):
+    result = bench(server, "sdk-cache", "--channels", "12", "--missed-events", "60", "--affected-channels", "4",
+                   "--runs", "1", "--open-runs", "2", "--page-size", "5", "--gap", "0")
+    assert result["scenario"] == "sdk-cache"
+    # Offline: every cached channel shows, from the cache alone.
+    assert [run["channels_shown"] for run in result["open_runs"]] == [12, 12]
+    assert 0 < result["open_total_ms"]["median"] <= result["open_total_ms"]["max"]
+    assert result["warm_pages"] == 3 and result["cache_file_bytes"] > 0
+    # Online again: the 60 missed messages arrive through POST /sync.
+    [run] = result["sync_runs"]
+    assert run["missed_events"] == 60 and run["affected_channels"] == 4
+    assert run["missing"] == 0 and run["caught_up_ms"] > 0
+    assert run["sync_calls"] >= 1
