@@ -62,9 +62,16 @@ struct ReadTrackingTests {
             try await eventually("read up to m5") {
                 try await server.readState("messaging:rt", of: "bob")?.lastRead == "m5" ? true : nil
             }
+            // (The server has the read before the tracker has counted its answer.)
+            try await eventually("the tracker counted it") { await tracker.marksSent == marks + 1 ? true : nil }
+            // Stopped, it marks nothing more.
             await tracker.stop()
-            await tracker.setVisibleMessages(["m5"])
+            try await server.send("messaging:rt", id: "m6", from: "alice")
+            try await channel.wait("m6 arrived") { $0.message(withID: "m6") != nil }
+            await tracker.setVisibleMessages(["m5", "m6"])
+            try await Task.sleep(for: .milliseconds(900))
             #expect(await tracker.marksSent == marks + 1)
+            #expect(markReadCalls(server) == marks + 1)
             await bob.disconnect()
         }
     }
