@@ -221,7 +221,10 @@ def test_a_lost_listener_makes_clients_reconnect_and_events_flow_again(cluster):
     alice_on_b = Socket(b, via_b, "alice")
 
     # Cut every node's listening and publishing connections, as a database
-    # restart or a network blip would.
+    # restart or a network blip would. Node A's publishing connection is in
+    # use by then (creating the channel told alice and bob through it): a
+    # query on the dropped connection was never answered, and A published
+    # nothing again, nor could it stop.
     psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
          "WHERE query LIKE 'LISTEN%' OR query LIKE 'SELECT pg_notify%'")
     # Node B cannot know what it missed: it closes its sockets so clients refresh.

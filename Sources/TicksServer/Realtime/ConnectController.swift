@@ -121,7 +121,11 @@ struct ConnectController {
         var hello = Event(type: .healthCheck, createdAt: .now())
         hello.connectionID = outbox.id
         hello.me = OwnUser(user: user ?? User(id: userID), totalUnreadCount: totals.messages, unreadChannels: totals.channels)
-        hub.enqueue(OutboundFrame(try JSONCoding.string(hello)), on: outbox)
+        // The first frame, written before the buffer is drained: the connection was registered
+        // before the look-ups above (so no event is missed), and events published meanwhile wait
+        // in its buffer behind this health.check, as Stream's clients expect.
+        let first = OutboundFrame(try JSONCoding.string(hello))
+        try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: first.buffer)))
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {

@@ -51,6 +51,30 @@ struct EventTests {
         }
     }
 
+    @Test("the first frame is health.check even while events for the user keep coming as it connects")
+    func helloComesFirst() async throws {
+        try await TestServer.run(.standard, .live) { server in
+            try await server.upsert("alice")
+            let event = try JSONCoding.data(Event(type: .channelUpdated, createdAt: .now(), cid: "messaging:busy"))
+            let hub = server.services.hub
+            // Events for alice all the while (a channel she was just added to, a busy node on the bus).
+            let flood = Task {
+                while !Task.isCancelled {
+                    hub.send(EncodedEvent(event), to: ["alice"])
+                    await Task.yield()
+                }
+            }
+            defer { flood.cancel() }
+            for _ in 0..<20 {
+                let socket = try await TestSocket.connect(server, as: "alice", waitForHello: false)
+                defer { socket.close() }
+                try await eventually { !socket.pending.isEmpty }
+                let first = socket.pending.first
+                #expect(first?["type"].string == "health.check", "first frame: \(String(describing: first))")
+            }
+        }
+    }
+
     @Test("message.new reaches every connection of every member, with its unread counts, and no one else")
     func messageNew() async throws {
         try await TestServer.run(.standard, .live) { server in

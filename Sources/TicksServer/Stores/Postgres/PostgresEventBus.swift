@@ -278,6 +278,7 @@ public final class PostgresEventBus: EventBus {
         }
         if payload.utf8.count > Self.payloadLimit {
             let body = payload
+            guard !connection.isClosed else { throw ConnectionClosed() }
             guard
                 let id = try await connection.query(
                     "INSERT INTO event_batch (body) VALUES (\(body)) RETURNING id", logger: logger
@@ -288,7 +289,14 @@ public final class PostgresEventBus: EventBus {
         try await notify(payload: payload, on: connection)
     }
 
+    /// A query on a connection the server has already dropped is never
+    /// answered (postgres-nio writes it to a closed channel and its promise
+    /// is left pending), which left the publisher stuck for good after a
+    /// database restart: a closed connection fails here instead, and is replaced.
+    struct ConnectionClosed: Error {}
+
     private func notify(payload: String, on connection: PostgresConnection) async throws {
+        guard !connection.isClosed else { throw ConnectionClosed() }
         try await connection.query("SELECT pg_notify(\(channel), \(payload))", logger: logger)
     }
 
