@@ -27,7 +27,12 @@ final class ChatSession {
             // The file could not be opened (a full disk, say): chat on, keeping nothing.
             var inMemory = configuration
             inMemory.outbox = .inMemory
-            return try! ChatClient(configuration: inMemory)
+            do {
+                return try ChatClient(configuration: inMemory)
+            } catch {
+                // An in-memory database needs no disk: not opening one is a bug, not a state to show.
+                fatalError("could not open an in-memory database: \(error)")
+            }
         }
     }
 
