@@ -63,30 +63,28 @@ struct SyncController {
         var reload: [String] = []
         var remaining: [String] = []
         // The channels that fit, read one at a time: what is held stays within the answer's bound.
-        var kept: [(cid: ChannelID, changes: ChannelChanges)] = []
-        var count = 0
-        let counting = SyncEvents(userID: userID, since: since, now: now, totals: UnreadTotals(messages: 0, channels: 0))
+        var events: [Event] = []
+        let builder = SyncEvents(userID: userID, since: since, now: now)
         for cid in cids {
             guard remaining.isEmpty else {
                 remaining.append(cid.rawValue)
                 continue
             }
             let changes = try await store.changes(in: cid, for: userID, since: since, limit: limits.syncEventsPerChannel)
-            guard let events = counting.events(of: changes, in: cid, limit: limits.syncEventsPerChannel) else {
+            guard let channelEvents = builder.events(of: changes, in: cid, limit: limits.syncEventsPerChannel) else {
                 reload.append(cid.rawValue)
                 continue
             }
-            guard count + events.count <= limits.syncEventsPerAnswer else {
+            guard events.count + channelEvents.count <= limits.syncEventsPerAnswer else {
                 remaining.append(cid.rawValue)
                 continue
             }
-            count += events.count
-            kept.append((cid, changes))
+            events += channelEvents
             if changes.access == .gone { inaccessible.append(cid.rawValue) }
         }
         // The totals after every channel was read: the counts the events carry are the latest.
-        let builder = SyncEvents(userID: userID, since: since, now: now, totals: try await store.unreadTotals(of: userID))
-        let events = kept.flatMap { builder.events(of: $0.changes, in: $0.cid, limit: limits.syncEventsPerChannel) ?? [] }
+        let totals = try await store.unreadTotals(of: userID)
+        events = events.map { SyncEvents.stamp($0, with: totals) }
         return try context.respond(
             SyncResponse(
                 events: SyncEvents.inTimeOrder(events),
@@ -131,7 +129,6 @@ struct SyncEvents {
     let userID: String
     let since: Timestamp
     let now: Timestamp
-    let totals: UnreadTotals
 
     /// The channel's events, oldest first; nil when there are more than `limit` (reload it).
     func events(of changes: ChannelChanges, in cid: ChannelID, limit: Int) -> [Event]? {
@@ -176,8 +173,6 @@ struct SyncEvents {
             var new = event(.messageNew, at: message.createdAt, user: message.userID)
             new.message = Presenter.message(message, users: users)
             new.unreadCount = own?.unread
-            new.totalUnreadCount = totals.messages
-            new.unreadChannels = totals.channels
             events.append(new)
         }
         for message in changes.changedMessages {
@@ -222,8 +217,6 @@ struct SyncEvents {
                 var notification = event(.notificationMarkRead, state.readAt, state.userID)
                 notification.lastReadMessageID = state.lastReadMessageID
                 notification.unreadCount = state.unread
-                notification.totalUnreadCount = totals.messages
-                notification.unreadChannels = totals.channels
                 events.append(notification)
             }
         }
@@ -240,6 +233,16 @@ struct SyncEvents {
             events.append(delivered)
         }
         return events
+    }
+
+    /// The user's totals on the events that carry them (`message.new`, the
+    /// user's `notification.mark_read`), read once after every channel.
+    static func stamp(_ event: Event, with totals: UnreadTotals) -> Event {
+        guard event.type == .messageNew || event.type == .notificationMarkRead else { return event }
+        var event = event
+        event.totalUnreadCount = totals.messages
+        event.unreadChannels = totals.channels
+        return event
     }
 
     /// Oldest first; events of the same time keep their order (a member
