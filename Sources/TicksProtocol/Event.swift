@@ -18,6 +18,8 @@ public enum EventType: String, Codable, Sendable {
     case notificationAddedToChannel = "notification.added_to_channel"
     /// To a user's own connections: they are no longer a member of `channel`.
     case notificationRemovedFromChannel = "notification.removed_from_channel"
+    /// To webhooks only (clients learn of a new channel from `notification.added_to_channel`).
+    case channelCreated = "channel.created"
 }
 
 /// The logged-in user as the first `health.check` frame describes them.

@@ -22,6 +22,8 @@ public struct TicksServerConfiguration: Sendable {
     /// In channels with more members than this, read and delivered events go
     /// only to the authors of the messages they cover (docs/events.md, "Large channels").
     public var largeChannelMembers = 100
+    /// Webhooks and the push hook (docs/webhooks.md); none by default.
+    public var webhooks = WebhookSettings()
     /// Serves the web demo at `/` and hands out user tokens at `/demo/token` to anyone (`ticks serve --demo`).
     public var demo = false
     /// Where the state is kept (`buildApplication(configuration:logger:)` opens it).
@@ -101,6 +103,16 @@ public func buildApplication(
     let services = TicksServices(
         store: store, hub: hub, metrics: metrics, authority: authority,
         rateLimiter: RateLimiter(limits: configuration.rateLimits))
+    var webhookServices: [any Service] = []
+    if configuration.webhooks.isEnabled, let store = store as? SQLStore {
+        let sender = WebhookSender(
+            store: store, settings: configuration.webhooks, authority: authority, metrics: metrics,
+            logger: logger)
+        store.recordWebhooks(
+            with: WebhookRecorder(
+                settings: configuration.webhooks, offline: { hub.unconnected(among: $0) }, wake: { sender.wake() }))
+        webhookServices.append(sender)
+    }
     let router = buildRouter(services: services, configuration: configuration, logger: logger)
     let webSocketResponder = router.buildResponder()
     var application = Application(
@@ -117,7 +129,7 @@ public func buildApplication(
                 headerTimeout: limits.headerTimeout)
         },
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ticks"),
-        services: storeServices + [ConnectionShutdown(hub: hub)]
+        services: storeServices + [ConnectionShutdown(hub: hub)] + webhookServices
             + (configuration.eventBus.map { [EventBusService(bus: $0, hub: hub)] } ?? []),
         onServerRunning: { channel in await configuration.onServerRunning(channel.localAddress?.port ?? 0) },
         logger: logger)
@@ -160,8 +172,10 @@ func buildRouter(services: TicksServices, configuration: TicksServerConfiguratio
         audience: ReceiptAudience(fullChannelLimit: configuration.largeChannelMembers))
     AppController(
         store: services.store, rateLimiter: services.rateLimiter, limits: configuration.limits,
-        rateLimits: configuration.rateLimits, apiKey: configuration.credentials.apiKey
+        rateLimits: configuration.rateLimits, apiKey: configuration.credentials.apiKey,
+        webhooks: configuration.webhooks
     ).addRoutes(to: api)
+    if let store = services.store as? SQLStore { WebhooksController(store: store).addRoutes(to: api) }
     UsersController(store: services.store, limits: configuration.limits).addRoutes(to: api)
     UnreadController(store: services.store).addRoutes(to: api)
     SyncController(store: services.store, limits: configuration.limits).addRoutes(to: api)

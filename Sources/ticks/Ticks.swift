@@ -70,6 +70,7 @@ struct Serve: AsyncParsableCommand {
         help: "Allow --demo on an address other hosts can reach (anyone there may act as any user).")
     var demoAllowRemote = false
     @OptionGroup(title: "Limits") var limitOptions: LimitOptions
+    @OptionGroup(title: "Webhooks") var webhookOptions: WebhookOptions
 
     func validate() throws {
         if demo, !Self.isLoopback(host), !demoAllowRemote {
@@ -79,6 +80,7 @@ struct Serve: AsyncParsableCommand {
                 """)
         }
         _ = try limitOptions.rateLimits()
+        _ = try webhookOptions.settings()
     }
 
     static func isLoopback(_ host: String) -> Bool {
@@ -98,6 +100,7 @@ struct Serve: AsyncParsableCommand {
         configuration.demo = demo
         configuration.limits = limitOptions.limits
         configuration.rateLimits = try limitOptions.rateLimits()
+        configuration.webhooks = try webhookOptions.settings()
         let database: String
         if let url = postgresURL ?? ProcessInfo.processInfo.environment["TICKS_POSTGRES_URL"] {
             configuration.storage = .postgres(url: url)
@@ -225,6 +228,57 @@ struct LimitOptions: ParsableArguments {
             }
         }
         return rateLimits
+    }
+}
+
+/// `ticks serve`'s webhook flags (docs/webhooks.md); each has an environment variable.
+struct WebhookOptions: ParsableArguments {
+    static let defaults = WebhookSettings()
+
+    @Option(name: .customLong("webhook"), help: "A webhook URL; repeat for several (or TICKS_WEBHOOK_URLS, comma-separated).")
+    var webhookURLs: [String] = []
+    @Option(help: "Event types the webhooks get, comma-separated, or all (or TICKS_WEBHOOK_EVENTS).")
+    var webhookEvents: String?
+    @Option(help: "The push hook's URL: new messages with their offline recipients (or TICKS_PUSH_HOOK_URL).")
+    var pushHook: String?
+    @Option(help: "Attempts of one call before it is dead.")
+    var webhookAttempts = defaults.maxAttempts
+    @Option(help: "Seconds before the first retry; each next waits twice as long.")
+    var webhookFirstBackoff = 1.0
+    @Option(help: "The longest wait between two attempts, in seconds.")
+    var webhookMaxBackoff = 60.0
+    @Option(help: "Seconds one call may take.")
+    var webhookTimeout = 5.0
+    @Option(help: "Calls in flight at once.")
+    var webhookConcurrency = defaults.concurrency
+    @Option(help: "Seconds after its change a call not yet delivered is dead.")
+    var webhookMaxAge = Int(defaults.maxAge.components.seconds)
+    @Option(help: "Seconds a push hook's delivery-only token is valid.")
+    var deliveryTokenLifetime = Int(defaults.deliveryTokenLifetime.components.seconds)
+
+    func settings() throws -> WebhookSettings {
+        let environment = ProcessInfo.processInfo.environment
+        var settings = WebhookSettings()
+        do {
+            var urls = webhookURLs
+            if urls.isEmpty, let listed = environment["TICKS_WEBHOOK_URLS"] {
+                urls = listed.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            }
+            let types = try (webhookEvents ?? environment["TICKS_WEBHOOK_EVENTS"]).flatMap(WebhookSettings.eventTypes(parsing:))
+            settings.webhooks = try urls.map { WebhookSettings.Webhook(url: try WebhookSettings.url(parsing: $0), eventTypes: types) }
+            settings.pushURL = try (pushHook ?? environment["TICKS_PUSH_HOOK_URL"]).map(WebhookSettings.url(parsing:))
+            settings.maxAttempts = webhookAttempts
+            settings.firstBackoff = .milliseconds(Int64(webhookFirstBackoff * 1_000))
+            settings.maxBackoff = .milliseconds(Int64(webhookMaxBackoff * 1_000))
+            settings.callTimeout = .milliseconds(Int64(webhookTimeout * 1_000))
+            settings.concurrency = webhookConcurrency
+            settings.maxAge = .seconds(webhookMaxAge)
+            settings.deliveryTokenLifetime = .seconds(deliveryTokenLifetime)
+            try settings.validate()
+        } catch let error as WebhookSettingsError {
+            throw ValidationError(error.description)
+        }
+        return settings
     }
 }
 

@@ -303,7 +303,7 @@ struct ChannelModel: Sendable {
             members = []
             isMember = false
             outcome.changed = true
-        case .healthCheck:
+        case .healthCheck, .channelCreated:
             break
         }
         return outcome

@@ -11,16 +11,32 @@ public enum Principal: Sendable, Equatable {
     case user(String)
 }
 
-/// The claims of Stream's tokens.
+/// What a token lets its holder do: act as its principal, or — a
+/// delivery-only token (docs/webhooks.md) — only mark messages of one
+/// channel delivered for its user.
+public struct TokenGrant: Sendable, Equatable {
+    public var principal: Principal
+    /// Set for a delivery-only token: the one channel it may mark delivered in.
+    public var deliveryOnly: ChannelID?
+}
+
+/// The claims of Stream's tokens, and Ticks' delivery-only tokens
+/// (`scope` "delivery" and the channel's cid).
 struct TicksClaims: JWTPayload, Equatable {
     var server: Bool?
     var userID: String?
     var exp: ExpirationClaim?
+    var scope: String? = nil
+    var channelCID: String? = nil
+
+    static let deliveryScope = "delivery"
 
     enum CodingKeys: String, CodingKey {
         case server
         case userID = "user_id"
         case exp
+        case scope
+        case channelCID = "channel_cid"
     }
 
     func verify(using algorithm: some JWTAlgorithm) async throws {
@@ -44,9 +60,14 @@ public struct TokenAuthority: Sendable {
         await keys.add(hmac: HMACKey(from: credentials.apiSecret), digestAlgorithm: .sha256)
     }
 
-    /// Checks the token's signature, expiry and shape.
+    /// Checks the token's signature, expiry and shape; what it may do.
     public func principal(for token: String) async throws(APIError) -> Principal {
-        if let known = verified.principal(for: token, at: Date()) { return known }
+        try await grant(for: token).principal
+    }
+
+    /// Checks the token's signature, expiry and shape; who it acts as and whether it may only mark delivered.
+    public func grant(for token: String) async throws(APIError) -> TokenGrant {
+        if let known = verified.grant(for: token, at: Date()) { return known }
         let claims: TicksClaims
         do {
             claims = try await keys.verify(token, as: TicksClaims.self)
@@ -56,15 +77,32 @@ public struct TokenAuthority: Sendable {
             throw .unauthorized("token signature is invalid")
         }
         let principal: Principal
-        if claims.server == true {
+        if claims.server == true, claims.scope == nil {
             principal = .server
         } else if let userID = claims.userID, Identifier.isValid(userID) {
             principal = .user(userID)
         } else {
             throw .unauthorized("token has neither \"server\": true nor a valid user_id")
         }
-        verified.remember(token, principal, expires: claims.exp?.value)
-        return principal
+        var grant = TokenGrant(principal: principal)
+        if let scope = claims.scope {
+            guard scope == TicksClaims.deliveryScope, let cid = claims.channelCID.flatMap(ChannelID.init(cid:)),
+                claims.exp != nil
+            else { throw .unauthorized("token has an unknown scope, or a delivery scope without channel_cid and exp") }
+            grant.deliveryOnly = cid
+        }
+        verified.remember(token, grant, expires: claims.exp?.value)
+        return grant
+    }
+
+    /// A delivery-only token (docs/webhooks.md): it may only mark messages of
+    /// `channel` delivered for `userID` — not read, not send, not connect — and expires.
+    public func deliveryToken(for userID: String, in channel: ChannelID, expiresIn: Duration) async throws -> String {
+        let seconds = Double(expiresIn.components.seconds) + Double(expiresIn.components.attoseconds) / 1e18
+        return try await keys.sign(
+            TicksClaims(
+                server: nil, userID: userID, exp: ExpirationClaim(value: Date() + seconds),
+                scope: TicksClaims.deliveryScope, channelCID: channel.description))
     }
 
     /// A user token, optionally expiring.
@@ -83,7 +121,7 @@ public struct TokenAuthority: Sendable {
 /// and bytes (`BoundedCache`): forgotten tokens are simply verified again.
 final class VerifiedTokens: Sendable {
     struct Entry {
-        let principal: Principal
+        let grant: TokenGrant
         let expires: Date?
     }
     let entries: BoundedCache<String, Entry>
@@ -94,16 +132,27 @@ final class VerifiedTokens: Sendable {
 
     /// The principal of a token verified before and not expired at `now`.
     func principal(for token: String, at now: Date) -> Principal? {
+        grant(for: token, at: now)?.principal
+    }
+
+    /// What a token verified before and not expired at `now` grants.
+    func grant(for token: String, at now: Date) -> TokenGrant? {
         guard let entry = entries.value(for: token) else { return nil }
         if let expires = entry.expires, expires <= now {
             entries.removeValue(for: token)
             return nil
         }
-        return entry.principal
+        return entry.grant
     }
 
     func remember(_ token: String, _ principal: Principal, expires: Date?) {
-        let userBytes = if case .user(let id) = principal { id.utf8.count } else { 0 }
-        entries.insert(Entry(principal: principal, expires: expires), for: token, cost: token.utf8.count + userBytes + 96)
+        remember(token, TokenGrant(principal: principal), expires: expires)
+    }
+
+    func remember(_ token: String, _ grant: TokenGrant, expires: Date?) {
+        let userBytes = if case .user(let id) = grant.principal { id.utf8.count } else { 0 }
+        let scopeBytes = grant.deliveryOnly.map { $0.description.utf8.count } ?? 0
+        entries.insert(
+            Entry(grant: grant, expires: expires), for: token, cost: token.utf8.count + userBytes + scopeBytes + 96)
     }
 }

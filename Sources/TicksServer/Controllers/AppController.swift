@@ -10,6 +10,7 @@ struct AppController {
     let limits: ServerLimits
     let rateLimits: RateLimits
     let apiKey: String
+    let webhooks: WebhookSettings
 
     func addRoutes(to group: RouterGroup<TicksRequestContext>) {
         group.on(.getApp, use: app)
@@ -29,9 +30,19 @@ struct AppController {
         var channelConfigs: [String: ChannelConfig]
         var rateLimits: RateLimitSettings
         var limits: LimitSettings
+        /// Stream's single-webhook fields: the first webhook, and its event types.
+        var webhookURL: String?
+        var webhookEvents: [String]?
+        /// Server tokens only (the URLs are the app's own).
+        var eventHooks: [EventHook]?
+        var webhookDelivery: DeliverySettings
 
         enum CodingKeys: String, CodingKey {
             case name, placement, limits
+            case webhookURL = "webhook_url"
+            case webhookEvents = "webhook_events"
+            case eventHooks = "event_hooks"
+            case webhookDelivery = "webhook_delivery"
             case permissionVersion = "permission_version"
             case disableAuthChecks = "disable_auth_checks"
             case disablePermissionsChecks = "disable_permissions_checks"
@@ -57,6 +68,72 @@ struct AppController {
             case enabled, endpoints
             case windowSeconds = "window_seconds"
         }
+    }
+
+    /// A webhook or the push hook, in the shape of Stream's `event_hooks`.
+    struct EventHook: Encodable {
+        var hookType: String
+        var webhookURL: String
+        var eventTypes: [String]
+        var enabled = true
+
+        enum CodingKeys: String, CodingKey {
+            case enabled
+            case hookType = "hook_type"
+            case webhookURL = "webhook_url"
+            case eventTypes = "event_types"
+        }
+    }
+
+    /// How calls are retried (`ticks serve --webhook-*`).
+    struct DeliverySettings: Encodable {
+        var maxAttempts: Int
+        var firstBackoffSeconds: Double
+        var maxBackoffSeconds: Double
+        var callTimeoutSeconds: Double
+        var concurrency: Int
+        var maxAgeSeconds: Int64
+        var deadRetentionSeconds: Int64
+        var deliveryTokenSeconds: Int64
+        var pushRecipientsPerCall: Int
+
+        enum CodingKeys: String, CodingKey {
+            case concurrency
+            case maxAttempts = "max_attempts"
+            case firstBackoffSeconds = "first_backoff_seconds"
+            case maxBackoffSeconds = "max_backoff_seconds"
+            case callTimeoutSeconds = "call_timeout_seconds"
+            case maxAgeSeconds = "max_age_seconds"
+            case deadRetentionSeconds = "dead_retention_seconds"
+            case deliveryTokenSeconds = "delivery_token_seconds"
+            case pushRecipientsPerCall = "push_recipients_per_call"
+        }
+
+        init(_ settings: WebhookSettings) {
+            func seconds(_ duration: Duration) -> Double { Double(duration.wholeMicroseconds) / 1_000_000 }
+            maxAttempts = settings.maxAttempts
+            firstBackoffSeconds = seconds(settings.firstBackoff)
+            maxBackoffSeconds = seconds(settings.maxBackoff)
+            callTimeoutSeconds = seconds(settings.callTimeout)
+            concurrency = settings.concurrency
+            maxAgeSeconds = settings.maxAge.components.seconds
+            deadRetentionSeconds = settings.deadRetention.components.seconds
+            deliveryTokenSeconds = settings.deliveryTokenLifetime.components.seconds
+            pushRecipientsPerCall = settings.pushRecipientsPerCall
+        }
+    }
+
+    /// The webhooks, then the push hook.
+    var eventHooks: [EventHook] {
+        let hooks = webhooks.webhooks.map { hook in
+            EventHook(
+                hookType: "webhook", webhookURL: hook.url.absoluteString,
+                eventTypes: WebhookSettings.eventTypes.filter(hook.wants).map(\.rawValue))
+        }
+        let push = webhooks.pushURL.map {
+            EventHook(hookType: "push", webhookURL: $0.absoluteString, eventTypes: [EventType.messageNew.rawValue])
+        }
+        return hooks + (push.map { [$0] } ?? [])
     }
 
     struct LimitSettings: Encodable {
@@ -88,7 +165,8 @@ struct AppController {
     }
 
     @Sendable func app(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        _ = try context.requirePrincipal()
+        let hooks = try context.requirePrincipal() == .server ? eventHooks : nil
+        let webhook = hooks?.first { $0.hookType == "webhook" }
         let types = try await store.channelTypes()
         let settings = AppSettings(
             name: apiKey,
@@ -108,7 +186,9 @@ struct AppController {
                 maxInboundFrameBytes: limits.maxInboundFrameBytes,
                 idleTimeoutSeconds: limits.idleTimeout.components.seconds,
                 headerTimeoutSeconds: limits.headerTimeout.components.seconds,
-                syncEventsPerChannel: limits.syncEventsPerChannel, syncEventsPerAnswer: limits.syncEventsPerAnswer))
+                syncEventsPerChannel: limits.syncEventsPerChannel, syncEventsPerAnswer: limits.syncEventsPerAnswer),
+            webhookURL: webhook?.webhookURL, webhookEvents: webhook?.eventTypes, eventHooks: hooks,
+            webhookDelivery: DeliverySettings(webhooks))
         return try context.respond(AppResponse(app: settings))
     }
 

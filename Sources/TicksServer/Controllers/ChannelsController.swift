@@ -487,6 +487,11 @@ struct ChannelsController {
             throw APIError.input("user_id in the query ('\(queryUser)') and the body ('\(named)') differ")
         }
         let reader = try context.requireActingUser(named: named ?? queryUser)
+        if let scope = context.deliveryOnly,
+            let other = body.latestDeliveredMessages.first(where: { $0.cid != scope.description })
+        {
+            throw APIError.forbidden("this delivery-only token is for channel \(scope), not \(other.cid.prefix(130))")
+        }
         try await receipts.markDelivered(reader, body.latestDeliveredMessages)
         return try context.respond(Empty())
     }

@@ -53,8 +53,12 @@ struct ConnectController {
 
     /// Checks the connect request: the api_key, a user token, and `json.user_id` naming the same user.
     func session(_ request: Request) async throws -> ConnectParameters {
-        guard case .user(let tokenUser) = try await AuthMiddleware(authority: authority).authenticate(request) else {
+        let grant = try await AuthMiddleware(authority: authority).authenticate(request)
+        guard case .user(let tokenUser) = grant.principal else {
             throw APIError.forbidden("connect with a user token, not a server token")
+        }
+        guard grant.deliveryOnly == nil else {
+            throw APIError.forbidden("a delivery-only token cannot connect: it may only mark messages delivered")
         }
         guard let json = request.queryParameter("json") else {
             throw APIError.input("json is required: ?json={\"user_id\": \"...\"}")

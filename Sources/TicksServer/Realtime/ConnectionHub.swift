@@ -157,6 +157,11 @@ public final class ConnectionHub: Sendable {
         connections.withLock { all in userIDs.reduce(0) { $0 + (all[$1] == nil ? 0 : 1) } }
     }
 
+    /// Those of `userIDs` with no connection to this node (the push hook's recipients).
+    func unconnected(among userIDs: [String]) -> [String] {
+        connections.withLock { all in userIDs.filter { all[$0] == nil } }
+    }
+
     /// The number of open connections.
     public var connectionCount: Int { connections.withLock { $0.values.reduce(0) { $0 + $1.count } } }
 

@@ -40,18 +40,17 @@ struct EventPublisher: Sendable {
     }
 
     /// Events for a cursor that moved: `message.read` / `message.delivered` to
-    /// the members who may see it, and `notification.mark_read` to the reader.
+    /// the members who may see it (`CursorNotice`), and `notification.mark_read` to the reader.
     func cursorMoved(_ outcome: CursorOutcome) throws {
         guard outcome.update.changed else { return }
-        let (reader, config) = (outcome.reader, outcome.config)
+        let reader = outcome.reader
         for move in outcome.update.moves {
             (move.kind == .read ? metrics.readMoves : metrics.deliveredMoves).increment()
         }
-        let visibility = ReceiptVisibility(config: config, users: [reader.id: reader], viewer: nil)
         let own = [reader.id]
-        let readSeen = visibility.readVisible(reader.id)
-        if outcome.update.moved(.read) {
-            try send(Self.messageRead(outcome), to: readSeen ? outcome.recipients : own)
+        let told = CursorNotice(outcome)
+        if let read = told.read {
+            try send(read, to: told.othersSeeRead ? outcome.recipients : own)
             var notification = Event(
                 type: .notificationMarkRead, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
             notification.lastReadMessageID = outcome.state.lastReadMessageID
@@ -60,33 +59,31 @@ struct EventPublisher: Sendable {
             notification.unreadChannels = outcome.totals.channels
             try send(notification, to: own)
         }
-        guard outcome.update.moved(.delivered), config.deliveryEvents else { return }
-        // A visible read says "delivered" too (R1). A private read (R10) of a message
-        // not yet delivered still delivers it, which the others may see.
-        var event = Event(type: .messageDelivered, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
-        event.lastDeliveredAt = outcome.state.deliveredAt
-        event.lastDeliveredMessageID = outcome.state.lastDeliveredMessageID
-        let othersSee = visibility.deliveredVisible(reader.id)
-        if !outcome.update.moved(.read) {
-            try send(event, to: othersSee ? outcome.recipients : own)
-        } else if !readSeen, othersSee {
-            // The reader's own connections had message.read.
-            try send(event, to: outcome.recipients.filter { $0 != reader.id })
+        guard let delivered = told.delivered else { return }
+        if told.othersSeeDelivered {
+            // After a visible read the reader's own connections had message.read.
+            try send(delivered, to: told.read == nil ? outcome.recipients : outcome.recipients.filter { $0 != reader.id })
+        } else if told.read == nil {
+            try send(delivered, to: own)
         }
     }
 
     /// `notification.mark_unread` to the reader's own connections.
     func markedUnread(_ outcome: CursorOutcome) throws {
         guard outcome.update.changed else { return }
-        let reader = outcome.reader
-        var event = Event(type: .notificationMarkUnread, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
+        try send(Self.markedUnread(outcome), to: [outcome.reader.id])
+    }
+
+    static func markedUnread(_ outcome: CursorOutcome) -> Event {
+        var event = Event(
+            type: .notificationMarkUnread, createdAt: outcome.at, cid: outcome.channel.cid, user: outcome.reader)
         event.firstUnreadMessageID = outcome.state.firstUnreadMessageID
         event.lastReadAt = outcome.state.readAt
         event.lastReadMessageID = outcome.state.lastReadMessageID
         event.unreadMessages = outcome.state.unread
         event.totalUnreadCount = outcome.totals.messages
         event.unreadChannels = outcome.totals.channels
-        try send(event, to: [reader.id])
+        return event
     }
 
     /// `member.added` / `member.removed` to the members and the member concerned.
@@ -117,5 +114,40 @@ struct EventPublisher: Sendable {
         hub.send(event, to: userIDs)
         bus?.publish(event, to: userIDs)
         metrics.eventsPublished.increment()
+    }
+}
+
+/// What a committed cursor move tells, and whether members other than the
+/// reader may hear it (R1, R8–R10): the one rule behind the live events and
+/// the webhooks. A visible read says "delivered" too (R1), so `delivered` is
+/// for the others only when no read is told them; a private read (R10) of a
+/// message not yet delivered still delivers it, which the others may see.
+struct CursorNotice {
+    /// `message.read`, when the read cursor moved.
+    var read: Event?
+    var othersSeeRead = false
+    /// `message.delivered`, when the delivered cursor moved and the channel type sends delivery events.
+    var delivered: Event?
+    var othersSeeDelivered = false
+
+    init(_ outcome: CursorOutcome) {
+        guard outcome.update.changed else { return }
+        let reader = outcome.reader
+        let visibility = ReceiptVisibility(config: outcome.config, users: [reader.id: reader], viewer: nil)
+        if outcome.update.moved(.read) {
+            read = EventPublisher.messageRead(outcome)
+            othersSeeRead = visibility.readVisible(reader.id)
+        }
+        guard outcome.update.moved(.delivered), outcome.config.deliveryEvents else { return }
+        var event = Event(type: .messageDelivered, createdAt: outcome.at, cid: outcome.channel.cid, user: reader)
+        event.lastDeliveredAt = outcome.state.deliveredAt
+        event.lastDeliveredMessageID = outcome.state.lastDeliveredMessageID
+        delivered = event
+        othersSeeDelivered = visibility.deliveredVisible(reader.id) && !othersSeeRead
+    }
+
+    /// The events anyone but the reader may be told (webhooks, with no viewer).
+    var toOthers: [Event] {
+        (othersSeeRead ? [read].compactMap { $0 } : []) + (othersSeeDelivered ? [delivered].compactMap { $0 } : [])
     }
 }

@@ -86,7 +86,7 @@ extension SQLStore {
     ) async throws -> (channel: ChannelRecord, created: Bool) {
         let customText = try JSONCoding.string(custom)
         let named = memberIDs + (createdBy.map { [$0] } ?? [])
-        return try await engine.write {
+        return try await write({
             Fetch.channel(type: type, id: id).then { existing -> StoreProgram<(channel: ChannelRecord, created: Bool)> in
                 if let existing { return .done((existing.channel, false)) }
                 return Fetch.texts(StoreSQL.channelType(type)).then { types in
@@ -119,7 +119,7 @@ extension SQLStore {
                     }.then { _ in Fetch.channel(pk: pk).map { ($0.channel, true) } }
                 }
             }
-        }
+        }, hooks: { made, hooks in made.created ? HookEvents.channel(.channelCreated, made.channel, at: now, hooks) : HookEvents.none() })
     }
 
     /// R5: a new member has received and read everything already in the channel.
@@ -199,7 +199,7 @@ extension SQLStore {
         async throws -> [MemberState]
     {
         let userIDs = userIDs.uniqued()
-        return try await engine.write {
+        return try await write({
             Fetch.users(userIDs).then { found in
                 try StoreRules.requireUsers(userIDs, found: found)
                 return Fetch.channel(pk: channel.pk, lock: true)
@@ -216,13 +216,13 @@ extension SQLStore {
             }.then { states in
                 Self.touched(channel, if: states.joined(), now: now)
             }
-        }
+        }, hooks: { states, hooks in HookEvents.membersAdded(states, to: channel, at: now, hooks) })
     }
 
     public func removeMembers(_ userIDs: [String], from channel: ChannelRecord, now: Timestamp) async throws
         -> [String]
     {
-        try await engine.write {
+        try await write({
             Fetch.channel(pk: channel.pk, lock: true).then { _ in
                 Step.each(userIDs.uniqued()) { userID in
                     Step.row(StoreSQL.deleteMember(userID, from: channel.pk)).then { deleted -> StoreProgram<String?> in
@@ -242,7 +242,7 @@ extension SQLStore {
             }.then { removed in
                 Self.forgetOldRemovals(now: now).then { _ in Self.touched(channel, if: removed.compactMap { $0 }, now: now) }
             }
-        }
+        }, hooks: { removed, hooks in HookEvents.membersRemoved(removed, from: channel, at: now, hooks) })
     }
 
     /// Removals older than a sync may ask about are forgotten as new ones are recorded.

@@ -15,7 +15,7 @@ extension SQLStore {
             guard let outcome else { throw StoreError.inconsistent("a read move without an outcome") }
             return outcome
         }
-        return try await engine.write {
+        return try await write({
             Fetch.channel(type: channel.type, id: channel.id).then { found in
                 guard let found else { throw StoreError.channelNotFound(cid: "\(channel)") }
                 let current = found.channel
@@ -31,13 +31,13 @@ extension SQLStore {
                     Self.outcome(of: update, by: userID, in: found, now: now, audience: audience)
                 }
             }
-        }
+        }, hooks: { outcome, _ in HookEvents.cursors([outcome]) })
     }
 
     public func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp)
         async throws -> CursorOutcome
     {
-        try await engine.write {
+        try await write({
             Fetch.channel(pk: channel.pk).then { found in
                 Fetch.requiredSeq(of: messageID, in: found.channel).then { seq in
                     Fetch.cursors(of: userID, in: found.channel).then { current in
@@ -49,13 +49,13 @@ extension SQLStore {
                     Self.outcome(of: update, by: userID, in: found, now: now, audience: nil)
                 }
             }
-        }
+        }, hooks: { outcome, _ in HookEvents.markedUnread(outcome) })
     }
 
     public func markAllRead(_ userID: String, audience: ReceiptAudience, now: Timestamp) async throws
         -> [CursorOutcome]
     {
-        try await engine.write {
+        try await write({
             Step.rows(StoreSQL.channels(ofMember: userID)).then { rows in
                 Step.each(try rows.map { try StoreRows.channel($0) }) { found -> StoreProgram<CursorOutcome?> in
                     let newest = found.channel.lastSeq
@@ -67,7 +67,7 @@ extension SQLStore {
                         }
                 }
             }.map { $0.compactMap { $0 } }
-        }
+        }, hooks: { outcomes, _ in HookEvents.cursors(outcomes) })
     }
 
     public func markDelivered(
@@ -81,7 +81,7 @@ extension SQLStore {
                     messageID: entry.messageID, at: now, audience: audience))
             return outcome.map { [$0] } ?? []
         }
-        return try await engine.write {
+        return try await write({
             // Resolve and check every entry first: all or nothing.
             Step.each(targets) { entry -> StoreProgram<Resolved> in
                 Fetch.channel(type: entry.channel.type, id: entry.channel.id).then { found in
@@ -110,7 +110,7 @@ extension SQLStore {
                     }
                 }
             }.map { $0.compactMap { $0 } }
-        }
+        }, hooks: { outcomes, _ in HookEvents.cursors(outcomes) })
     }
 
     public func unreadTotals(of userID: String) async throws -> UnreadTotals {

@@ -20,7 +20,7 @@ extension SQLStore {
     public func editMessage(
         id: String, now: Timestamp, _ edit: @escaping @Sendable (MessageRecord) throws -> MessageEdit
     ) async throws -> MessageRecord {
-        try await engine.write {
+        try await write({
             Self.lockedMessage(id).then { message in
                 let change = try edit(message)
                 var edited = message
@@ -35,13 +35,13 @@ extension SQLStore {
                         textChanged: textChanged)
                 ).map { edited }
             }
-        }
+        }, hooks: { message, hooks in HookEvents.message(.messageUpdated, message, hooks) })
     }
 
     /// A deleted message is never unread again: it leaves the count of every
     /// member who had not read it (and their totals) in the same transaction.
     public func deleteMessage(id: String, hard: Bool, now: Timestamp) async throws -> MessageRecord {
-        try await engine.write {
+        try await write({
             Self.lockedMessage(id).then { message in
                 var deleted = message
                 deleted.deletedAt = message.deletedAt ?? now
@@ -64,7 +64,7 @@ extension SQLStore {
                     Step.each(uncount) { Step.execute($0) }
                 }.map { _ in deleted }
             }
-        }
+        }, hooks: { message, hooks in HookEvents.message(.messageDeleted, message, hardDelete: hard, hooks) })
     }
 
     /// The message `id`, still there, locked in PostgreSQL; `messageNotFound` otherwise.
@@ -83,7 +83,7 @@ extension SQLStore {
     /// received and read up to its last message (unread 0, totals to match),
     /// and the receipt log, which only names messages now gone, is dropped.
     public func truncateChannel(_ channel: ChannelRecord, hard: Bool, now: Timestamp) async throws -> ChannelRecord {
-        try await engine.write {
+        try await write({
             Fetch.channel(pk: channel.pk, lock: true).then { found in
                 let last = found.channel.lastSeq
                 return Self.clearReadState(of: found.channel, through: last).then { _ in
@@ -92,7 +92,7 @@ extension SQLStore {
                     hard ? Step.execute(StoreSQL.wipeMessages(in: channel.pk, through: last, at: now.microseconds)) : .done(())
                 }.then { _ in Fetch.channel(pk: channel.pk).map(\.channel) }
             }
-        }
+        }, hooks: { truncated, hooks in HookEvents.channel(.channelTruncated, truncated, at: now, hooks) })
     }
 
     /// Deletes the channel: its members' read state and receipt log go (and
@@ -100,7 +100,7 @@ extension SQLStore {
     /// channel and its messages out of sight; a hard one leaves nothing.
     /// Returns the ids of those who were members.
     public func deleteChannel(_ channel: ChannelRecord, hard: Bool, now: Timestamp) async throws -> [String] {
-        try await engine.write {
+        try await write({
             Fetch.channel(pk: channel.pk, lock: true).then { found in
                 Self.clearReadState(of: found.channel, through: found.channel.lastSeq)
             }.then { memberIDs in
@@ -112,7 +112,7 @@ extension SQLStore {
                         : Step.execute(StoreSQL.markDeleted(channel.pk, at: now.microseconds))
                 }.map { _ in memberIDs }
             }
-        }
+        }, hooks: { _, hooks in HookEvents.channel(.channelDeleted, channel, at: now, hooks) })
     }
 
     /// Moves every member's cursors to `seq` at least, zeroes their unread
@@ -139,14 +139,14 @@ extension SQLStore {
         _ channel: ChannelRecord, now: Timestamp,
         _ edit: @escaping @Sendable ([String: JSONValue]) throws -> [String: JSONValue]
     ) async throws -> ChannelRecord {
-        try await engine.write {
+        try await write({
             Fetch.channel(pk: channel.pk, lock: true).then { found in
                 let custom = try edit(found.channel.custom)
                 return Step.execute(
                     StoreSQL.setCustom(of: channel.pk, to: try JSONCoding.string(custom), at: now.microseconds)
                 ).then { _ in Fetch.channel(pk: channel.pk).map(\.channel) }
             }
-        }
+        }, hooks: { updated, hooks in HookEvents.channel(.channelUpdated, updated, at: now, hooks) })
     }
 
     // MARK: Members and users

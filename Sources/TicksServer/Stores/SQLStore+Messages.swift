@@ -8,7 +8,7 @@ extension SQLStore {
     {
         let custom = try JSONCoding.string(new.custom)
         do {
-            return try await engine.write {
+            return try await write({
                 // The channel's row lock (PostgreSQL) numbers its messages one at
                 // a time, and a retried send with the same id waits here for the first (R11).
                 Fetch.channel(pk: channel.pk, lock: true).then { found in
@@ -19,7 +19,7 @@ extension SQLStore {
                         return Self.append(new, custom: custom, to: found.channel, now: now)
                     }
                 }
-            }
+            }, hooks: { outcome, hooks in HookEvents.messageNew(outcome, in: channel, hooks) })
         } catch StoreEngineError.uniqueViolation {
             // The id was taken in another channel at the same moment (through another node).
             throw StoreError.messageIDInOtherChannel(new.id)

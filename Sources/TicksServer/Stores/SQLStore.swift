@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 import TicksProtocol
 import TicksReceipts
 
@@ -47,31 +48,77 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     let engine: any StoreEngine
     /// PostgreSQL: marks read and delivered grouped into one statement and one commit.
     let moveBatcher: MoveBatcher?
+    /// What changes owe the webhooks, once `recordWebhooks(with:)` set it (docs/webhooks.md).
+    private let recorder: RecorderSlot
+
+    final class RecorderSlot: Sendable {
+        let value = Mutex<WebhookRecorder?>(nil)
+    }
 
     init(engine: any StoreEngine) {
         self.engine = engine
+        let recorder = RecorderSlot()
+        self.recorder = recorder
         moveBatcher =
             engine.dialect == .postgres
-            ? MoveBatcher { moves in try await Self.runBatch(moves, on: engine) } : nil
+            ? MoveBatcher { moves in
+                try await Self.runBatch(moves, on: engine, hooks: recorder.value.withLock { $0 })
+            } : nil
     }
+
+    /// From now on every change writes the webhook calls it owes in its own transaction.
+    func recordWebhooks(with recorder: WebhookRecorder) {
+        self.recorder.value.withLock { $0 = recorder }
+    }
+
+    var webhooks: WebhookRecorder? { recorder.value.withLock { $0 } }
 
     /// A batch of moves as one statement; those it left undone because their
     /// member's row changed meanwhile run again, with their members locked
-    /// first (`StoreSQL.moves`, `StoreSQL.lockMembers`).
-    static func runBatch(_ moves: [BatchedMove], on engine: any StoreEngine) async throws
+    /// first (`StoreSQL.moves`, `StoreSQL.lockMembers`). With webhooks the
+    /// statement and the calls the moves owe are one transaction.
+    static func runBatch(_ moves: [BatchedMove], on engine: any StoreEngine, hooks: WebhookRecorder?) async throws
         -> [Result<CursorOutcome?, any Error>]
     {
-        var outcomes = try await engine.writeOne { OneStatementMove.program(moves) }
+        @Sendable func program(_ moves: [BatchedMove], lock: Bool) -> StoreProgram<[Result<CursorOutcome?, any Error>]> {
+            let moved = lock
+                ? Step.execute(StoreSQL.lockMembers(of: moves)).then { _ in OneStatementMove.program(moves) }
+                : OneStatementMove.program(moves)
+            guard let hooks else { return moved }
+            return moved.then { outcomes in
+                let committed = outcomes.compactMap { try? $0.get() }.compactMap { $0 }
+                return HookEvents.cursors(committed).then { hooks.record($0, now: .now()) }.map { outcomes }
+            }
+        }
+        var outcomes =
+            hooks == nil
+            ? try await engine.writeOne { program(moves, lock: false) } : try await engine.write { program(moves, lock: false) }
         let stale = outcomes.indices.filter {
             if case .failure(let error) = outcomes[$0], error is OneStatementMove.Stale { true } else { false }
         }
-        guard !stale.isEmpty else { return outcomes }
-        let again = stale.map { moves[$0] }
-        let redone = try await engine.write {
-            Step.execute(StoreSQL.lockMembers(of: again)).then { _ in OneStatementMove.program(again) }
+        if !stale.isEmpty {
+            let again = stale.map { moves[$0] }
+            let redone = try await engine.write { program(again, lock: true) }
+            for (index, outcome) in zip(stale, redone) { outcomes[index] = outcome }
         }
-        for (index, outcome) in zip(stale, redone) { outcomes[index] = outcome }
+        hooks?.wake()
         return outcomes
+    }
+
+    /// A change and the webhook calls it owes (`events` of its result), in one
+    /// transaction; without webhooks just the change.
+    func write<T: Sendable>(
+        _ program: @escaping @Sendable () -> StoreProgram<T>,
+        hooks events: @escaping @Sendable (T, WebhookRecorder) -> StoreProgram<[HookEvent]>
+    ) async throws -> T {
+        guard let hooks = webhooks else { return try await engine.write(program) }
+        let result = try await engine.write {
+            program().then { result in
+                events(result, hooks).then { hooks.record($0, now: .now()) }.map { result }
+            }
+        }
+        hooks.wake()
+        return result
     }
 
     /// SQLite in the file at `path` (created if needed), in WAL mode.

@@ -44,13 +44,16 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case getReceipts = "GetReceipts"
     case getReplies = "GetReplies"
     case sync = "Sync"
+    case listFailedWebhooks = "ListFailedWebhooks"
+    case retryFailedWebhooks = "RetryFailedWebhooks"
     case connect = "Connect"
     case demoToken = "DemoToken"
 
     public var method: HTTPRequest.Method {
         switch self {
         case .health, .metrics, .openAPI, .getApp, .getRateLimits, .queryUsers, .listChannelTypes, .getChannelType,
-            .getMessage, .getReceipts, .getReplies, .connect, .getTask, .queryMembers, .getManyMessages, .unreadCounts:
+            .getMessage, .getReceipts, .getReplies, .connect, .getTask, .queryMembers, .getManyMessages, .unreadCounts,
+            .listFailedWebhooks:
             .get
         case .updateChannelType, .updateMessagePartial: .put
         case .updateUsersPartial, .updateChannelPartial, .updateMemberPartial: .patch
@@ -92,6 +95,8 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .getReceipts: "/messages/{id}/receipts"
         case .getReplies: "/messages/{id}/replies"
         case .sync: "/sync"
+        case .listFailedWebhooks: "/webhooks/failed"
+        case .retryFailedWebhooks: "/webhooks/failed/retry"
         case .connect: "/connect"
         case .demoToken: "/demo/token"
         }

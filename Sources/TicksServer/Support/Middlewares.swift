@@ -129,14 +129,22 @@ struct AuthMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        // `RateLimitMiddleware` may have checked the same credentials already.
-        guard context.principal == nil else { return try await next(request, context) }
         var context = context
-        context.principal = try await authenticate(request)
+        // `RateLimitMiddleware` may have checked the same credentials already.
+        if context.principal == nil {
+            let grant = try await authenticate(request)
+            context.principal = grant.principal
+            context.deliveryOnly = grant.deliveryOnly
+        }
+        if let channel = context.deliveryOnly,
+            APIEndpoint.matching(method: request.method, path: context.endpointPath) != .markDelivered
+        {
+            throw APIError.forbidden("this token may only mark messages of channel \(channel) delivered")
+        }
         return try await next(request, context)
     }
 
-    func authenticate(_ request: Request) async throws -> Principal {
+    func authenticate(_ request: Request) async throws -> TokenGrant {
         guard let apiKey = request.queryParameter("api_key"), !apiKey.isEmpty else {
             throw APIError.unauthorized("api_key is missing from the query")
         }
@@ -149,7 +157,7 @@ struct AuthMiddleware: RouterMiddleware {
             throw APIError.unauthorized("the Authorization header is missing")
         }
         if token.hasPrefix("Bearer ") { token.removeFirst("Bearer ".count) }
-        return try await authority.principal(for: token)
+        return try await authority.grant(for: token)
     }
 }
 
@@ -177,7 +185,9 @@ struct RateLimitMiddleware: RouterMiddleware {
         var context = context
         // A valid token counts against its user or the app; anything else against the client's address.
         if endpoint?.isAuthenticated == true {
-            context.principal = try? await AuthMiddleware(authority: authority).authenticate(request)
+            let grant = try? await AuthMiddleware(authority: authority).authenticate(request)
+            context.principal = grant?.principal
+            context.deliveryOnly = grant?.deliveryOnly
         }
         let identity: RateLimiter.Identity =
             switch context.principal {

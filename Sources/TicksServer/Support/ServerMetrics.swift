@@ -66,6 +66,20 @@ public struct ServerMetrics: Sendable {
             dimensions: [("type", kind.rawValue), ("outcome", refused ? "refused" : "ok")], factory: factory)
     }
 
+    /// Webhook and push calls by outcome: delivered, failed (to be tried again), dead.
+    func webhookCalls(_ kind: String, _ outcome: String) -> CoreMetrics.Counter {
+        CoreMetrics.Counter(
+            label: "ticks_webhook_calls_total", dimensions: [("kind", kind), ("outcome", outcome)], factory: factory)
+    }
+
+    func webhookDuration(_ kind: String) -> CoreMetrics.Timer {
+        CoreMetrics.Timer(label: "ticks_webhook_call_duration_seconds", dimensions: [("kind", kind)], factory: factory)
+    }
+
+    func outboxCalls(_ state: String) -> CoreMetrics.Gauge {
+        CoreMetrics.Gauge(label: "ticks_webhook_outbox_calls", dimensions: [("state", state)], factory: factory)
+    }
+
     func requestCounter(route: String, method: String, status: Int) -> CoreMetrics.Counter {
         CoreMetrics.Counter(
             label: "ticks_http_requests_total",
@@ -85,6 +99,10 @@ extension ServerMetrics {
         if let resident = Self.residentMemoryBytes() { residentMemory.record(resident) }
         cpuSeconds.record(Self.cpuSeconds())
         if let size = try? await store.storageBytes() { storeSize.record(size) }
+        if let store = store as? SQLStore, let counts = try? await store.outboxCounts() {
+            outboxCalls("waiting").record(counts.waiting)
+            outboxCalls("dead").record(counts.dead)
+        }
         return registry.emitToString()
     }
 

@@ -11,6 +11,8 @@ public struct TicksRequestContext: RequestContext, WebSocketRequestContext {
     public let webSocket: WebSocketHandlerReference<Self>
     /// Set by `RateLimitMiddleware` or `AuthMiddleware` once the token checked out.
     public var principal: Principal?
+    /// Set when the token is delivery-only (docs/webhooks.md): the one channel it may mark delivered in.
+    public var deliveryOnly: ChannelID?
     public let startedAt: ContinuousClock.Instant
     /// The client's address: what a request without a valid token is rate limited by.
     public let remoteAddress: SocketAddress?
@@ -19,6 +21,7 @@ public struct TicksRequestContext: RequestContext, WebSocketRequestContext {
         self.coreContext = .init(source: source)
         self.webSocket = .init()
         self.principal = nil
+        self.deliveryOnly = nil
         self.startedAt = .now
         self.remoteAddress = source.channel.remoteAddress
     }

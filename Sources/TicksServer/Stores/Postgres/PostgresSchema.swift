@@ -92,6 +92,8 @@ enum PostgresSchema {
         Migration(name: "v6-message-lifecycle", statements: StoreMigrations.messageLifecycle(integer: "BIGINT")),
         Migration(name: "v7-threads", statements: StoreMigrations.threads(integer: "BIGINT")),
         Migration(name: "v8-sync", statements: StoreMigrations.sync(integer: "BIGINT")),
+        Migration(
+            name: "v9-webhooks", statements: StoreMigrations.webhooks(integer: "BIGINT", key: "BIGSERIAL PRIMARY KEY")),
     ]
 
     /// An arbitrary constant: the advisory lock that serialises migrations.

@@ -97,6 +97,10 @@ enum SQLiteSchema {
         migrator.registerMigration("v8-sync") { db in
             for statement in StoreMigrations.sync(integer: "INTEGER") { try db.execute(sql: statement) }
         }
+        migrator.registerMigration("v9-webhooks") { db in
+            let key = "INTEGER PRIMARY KEY AUTOINCREMENT"
+            for statement in StoreMigrations.webhooks(integer: "INTEGER", key: key) { try db.execute(sql: statement) }
+        }
         return migrator
     }
 }

@@ -108,3 +108,44 @@ extension StoreMigrations {
         ]
     }
 }
+
+extension StoreMigrations {
+    /// The webhook outbox (docs/webhooks.md): each call a change owes a
+    /// webhook or the push hook, written in the change's own transaction and
+    /// removed once the receiver answered 2xx. `dead_at` is set when it gave
+    /// up (too many failures, too old); a dead call stays until retried or
+    /// past its retention. One queue per receiver and channel, in `id` order.
+    /// `webhook_lease` names the node that sends (one at a time, so a
+    /// channel's calls go out in order).
+    static func webhooks(integer: String, key: String) -> [String] {
+        [
+            """
+            CREATE TABLE webhook_outbox (
+              id \(key),
+              delivery_id TEXT NOT NULL,
+              target TEXT NOT NULL,
+              kind TEXT NOT NULL,
+              event_type TEXT NOT NULL,
+              cid TEXT NOT NULL,
+              payload TEXT NOT NULL,
+              recipients TEXT,
+              created_at \(integer) NOT NULL,
+              attempts \(integer) NOT NULL DEFAULT 0,
+              next_attempt_at \(integer) NOT NULL,
+              dead_at \(integer),
+              last_error TEXT
+            )
+            """,
+            "CREATE INDEX webhook_outbox_queue ON webhook_outbox (target, cid, id) WHERE dead_at IS NULL",
+            "CREATE INDEX webhook_outbox_dead ON webhook_outbox (dead_at, id) WHERE dead_at IS NOT NULL",
+            "CREATE INDEX webhook_outbox_age ON webhook_outbox (created_at) WHERE dead_at IS NULL",
+            """
+            CREATE TABLE webhook_lease (
+              id \(integer) PRIMARY KEY NOT NULL,
+              node TEXT NOT NULL,
+              expires_at \(integer) NOT NULL
+            )
+            """,
+        ]
+    }
+}

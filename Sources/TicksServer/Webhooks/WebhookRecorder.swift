@@ -1,0 +1,104 @@
+import Foundation
+import TicksProtocol
+
+/// An event a change owes the webhooks, found in the change's transaction;
+/// for a new message also who should get a push.
+struct HookEvent: Sendable {
+    var event: Event
+    /// `message.new`: the members to push to (the author left out), before
+    /// those with an open socket are taken out.
+    var pushCandidates: [RecipientUnread] = []
+}
+
+/// One call the outbox holds: where to, what, and for the push hook whom.
+struct OutboxEntry: Sendable, Equatable {
+    enum Kind: String, Sendable {
+        case webhook
+        case push
+    }
+
+    var target: String
+    var kind: Kind
+    var eventType: String
+    /// The channel's queue the call waits in ("" for none).
+    var cid: String
+    /// The event's JSON.
+    var payload: String
+    /// The push hook's recipients (`PushRecipient`s as JSON); nil for a webhook.
+    var recipients: String?
+}
+
+/// A member a push call names; the delivery-only token is added when the call is made.
+struct PushRecipient: Codable, Sendable, Equatable {
+    var user_id: String
+    var unread_count: Int
+    var total_unread_count: Int
+}
+
+/// What the store writes to the webhook outbox in a change's own
+/// transaction (docs/webhooks.md): the events the settings ask for, as
+/// calls; nothing is sent from inside a transaction. `wake` tells this
+/// node's sender, after the commit, that there is work.
+struct WebhookRecorder: Sendable {
+    let settings: WebhookSettings
+    /// Those of the users with no open socket on this node (the push hook names only them).
+    let offline: @Sendable ([String]) -> [String]
+    let wake: @Sendable () -> Void
+
+    /// Whether any receiver wants events of `type` (so the store need not build them).
+    func wants(_ type: EventType) -> Bool {
+        settings.webhooks.contains { $0.wants(type) } || (type == .messageNew && settings.pushURL != nil)
+    }
+
+    /// The outbox calls for `events`.
+    func entries(for events: [HookEvent]) throws -> [OutboxEntry] {
+        var entries: [OutboxEntry] = []
+        for hook in events {
+            var event = hook.event
+            if let cid = event.cid, let channel = ChannelID(cid: cid) {
+                event.channelType = channel.type
+                event.channelID = channel.id
+            }
+            let type = event.type
+            let wanting = settings.webhooks.filter { $0.wants(type) }
+            let push = type == .messageNew ? settings.pushURL : nil
+            guard !wanting.isEmpty || push != nil else { continue }
+            let payload = try JSONCoding.string(event)
+            let cid = event.cid ?? ""
+            for webhook in wanting {
+                entries.append(
+                    OutboxEntry(
+                        target: webhook.url.absoluteString, kind: .webhook, eventType: type.rawValue, cid: cid,
+                        payload: payload))
+            }
+            guard let push else { continue }
+            let away = Set(offline(hook.pushCandidates.map(\.userID)))
+            let offline = hook.pushCandidates.filter { away.contains($0.userID) }
+            var start = 0
+            while start < offline.count {
+                let chunk = offline[start..<min(start + settings.pushRecipientsPerCall, offline.count)]
+                let recipients = chunk.map {
+                    PushRecipient(
+                        user_id: $0.userID, unread_count: $0.channelUnread, total_unread_count: $0.totals.messages)
+                }
+                entries.append(
+                    OutboxEntry(
+                        target: push.absoluteString, kind: .push, eventType: type.rawValue, cid: cid, payload: payload,
+                        recipients: try JSONCoding.string(recipients)))
+                start += chunk.count
+            }
+        }
+        return entries
+    }
+
+    /// Writes the calls `events` make, in the transaction the program runs in.
+    func record(_ events: [HookEvent], now: Timestamp) -> StoreProgram<Void> {
+        .defer {
+            let entries = try entries(for: events)
+            return Step.each(entries) { entry in
+                Step.execute(
+                    StoreSQL.insertOutbox(entry, deliveryID: UUID().uuidString.lowercased(), at: now.microseconds))
+            }.map { _ in () }
+        }
+    }
+}

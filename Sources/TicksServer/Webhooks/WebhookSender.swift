@@ -1,0 +1,265 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+import Synchronization
+import TicksProtocol
+
+/// Sends the webhook outbox's calls (docs/webhooks.md): one node at a time
+/// (the one holding `webhook_lease`), each receiver-and-channel queue in
+/// order, at most `concurrency` queues at once, each call signed and timed
+/// out, retried with exponential backoff, dead after `maxAttempts`. Nothing
+/// here runs inside a request: a slow or dead receiver holds only its own
+/// queues, never a receipt.
+final class WebhookSender: Service, Sendable {
+    let store: SQLStore
+    let settings: WebhookSettings
+    let authority: TokenAuthority
+    let metrics: ServerMetrics
+    let logger: Logger
+    /// This node's name in the lease.
+    let node = UUID().uuidString.lowercased()
+    /// How often the sender looks at the outbox when nothing woke it
+    /// (other nodes' changes, calls whose retry time came).
+    let pollInterval: Duration
+    let leaseDuration: Duration = .seconds(15)
+
+    private let http: HTTPClient
+    private let woken = Atomic<Bool>(false)
+    /// Until when this node may send (microseconds): the lease it last took.
+    private let leaseUntil = Atomic<Int64>(0)
+    private let state = Mutex(State())
+
+    private struct QueueKey: Hashable {
+        var target: String
+        var cid: String
+    }
+
+    private struct State {
+        /// Queues being sent now.
+        var busy = Set<QueueKey>()
+        /// Queues whose first call waits for its retry time.
+        var notBefore: [QueueKey: Timestamp] = [:]
+    }
+
+    init(
+        store: SQLStore, settings: WebhookSettings, authority: TokenAuthority, metrics: ServerMetrics, logger: Logger,
+        pollInterval: Duration = .seconds(1)
+    ) {
+        self.store = store
+        self.settings = settings
+        self.authority = authority
+        self.metrics = metrics
+        self.logger = logger
+        self.pollInterval = pollInterval
+        var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow
+        configuration.timeout = .init(connect: .seconds(5))
+        http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// There is work (a change just committed calls): look now rather than at the next poll.
+    func wake() {
+        woken.store(true, ordering: .relaxed)
+    }
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                var lastSweep = ContinuousClock.now - .seconds(3600)
+                while !Task.isCancelled {
+                    do {
+                        if try await self.holdLease() {
+                            if ContinuousClock.now - lastSweep > .seconds(10) {
+                                try await self.store.expireOutbox(
+                                    maxAge: self.settings.maxAge, retention: self.settings.deadRetention, now: .now())
+                                lastSweep = .now
+                            }
+                            for key in try await self.queuesToStart() {
+                                group.addTask { await self.drain(key) }
+                            }
+                        }
+                    } catch {
+                        self.logger.warning("webhook sender: \(error)")
+                    }
+                    await self.sleepUntilWoken()
+                }
+            }
+        }
+        try? await store.releaseWebhookLease(node: node)
+        try? await http.shutdown()
+    }
+
+    /// Takes or renews the lease; false while another node sends.
+    private func holdLease() async throws -> Bool {
+        let now = Timestamp.now()
+        let until = now + leaseDuration
+        guard try await store.takeWebhookLease(node: node, now: now, until: until) else {
+            leaseUntil.store(0, ordering: .relaxed)
+            return false
+        }
+        leaseUntil.store(until.microseconds, ordering: .relaxed)
+        return true
+    }
+
+    /// Waits for `wake()` or the poll interval.
+    private func sleepUntilWoken() async {
+        let deadline = ContinuousClock.now + pollInterval
+        while ContinuousClock.now < deadline, !Task.isCancelled {
+            if woken.exchange(false, ordering: .relaxed) { return }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Queues with calls that are not being sent, not waiting for a retry, within the concurrency.
+    private func queuesToStart() async throws -> [QueueKey] {
+        let queues = try await store.outboxQueues(limit: 1_000)
+        let now = Timestamp.now()
+        return state.withLock { state in
+            var started: [QueueKey] = []
+            for (target, cid) in queues {
+                guard state.busy.count < settings.concurrency else { break }
+                let key = QueueKey(target: target, cid: cid)
+                if let time = state.notBefore[key], now < time { continue }
+                state.notBefore[key] = nil
+                if state.busy.insert(key).inserted { started.append(key) }
+            }
+            return started
+        }
+    }
+
+    /// Sends one queue's calls in order until it is empty, one waits for its
+    /// retry, or the lease is gone.
+    private func drain(_ key: QueueKey) async {
+        var retryAt: Timestamp?
+        defer {
+            state.withLock {
+                $0.busy.remove(key)
+                if let retryAt { $0.notBefore[key] = retryAt }
+            }
+            wake()
+        }
+        do {
+            while !Task.isCancelled {
+                let calls = try await store.outboxQueue(target: key.target, cid: key.cid, limit: 32)
+                guard !calls.isEmpty else { return }
+                for call in calls {
+                    let now = Timestamp.now()
+                    guard now.microseconds < leaseUntil.load(ordering: .relaxed) else { return }
+                    if now < call.nextAttemptAt {
+                        retryAt = call.nextAttemptAt
+                        return
+                    }
+                    if let failure = await send(call) {
+                        let attempts = call.attempts + 1
+                        let dead = attempts >= settings.maxAttempts
+                        let next = now + backoff(after: attempts)
+                        try await store.failed(
+                            call, attempts: attempts, nextAt: next, deadAt: dead ? now : nil, error: failure)
+                        metrics.webhookCalls(call.kind, dead ? "dead" : "failed").increment()
+                        logger.notice(
+                            "webhook call failed",
+                            metadata: [
+                                "delivery_id": "\(call.deliveryID)", "target": "\(call.target)",
+                                "attempt": "\(attempts)", "error": "\(failure)", "dead": "\(dead)",
+                            ])
+                        guard dead else {
+                            retryAt = next
+                            return
+                        }
+                    } else {
+                        try await store.delivered(call)
+                        metrics.webhookCalls(call.kind, "delivered").increment()
+                    }
+                }
+            }
+        } catch {
+            logger.warning("webhook sender: queue \(key.target) \(key.cid): \(error)")
+            retryAt = .now() + pollInterval
+        }
+    }
+
+    /// The wait before attempt `attempts + 1`: the first backoff, doubled each time, at most the largest.
+    func backoff(after attempts: Int) -> Duration {
+        var wait = settings.firstBackoff
+        for _ in 1..<max(attempts, 1) where wait < settings.maxBackoff { wait *= 2 }
+        return min(wait, settings.maxBackoff)
+    }
+
+    /// One attempt; nil when the receiver answered 2xx, else why not.
+    private func send(_ call: OutboxCall) async -> String? {
+        let started = ContinuousClock.now
+        defer { metrics.webhookDuration(call.kind).recordInterval(since: started) }
+        do {
+            let body = try await self.body(of: call)
+            var request = HTTPClientRequest(url: call.target)
+            request.method = .POST
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.headers.add(name: "User-Agent", value: "ticks-webhooks")
+            request.headers.add(name: "X-Signature", value: Self.signature(of: body, secret: authority.credentials.apiSecret))
+            request.headers.add(name: "X-Webhook-Id", value: call.deliveryID)
+            request.headers.add(name: "X-Webhook-Attempt", value: String(call.attempts + 1))
+            request.headers.add(name: "X-Api-Key", value: authority.credentials.apiKey)
+            request.body = .bytes(ByteBuffer(data: body))
+            let response = try await http.execute(request, timeout: TimeAmount(settings.callTimeout))
+            // What the receiver says is read (so the connection can be reused) but not kept.
+            _ = try? await response.body.collect(upTo: 64 << 10)
+            guard (200..<300).contains(response.status.code) else { return "HTTP \(response.status.code)" }
+            return nil
+        } catch let error as HTTPClientError where error == .deadlineExceeded {
+            return "no answer within \(settings.callTimeout)"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// The body of a call: the event; for the push hook with its recipients,
+    /// each with a delivery-only token for the channel (minted now, so a
+    /// retried call carries fresh ones).
+    func body(of call: OutboxCall) async throws -> Data {
+        guard call.kind == OutboxEntry.Kind.push.rawValue, let recipients = call.recipients,
+            let channel = ChannelID(cid: call.cid)
+        else { return Data(call.payload.utf8) }
+        let named = try JSONDecoder().decode([PushRecipient].self, from: Data(recipients.utf8))
+        var withTokens: [PushCallRecipient] = []
+        for recipient in named {
+            let token = try await authority.deliveryToken(
+                for: recipient.user_id, in: channel, expiresIn: settings.deliveryTokenLifetime)
+            withTokens.append(PushCallRecipient(recipient: recipient, delivery_token: token))
+        }
+        var text = call.payload
+        guard text.last == "}" else { throw WebhookSenderError.badPayload(call.deliveryID) }
+        text.removeLast()
+        text += #","recipients":"# + (try JSONCoding.string(withTokens)) + "}"
+        return Data(text.utf8)
+    }
+
+    /// Stream's `X-Signature`: HMAC-SHA256 of the body with the app secret, in lowercase hex.
+    static func signature(of body: Data, secret: String) -> String {
+        let code = HMAC<SHA256>.authenticationCode(for: body, using: SymmetricKey(data: Data(secret.utf8)))
+        return code.map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// A push call's recipient: who, their counts, and the token that may mark the message delivered.
+struct PushCallRecipient: Encodable {
+    var recipient: PushRecipient
+    var delivery_token: String
+
+    enum CodingKeys: String, CodingKey { case user_id, unread_count, total_unread_count, delivery_token }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(recipient.user_id, forKey: .user_id)
+        try container.encode(recipient.unread_count, forKey: .unread_count)
+        try container.encode(recipient.total_unread_count, forKey: .total_unread_count)
+        try container.encode(delivery_token, forKey: .delivery_token)
+    }
+}
+
+enum WebhookSenderError: Error {
+    case badPayload(String)
+}

@@ -1,0 +1,120 @@
+import Foundation
+import TicksProtocol
+
+/// Where the server calls out, and how hard it tries (docs/webhooks.md).
+/// Set at start (`ticks serve --webhook`, `--push-hook`, ...); `GET /app`
+/// reports it.
+public struct WebhookSettings: Sendable, Equatable {
+    /// Webhooks: each gets every event of the types it names.
+    public var webhooks: [Webhook] = []
+    /// The push hook: one call per new message, naming the members with no
+    /// open socket, each with a delivery-only token.
+    public var pushURL: URL?
+    /// Failed calls are tried again until this many attempts, then dead.
+    public var maxAttempts = 8
+    /// The first retry waits this long, each next one twice as long, up to `maxBackoff`.
+    public var firstBackoff: Duration = .seconds(1)
+    public var maxBackoff: Duration = .seconds(60)
+    /// What one call may take before it counts as failed.
+    public var callTimeout: Duration = .seconds(5)
+    /// Calls in flight at once (each to a different receiver or channel).
+    public var concurrency = 16
+    /// A call still not delivered this long after its change is dead.
+    public var maxAge: Duration = .seconds(24 * 3600)
+    /// Dead calls are kept this long for `POST /webhooks/retry`, then removed.
+    public var deadRetention: Duration = .seconds(7 * 24 * 3600)
+    /// How long a push hook's delivery-only token is valid.
+    public var deliveryTokenLifetime: Duration = .seconds(6 * 3600)
+    /// Members named in one push call; a message to more offline members makes several calls.
+    public var pushRecipientsPerCall = 1_000
+
+    public init() {}
+
+    public var isEnabled: Bool { !webhooks.isEmpty || pushURL != nil }
+
+    /// A webhook: its URL and the event types it gets (every type when nil).
+    public struct Webhook: Sendable, Equatable {
+        public var url: URL
+        public var eventTypes: Set<EventType>?
+
+        public init(url: URL, eventTypes: Set<EventType>? = nil) {
+            self.url = url
+            self.eventTypes = eventTypes
+        }
+
+        func wants(_ type: EventType) -> Bool { eventTypes?.contains(type) ?? true }
+    }
+
+    /// The events a webhook can be sent: changes to messages, receipts,
+    /// members and channels. (Notifications addressed to one user's devices,
+    /// such as `notification.mark_read`, are not, but for
+    /// `notification.mark_unread`, which has no other event.)
+    public static let eventTypes: [EventType] = [
+        .messageNew, .messageUpdated, .messageDeleted, .messageRead, .messageDelivered, .notificationMarkUnread,
+        .memberAdded, .memberRemoved, .channelCreated, .channelUpdated, .channelDeleted, .channelTruncated,
+    ]
+
+    /// Parses `--webhook-events`: comma-separated event types, or `all`.
+    public static func eventTypes(parsing text: String) throws -> Set<EventType>? {
+        let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        if names == ["all"] { return nil }
+        var types = Set<EventType>()
+        for name in names {
+            guard let type = EventType(rawValue: name), eventTypes.contains(type) else {
+                throw WebhookSettingsError.unknownEventType(name, known: eventTypes.map(\.rawValue))
+            }
+            types.insert(type)
+        }
+        guard !types.isEmpty else { throw WebhookSettingsError.noEventTypes }
+        return types
+    }
+
+    /// A receiver URL: http or https with a host.
+    public static func url(parsing text: String) throws -> URL {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            url.host?.isEmpty == false
+        else { throw WebhookSettingsError.badURL(text) }
+        return url
+    }
+
+    /// Checks the numbers; the CLI calls it before starting.
+    public func validate() throws {
+        guard maxAttempts >= 1, concurrency >= 1, pushRecipientsPerCall >= 1,
+            callTimeout > .zero, firstBackoff > .zero, maxBackoff >= firstBackoff, maxAge > .zero,
+            deliveryTokenLifetime >= .seconds(60)
+        else { throw WebhookSettingsError.badNumbers }
+    }
+}
+
+public enum WebhookSettingsError: Error, CustomStringConvertible, Equatable {
+    case unknownEventType(String, known: [String])
+    case noEventTypes
+    case badURL(String)
+    case badNumbers
+
+    public var description: String {
+        switch self {
+        case .unknownEventType(let name, let known):
+            "'\(name)' is not an event type webhooks send; they are: all, \(known.joined(separator: ", "))"
+        case .noEventTypes: "--webhook-events names no event type"
+        case .badURL(let text): "'\(text)' is not an http(s) URL"
+        case .badNumbers:
+            "webhook attempts, concurrency and recipients per call must be at least 1, timeouts and ages positive, the delivery-token lifetime at least 60 s"
+        }
+    }
+}
+
+extension Duration {
+    /// Whole microseconds (the unit of stored times).
+    var wholeMicroseconds: Int64 { components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000 }
+}
+
+extension Timestamp {
+    static func + (time: Timestamp, duration: Duration) -> Timestamp {
+        Timestamp(microseconds: time.microseconds + duration.wholeMicroseconds)
+    }
+
+    static func - (time: Timestamp, duration: Duration) -> Timestamp {
+        Timestamp(microseconds: time.microseconds - duration.wholeMicroseconds)
+    }
+}
