@@ -10,12 +10,16 @@ import TicksProtocol
 /// ```swift
 /// // UNNotificationServiceExtension.didReceive(_:withContentHandler:)
 /// let delivery = PushDelivery(baseURL: server, apiKey: key)
-/// try? await delivery.markDelivered(payload: request.content.userInfo, token: storedToken)
+/// try? await delivery.markDelivered(payload: request.content.userInfo)
 /// ```
 ///
-/// The token is the user's token (kept by the app where the extension can
-/// read it, e.g. a shared keychain group). The server applies the user's
-/// privacy settings (R10) as for any mark delivered.
+/// The token: best the recipient's `delivery_token` from Ticks' push hook,
+/// which the push service copies into the payload (docs/webhooks.md) — it
+/// may only mark that channel's messages delivered, and expires, so the
+/// extension holds nothing more powerful. Otherwise the user's own token
+/// (kept where the extension can read it, e.g. a shared keychain group),
+/// passed as `token:`. The server applies the user's privacy settings (R10)
+/// as for any mark delivered.
 public struct PushDelivery: Sendable {
     /// The Ticks server, e.g. `https://chat.example.com`.
     public let baseURL: URL
@@ -43,6 +47,15 @@ public struct PushDelivery: Sendable {
         return (cid, id)
     }
 
+    /// The delivery-only token a payload carries (`delivery_token`, at the
+    /// top level or beside the message's fields), as Ticks' push hook hands
+    /// it to the push service.
+    public static func deliveryToken(in payload: [AnyHashable: Any]) -> String? {
+        let fields = (payload["stream"] as? [AnyHashable: Any]) ?? payload
+        let token = fields["delivery_token"] as? String ?? payload["delivery_token"] as? String
+        return token?.isEmpty == false ? token : nil
+    }
+
     /// `message(in:)` of a payload as JSON (as a push service hands it over).
     public static func message(inJSON data: Data) -> (cid: ChannelID, messageID: String)? {
         guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
@@ -56,6 +69,14 @@ public struct PushDelivery: Sendable {
         guard let (cid, messageID) = Self.message(in: payload) else { return false }
         try await markDelivered(messageID: messageID, in: cid, token: token)
         return true
+    }
+
+    /// Marks the message a push payload names delivered with the payload's
+    /// own `delivery_token`; false (and no call) when it names no message or carries no token.
+    @discardableResult
+    public func markDelivered(payload: [AnyHashable: Any]) async throws -> Bool {
+        guard let token = Self.deliveryToken(in: payload) else { return false }
+        return try await markDelivered(payload: payload, token: token)
     }
 
     /// Marks `messageID` (and everything before it in `cid`) delivered to the token's user.

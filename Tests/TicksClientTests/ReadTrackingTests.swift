@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TicksClient
+import TicksServer
 
 /// `ReadTracker` and `PushDelivery` against a real server.
 @Suite("Read tracking and delivery from a push")
@@ -95,6 +96,24 @@ struct ReadTrackingTests {
             #expect(try await delivery.markDelivered(payload: stream, token: try await server.token("bob")))
             try await channel.wait("delivered") { $0.message(withID: "p1")?.deliveryStatus == .delivered }
             #expect(try await server.readState("messaging:rt", of: "bob")?.lastDelivered == "p1")
+
+            // A delivery-only token in the payload (Ticks' push hook) is enough, and is all it can do.
+            try await server.send("messaging:rt", id: "p2", from: "alice")
+            let credentials = try Credentials(apiKey: LiveServer.apiKey, apiSecret: LiveServer.apiSecret)
+            let deliveryToken = try await TokenAuthority(credentials: credentials)
+                .deliveryToken(for: "bob", in: cid, expiresIn: .seconds(600))
+            let pushed: [AnyHashable: Any] = [
+                "aps": ["alert": ["title": "Alice", "body": "hello"]], "cid": "messaging:rt", "message_id": "p2",
+                "delivery_token": deliveryToken,
+            ]
+            #expect(PushDelivery.deliveryToken(in: pushed) == deliveryToken)
+            #expect(try await delivery.markDelivered(payload: pushed))
+            #expect(try await server.readState("messaging:rt", of: "bob")?.lastDelivered == "p2")
+            #expect(try await delivery.markDelivered(payload: ["cid": "messaging:rt", "message_id": "p2"]) == false)
+            let other = ChannelID(type: "messaging", id: "elsewhere")
+            await #expect(throws: TicksClientError.self) {
+                try await delivery.markDelivered(messageID: "p2", in: other, token: deliveryToken)
+            }
 
             // The other shapes, and payloads that name nothing.
             let own = PushDelivery.message(inJSON: Data(#"{"cid": "messaging:rt", "message_id": "p2"}"#.utf8))
