@@ -253,6 +253,10 @@ struct WebhookOptions: ParsableArguments {
     var webhookConcurrency = defaults.concurrency
     @Option(help: "Seconds after its change a call not yet delivered is dead.")
     var webhookMaxAge = Int(defaults.maxAge.components.seconds)
+    @Option(help: "Calls that may wait for one receiver; the oldest beyond are dead.")
+    var webhookMaxWaiting = defaults.maxWaiting
+    @Option(help: "Dead calls kept; the oldest beyond are removed.")
+    var webhookMaxDead = defaults.maxDead
     @Option(help: "Seconds a push hook's delivery-only token is valid.")
     var deliveryTokenLifetime = Int(defaults.deliveryTokenLifetime.components.seconds)
 
@@ -273,6 +277,8 @@ struct WebhookOptions: ParsableArguments {
             settings.callTimeout = .milliseconds(Int64(webhookTimeout * 1_000))
             settings.concurrency = webhookConcurrency
             settings.maxAge = .seconds(webhookMaxAge)
+            settings.maxWaiting = webhookMaxWaiting
+            settings.maxDead = webhookMaxDead
             settings.deliveryTokenLifetime = .seconds(deliveryTokenLifetime)
             try settings.validate()
         } catch let error as WebhookSettingsError {

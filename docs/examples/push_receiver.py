@@ -43,7 +43,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 MAX_BODY_BYTES = 8 << 20
 
 # How many delivery ids to remember. Ticks retries a call for at most
-# --webhook-max-age (24 h by default); a real receiver keeps ids that long.
+# --webhook-max-age (24 h by default), and a failed call retried by hand can
+# come up to 7 days later; a real receiver keeps ids that long.
 SEEN_IDS = 100_000
 
 # The devices of each user, as the app registered them with your service

@@ -94,6 +94,8 @@ struct AppController {
         var concurrency: Int
         var maxAgeSeconds: Int64
         var deadRetentionSeconds: Int64
+        var maxWaitingPerReceiver: Int
+        var maxDead: Int
         var deliveryTokenSeconds: Int64
         var pushRecipientsPerCall: Int
 
@@ -105,6 +107,8 @@ struct AppController {
             case callTimeoutSeconds = "call_timeout_seconds"
             case maxAgeSeconds = "max_age_seconds"
             case deadRetentionSeconds = "dead_retention_seconds"
+            case maxWaitingPerReceiver = "max_waiting_per_receiver"
+            case maxDead = "max_dead"
             case deliveryTokenSeconds = "delivery_token_seconds"
             case pushRecipientsPerCall = "push_recipients_per_call"
         }
@@ -118,6 +122,8 @@ struct AppController {
             concurrency = settings.concurrency
             maxAgeSeconds = settings.maxAge.components.seconds
             deadRetentionSeconds = settings.deadRetention.components.seconds
+            maxWaitingPerReceiver = settings.maxWaiting
+            maxDead = settings.maxDead
             deliveryTokenSeconds = settings.deliveryTokenLifetime.components.seconds
             pushRecipientsPerCall = settings.pushRecipientsPerCall
         }

@@ -21,13 +21,9 @@ public struct OutboxCall: Sendable, Equatable {
 /// What the webhook sender reads and writes: the outbox's queues, the
 /// outcome of each call, the lease that makes one node the sender.
 extension SQLStore {
-    /// The queues with calls waiting, as (receiver, channel), oldest first.
-    func outboxQueues(limit: Int) async throws -> [(target: String, cid: String)] {
-        try await engine.readOne {
-            Step.rows(StoreSQL.outboxQueues(limit: limit)).map { rows in
-                try rows.map { (try $0.text(0), try $0.text(1)) }
-            }
-        }
+    /// A receiver's queues with calls waiting (their channels), oldest first.
+    func outboxQueues(of target: String, limit: Int) async throws -> [String] {
+        try await engine.readOne { Fetch.texts(StoreSQL.outboxQueues(of: target, limit: limit)) }
     }
 
     /// The next calls of one queue, in order.
@@ -37,9 +33,11 @@ extension SQLStore {
         }
     }
 
-    /// A call the receiver took: gone from the outbox.
-    func delivered(_ call: OutboxCall) async throws {
-        try await engine.write { Step.execute(StoreSQL.deleteOutbox(id: call.id)) }
+    /// Calls the receiver took: gone from the outbox (one transaction).
+    func delivered(_ calls: [OutboxCall]) async throws {
+        guard !calls.isEmpty else { return }
+        let ids = calls.map(\.id)
+        try await engine.write { Step.each(ids) { Step.execute(StoreSQL.deleteOutbox(id: $0)) }.map { _ in () } }
     }
 
     /// A failed attempt: the call waits until `nextAt`, or is dead (`deadAt`).
@@ -52,11 +50,18 @@ extension SQLStore {
         }
     }
 
-    /// Calls older than `maxAge` die; dead ones older than `retention` are removed.
-    func expireOutbox(maxAge: Duration, retention: Duration, now: Timestamp) async throws {
+    /// Keeps the outbox within its bounds: calls older than `maxAge` and a
+    /// receiver's calls beyond its newest `maxWaiting` die; dead ones older
+    /// than `retention`, or beyond the newest `maxDead`, are removed.
+    func trimOutbox(settings: WebhookSettings, targets: [String], now: Timestamp) async throws {
+        let at = now.microseconds
         try await engine.write {
-            Step.execute(StoreSQL.expireOutbox(before: (now - maxAge).microseconds, at: now.microseconds)).then { _ in
-                Step.execute(StoreSQL.pruneDeadOutbox(before: (now - retention).microseconds))
+            Step.execute(StoreSQL.expireOutbox(before: (now - settings.maxAge).microseconds, at: at)).then { _ in
+                Step.each(targets) { Step.execute(StoreSQL.overflowOutbox(of: $0, keep: settings.maxWaiting, at: at)) }
+            }.then { _ in
+                Step.execute(StoreSQL.pruneDeadOutbox(before: (now - settings.deadRetention).microseconds))
+            }.then { _ in
+                Step.execute(StoreSQL.trimDeadOutbox(keep: settings.maxDead))
             }
         }
     }

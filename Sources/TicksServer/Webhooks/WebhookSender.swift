@@ -43,6 +43,8 @@ final class WebhookSender: Service, Sendable {
         var busy = Set<QueueKey>()
         /// Queues whose first call waits for its retry time.
         var notBefore: [QueueKey: Timestamp] = [:]
+        /// Receivers that could not be reached: none of their queues is tried before then.
+        var paused: [String: Timestamp] = [:]
     }
 
     init(
@@ -69,14 +71,15 @@ final class WebhookSender: Service, Sendable {
     func run() async throws {
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
-                var lastSweep = ContinuousClock.now - .seconds(3600)
+                var lastTrim = ContinuousClock.now - .seconds(3600)
                 while !Task.isCancelled {
+                    let started = ContinuousClock.now
                     do {
                         if try await self.holdLease() {
-                            if ContinuousClock.now - lastSweep > .seconds(10) {
-                                try await self.store.expireOutbox(
-                                    maxAge: self.settings.maxAge, retention: self.settings.deadRetention, now: .now())
-                                lastSweep = .now
+                            if started - lastTrim > .seconds(10) {
+                                try await self.store.trimOutbox(
+                                    settings: self.settings, targets: self.settings.targets, now: .now())
+                                lastTrim = started
                             }
                             for key in try await self.queuesToStart() {
                                 group.addTask { await self.drain(key) }
@@ -85,6 +88,8 @@ final class WebhookSender: Service, Sendable {
                     } catch {
                         self.logger.warning("webhook sender: \(error)")
                     }
+                    // However often changes wake it, the outbox is looked at most 20 times a second.
+                    try? await Task.sleep(until: started + .milliseconds(50))
                     await self.sleepUntilWoken()
                 }
             }
@@ -114,73 +119,102 @@ final class WebhookSender: Service, Sendable {
         }
     }
 
-    /// Queues with calls that are not being sent, not waiting for a retry, within the concurrency.
+    /// Queues with calls that are not being sent, not waiting for a retry,
+    /// of receivers not paused, within the concurrency. Only the receivers
+    /// configured now are sent to: calls left for a receiver no longer
+    /// configured wait until they are too old, then are dead.
     private func queuesToStart() async throws -> [QueueKey] {
-        let queues = try await store.outboxQueues(limit: 1_000)
-        let now = Timestamp.now()
-        return state.withLock { state in
-            var started: [QueueKey] = []
-            for (target, cid) in queues {
-                guard state.busy.count < settings.concurrency else { break }
-                let key = QueueKey(target: target, cid: cid)
-                if let time = state.notBefore[key], now < time { continue }
-                state.notBefore[key] = nil
-                if state.busy.insert(key).inserted { started.append(key) }
+        var started: [QueueKey] = []
+        for target in settings.targets {
+            let now = Timestamp.now()
+            let room = state.withLock { state -> Int in
+                if let until = state.paused[target], now < until { return 0 }
+                state.paused[target] = nil
+                return settings.concurrency - state.busy.count
             }
-            return started
+            guard room > 0 else { continue }
+            let queues = try await store.outboxQueues(of: target, limit: room + 64)
+            started += state.withLock { state in
+                var keys: [QueueKey] = []
+                for cid in queues {
+                    guard state.busy.count < settings.concurrency else { break }
+                    let key = QueueKey(target: target, cid: cid)
+                    if let time = state.notBefore[key], now < time { continue }
+                    state.notBefore[key] = nil
+                    if state.busy.insert(key).inserted { keys.append(key) }
+                }
+                return keys
+            }
         }
+        return started
     }
 
     /// Sends one queue's calls in order until it is empty, one waits for its
-    /// retry, or the lease is gone.
+    /// retry, or the lease is gone. Delivered calls leave the outbox a batch
+    /// at a time (a crash before that sends them again: at least once).
     private func drain(_ key: QueueKey) async {
         var retryAt: Timestamp?
+        var unreachable = false
         defer {
             state.withLock {
                 $0.busy.remove(key)
-                if let retryAt { $0.notBefore[key] = retryAt }
+                if let retryAt {
+                    $0.notBefore[key] = retryAt
+                    if unreachable { $0.paused[key.target] = retryAt }
+                }
             }
             wake()
         }
+        var delivered: [OutboxCall] = []
         do {
             while !Task.isCancelled {
                 let calls = try await store.outboxQueue(target: key.target, cid: key.cid, limit: 32)
                 guard !calls.isEmpty else { return }
                 for call in calls {
                     let now = Timestamp.now()
-                    guard now.microseconds < leaseUntil.load(ordering: .relaxed) else { return }
+                    guard now.microseconds < leaseUntil.load(ordering: .relaxed) else { break }
                     if now < call.nextAttemptAt {
                         retryAt = call.nextAttemptAt
-                        return
+                        break
                     }
-                    if let failure = await send(call) {
-                        let attempts = call.attempts + 1
-                        let dead = attempts >= settings.maxAttempts
-                        let next = now + backoff(after: attempts)
-                        try await store.failed(
-                            call, attempts: attempts, nextAt: next, deadAt: dead ? now : nil, error: failure)
-                        metrics.webhookCalls(call.kind, dead ? "dead" : "failed").increment()
-                        logger.notice(
-                            "webhook call failed",
-                            metadata: [
-                                "delivery_id": "\(call.deliveryID)", "target": "\(call.target)",
-                                "attempt": "\(attempts)", "error": "\(failure)", "dead": "\(dead)",
-                            ])
-                        guard dead else {
-                            retryAt = next
-                            return
-                        }
-                    } else {
-                        try await store.delivered(call)
+                    guard let failure = await send(call) else {
+                        delivered.append(call)
                         metrics.webhookCalls(call.kind, "delivered").increment()
+                        continue
+                    }
+                    let attempts = call.attempts + 1
+                    let dead = attempts >= settings.maxAttempts
+                    let next = now + backoff(after: attempts)
+                    try await store.failed(
+                        call, attempts: attempts, nextAt: next, deadAt: dead ? now : nil, error: failure.reason)
+                    metrics.webhookCalls(call.kind, dead ? "dead" : "failed").increment()
+                    logger.notice(
+                        "webhook call failed",
+                        metadata: [
+                            "delivery_id": "\(call.deliveryID)", "target": "\(call.target)", "attempt": "\(attempts)",
+                            "error": "\(failure.reason)", "dead": "\(dead)",
+                        ])
+                    if failure.unreachable {
+                        unreachable = true
+                        retryAt = next
+                        break
+                    }
+                    guard dead else {
+                        retryAt = next
+                        break
                     }
                 }
+                try await store.delivered(delivered)
+                delivered = []
+                if retryAt != nil || now() >= leaseUntil.load(ordering: .relaxed) { return }
             }
         } catch {
             logger.warning("webhook sender: queue \(key.target) \(key.cid): \(error)")
             retryAt = .now() + pollInterval
         }
     }
+
+    private func now() -> Int64 { Timestamp.now().microseconds }
 
     /// The wait before attempt `attempts + 1`: the first backoff, doubled each time, at most the largest.
     func backoff(after attempts: Int) -> Duration {
@@ -189,12 +223,23 @@ final class WebhookSender: Service, Sendable {
         return min(wait, settings.maxBackoff)
     }
 
-    /// One attempt; nil when the receiver answered 2xx, else why not.
-    private func send(_ call: OutboxCall) async -> String? {
+    /// Why an attempt failed, and whether the receiver could not be reached at all.
+    struct Failure {
+        var reason: String
+        var unreachable: Bool
+    }
+
+    /// One attempt; nil when the receiver answered 2xx.
+    private func send(_ call: OutboxCall) async -> Failure? {
         let started = ContinuousClock.now
         defer { metrics.webhookDuration(call.kind).recordInterval(since: started) }
+        let body: Data
         do {
-            let body = try await self.body(of: call)
+            body = try await self.body(of: call)
+        } catch {
+            return Failure(reason: "the call could not be made: \(error)", unreachable: false)
+        }
+        do {
             var request = HTTPClientRequest(url: call.target)
             request.method = .POST
             request.headers.add(name: "Content-Type", value: "application/json")
@@ -207,12 +252,15 @@ final class WebhookSender: Service, Sendable {
             let response = try await http.execute(request, timeout: TimeAmount(settings.callTimeout))
             // What the receiver says is read (so the connection can be reused) but not kept.
             _ = try? await response.body.collect(upTo: 64 << 10)
-            guard (200..<300).contains(response.status.code) else { return "HTTP \(response.status.code)" }
+            guard (200..<300).contains(response.status.code) else {
+                return Failure(reason: "HTTP \(response.status.code)", unreachable: false)
+            }
             return nil
         } catch let error as HTTPClientError where error == .deadlineExceeded {
-            return "no answer within \(settings.callTimeout)"
+            return Failure(reason: "no answer within \(settings.callTimeout)", unreachable: true)
         } catch {
-            return "\(error)"
+            // Refused, reset, name or TLS failure: the receiver is not there.
+            return Failure(reason: "\(error)", unreachable: true)
         }
     }
 

@@ -21,8 +21,13 @@ public struct WebhookSettings: Sendable, Equatable {
     public var concurrency = 16
     /// A call still not delivered this long after its change is dead.
     public var maxAge: Duration = .seconds(24 * 3600)
-    /// Dead calls are kept this long for `POST /webhooks/retry`, then removed.
+    /// Dead calls are kept this long for `POST /webhooks/failed/retry`, then removed.
     public var deadRetention: Duration = .seconds(7 * 24 * 3600)
+    /// Calls that may wait for one receiver; the oldest beyond are dead
+    /// (with a receiver down, the outbox holds at most this many for it).
+    public var maxWaiting = 100_000
+    /// Dead calls kept in all; the oldest beyond are removed.
+    public var maxDead = 100_000
     /// How long a push hook's delivery-only token is valid.
     public var deliveryTokenLifetime: Duration = .seconds(6 * 3600)
     /// Members named in one push call; a message to more offline members makes several calls.
@@ -31,6 +36,12 @@ public struct WebhookSettings: Sendable, Equatable {
     public init() {}
 
     public var isEnabled: Bool { !webhooks.isEmpty || pushURL != nil }
+
+    /// Every receiver's URL, each once: the webhooks', then the push hook's.
+    var targets: [String] {
+        var seen = Set<String>()
+        return (webhooks.map(\.url) + (pushURL.map { [$0] } ?? [])).map(\.absoluteString).filter { seen.insert($0).inserted }
+    }
 
     /// A webhook: its URL and the event types it gets (every type when nil).
     public struct Webhook: Sendable, Equatable {
@@ -79,7 +90,7 @@ public struct WebhookSettings: Sendable, Equatable {
 
     /// Checks the numbers; the CLI calls it before starting.
     public func validate() throws {
-        guard maxAttempts >= 1, concurrency >= 1, pushRecipientsPerCall >= 1,
+        guard maxAttempts >= 1, concurrency >= 1, pushRecipientsPerCall >= 1, maxWaiting >= 1, maxDead >= 1,
             callTimeout > .zero, firstBackoff > .zero, maxBackoff >= firstBackoff, maxAge > .zero,
             deliveryTokenLifetime >= .seconds(60)
         else { throw WebhookSettingsError.badNumbers }
@@ -99,7 +110,7 @@ public enum WebhookSettingsError: Error, CustomStringConvertible, Equatable {
         case .noEventTypes: "--webhook-events names no event type"
         case .badURL(let text): "'\(text)' is not an http(s) URL"
         case .badNumbers:
-            "webhook attempts, concurrency and recipients per call must be at least 1, timeouts and ages positive, the delivery-token lifetime at least 60 s"
+            "webhook attempts, concurrency, calls kept and recipients per call must be at least 1, timeouts and ages positive, the delivery-token lifetime at least 60 s"
         }
     }
 }

@@ -83,6 +83,35 @@ struct WebhookTests {
         }
     }
 
+    @Test("the outbox stays within its bounds: waiting calls per receiver, dead calls, age", arguments: StoreKind.all)
+    func bounds(kind: StoreKind) async throws {
+        let hook = URL(string: "http://127.0.0.1:9/hook")!
+        var settings = Self.settings(webhook: hook)
+        settings.webhooks[0].eventTypes = [.messageNew]
+        settings.maxWaiting = 3
+        settings.maxDead = 2
+        try await TestServer.run(kind, webhooks: settings) { [settings] server in
+            try await server.upsert("alice", "bob")
+            try await server.createChannel("messaging:g", members: ["alice", "bob"])
+            for index in 1...6 { try await server.send("messaging:g", id: "m\(index)", from: "alice") }
+            let store = try #require(server.store as? SQLStore)
+            try await store.trimOutbox(settings: settings, targets: settings.targets, now: .now())
+            // The newest 3 wait; of the 3 older ones, dead, the newest 2 are kept.
+            let waiting = try await Self.waiting(server, hook, "messaging:g")
+            #expect(waiting.compactMap { try? JSON(parsing: $0.payload)["message"]["id"].string } == ["m4", "m5", "m6"])
+            let dead = try await store.deadCalls(after: 0, limit: 10)
+            #expect(dead.compactMap { try? JSON(parsing: $0.payload)["message"]["id"].string } == ["m2", "m3"])
+            #expect(dead.allSatisfy { $0.lastError?.hasPrefix("dropped") == true })
+            // Too old: dead too.
+            var older = settings
+            older.maxAge = .seconds(1)
+            try await store.trimOutbox(settings: older, targets: settings.targets, now: .now() + .seconds(5))
+            #expect(try await Self.waiting(server, hook, "messaging:g").isEmpty)
+            let counts = try await store.outboxCounts()
+            #expect(counts.waiting == 0 && counts.dead == 2)
+        }
+    }
+
     @Test("no webhooks configured: no calls are written", arguments: StoreKind.all)
     func noWebhooks(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in

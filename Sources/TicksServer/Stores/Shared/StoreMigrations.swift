@@ -113,8 +113,8 @@ extension StoreMigrations {
     /// The webhook outbox (docs/webhooks.md): each call a change owes a
     /// webhook or the push hook, written in the change's own transaction and
     /// removed once the receiver answered 2xx. `dead_at` is set when it gave
-    /// up (too many failures, too old); a dead call stays until retried or
-    /// past its retention. One queue per receiver and channel, in `id` order.
+    /// up (too many failures, too old, too many waiting); a dead call stays
+    /// until retried, past its retention, or pushed out by newer dead ones. One queue per receiver and channel, in `id` order.
     /// `webhook_lease` names the node that sends (one at a time, so a
     /// channel's calls go out in order).
     static func webhooks(integer: String, key: String) -> [String] {
@@ -137,7 +137,8 @@ extension StoreMigrations {
             )
             """,
             "CREATE INDEX webhook_outbox_queue ON webhook_outbox (target, cid, id) WHERE dead_at IS NULL",
-            "CREATE INDEX webhook_outbox_dead ON webhook_outbox (dead_at, id) WHERE dead_at IS NOT NULL",
+            "CREATE INDEX webhook_outbox_by_target ON webhook_outbox (target, id) WHERE dead_at IS NULL",
+            "CREATE INDEX webhook_outbox_dead ON webhook_outbox (id) WHERE dead_at IS NOT NULL",
             "CREATE INDEX webhook_outbox_age ON webhook_outbox (created_at) WHERE dead_at IS NULL",
             """
             CREATE TABLE webhook_lease (

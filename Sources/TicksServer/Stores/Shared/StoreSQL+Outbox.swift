@@ -15,11 +15,11 @@ extension StoreSQL {
     static let outboxColumns =
         "o.id, o.delivery_id, o.target, o.kind, o.event_type, o.cid, o.payload, o.recipients, o.created_at, o.attempts, o.next_attempt_at, o.dead_at, o.last_error"
 
-    /// The queues with calls waiting (receiver, channel), oldest first; at most `limit`.
-    static func outboxQueues(limit: Int) -> StoreQuery {
+    /// A receiver's queues with calls waiting (by channel), oldest first; at most `limit`.
+    static func outboxQueues(of target: String, limit: Int) -> StoreQuery {
         """
-        SELECT o.target, o.cid, MIN(o.id) AS head FROM webhook_outbox o WHERE o.dead_at IS NULL
-        GROUP BY o.target, o.cid ORDER BY head LIMIT \(limit)
+        SELECT o.cid, MIN(o.id) AS head FROM webhook_outbox o WHERE o.dead_at IS NULL AND o.target = \(target)
+        GROUP BY o.cid ORDER BY head LIMIT \(limit)
         """
     }
 
@@ -55,6 +55,24 @@ extension StoreSQL {
     /// Dead calls that died before `before` are forgotten.
     static func pruneDeadOutbox(before: Int64) -> StoreQuery {
         "DELETE FROM webhook_outbox WHERE dead_at IS NOT NULL AND dead_at < \(before)"
+    }
+
+    /// A receiver's waiting calls beyond its newest `keep` are dead.
+    static func overflowOutbox(of target: String, keep: Int, at: Int64) -> StoreQuery {
+        """
+        UPDATE webhook_outbox SET dead_at = \(at), last_error = 'dropped: too many calls waiting for this receiver'
+        WHERE dead_at IS NULL AND target = \(target) AND id <= (
+          SELECT o.id FROM webhook_outbox o WHERE o.dead_at IS NULL AND o.target = \(target)
+          ORDER BY o.id DESC LIMIT 1 OFFSET \(keep))
+        """
+    }
+
+    /// Dead calls beyond the newest `keep` are forgotten.
+    static func trimDeadOutbox(keep: Int) -> StoreQuery {
+        """
+        DELETE FROM webhook_outbox WHERE dead_at IS NOT NULL AND id <= (
+          SELECT o.id FROM webhook_outbox o WHERE o.dead_at IS NOT NULL ORDER BY o.id DESC LIMIT 1 OFFSET \(keep))
+        """
     }
 
     /// Dead calls after `afterID`, oldest first.
