@@ -39,9 +39,11 @@ public struct PushDelivery: Sendable {
     /// message id, "cid": cid, …}}`), or `message_id` and `cid` at the top
     /// level (a payload of one's own). Nil when it names none.
     public static func message(in payload: [AnyHashable: Any]) -> (cid: ChannelID, messageID: String)? {
-        let fields = (payload["stream"] as? [AnyHashable: Any]) ?? payload
-        guard let id = (fields["id"] ?? fields["message_id"]) as? String ?? payload["message_id"] as? String,
-            let cidText = fields["cid"] as? String ?? payload["cid"] as? String,
+        // Stream's shape names the message `id` inside "stream"; one's own payload says `message_id`
+        // (a top-level `id` may be anything of the push service's).
+        let stream = payload["stream"] as? [AnyHashable: Any]
+        guard let id = stream?["id"] as? String ?? payload["message_id"] as? String,
+            let cidText = stream?["cid"] as? String ?? payload["cid"] as? String,
             let cid = ChannelID(cid: cidText), Identifier.isValid(id)
         else { return nil }
         return (cid, id)

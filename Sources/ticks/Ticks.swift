@@ -246,7 +246,7 @@ struct WebhookOptions: ParsableArguments {
     @Option(help: "Seconds before the first retry; each next waits twice as long.")
     var webhookFirstBackoff = 1.0
     @Option(help: "The longest wait between two attempts, in seconds.")
-    var webhookMaxBackoff = 60.0
+    var webhookMaxBackoff = 600.0
     @Option(help: "Seconds one call may take.")
     var webhookTimeout = 5.0
     @Option(help: "Calls in flight at once.")

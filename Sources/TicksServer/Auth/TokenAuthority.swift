@@ -101,7 +101,8 @@ public struct TokenAuthority: Sendable {
         let seconds = Double(expiresIn.components.seconds) + Double(expiresIn.components.attoseconds) / 1e18
         return try await keys.sign(
             TicksClaims(
-                server: nil, userID: userID, exp: ExpirationClaim(value: Date() + seconds),
+                server: nil, userID: userID,
+                exp: ExpirationClaim(value: Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + seconds).rounded(.down))),
                 scope: TicksClaims.deliveryScope, channelCID: channel.description))
     }
 

@@ -68,7 +68,8 @@ struct WebhooksController {
     @Sendable func failed(_ request: Request, context: TicksRequestContext) async throws -> Response {
         try requireServer(context)
         let after = try integerParameter(request.queryParameter("after"), "after", range: 0...Int64.max) ?? 0
-        let limit = try integerParameter(request.queryParameter("limit"), "limit", range: 1...Int64(Self.maxPage))
+        let limit =
+            try integerParameter(request.queryParameter("limit"), "limit", range: 1...Int64(Self.maxPage))
             .map(Int.init) ?? Self.maxPage
         let calls = try await store.deadCalls(after: after, limit: limit + 1)
         let page = calls.prefix(limit)

@@ -119,7 +119,9 @@ extension SQLStore {
                     }.then { _ in Fetch.channel(pk: pk).map { ($0.channel, true) } }
                 }
             }
-        }, hooks: { made, hooks in made.created ? HookEvents.channel(.channelCreated, made.channel, at: now, hooks) : HookEvents.none() })
+        }, hooks: { made, hooks in
+            made.created ? HookEvents.channel(.channelCreated, made.channel, at: now, hooks) : HookEvents.none()
+        })
     }
 
     /// R5: a new member has received and read everything already in the channel.

@@ -9,7 +9,9 @@ import TicksReceipts
 enum HookEvents {
     static func none() -> StoreProgram<[HookEvent]> { .done([]) }
 
-    /// `message.new` with the members to push to.
+    /// `message.new` with the members to push to: every member but the
+    /// author, for a message the channel shows (a reply shown only in its
+    /// thread changes nobody's unread count, and is not pushed).
     static func messageNew(_ outcome: SendOutcome, in channel: ChannelRecord, _ hooks: WebhookRecorder)
         -> StoreProgram<[HookEvent]>
     {
@@ -20,9 +22,9 @@ enum HookEvents {
                 type: .messageNew, createdAt: message.createdAt, cid: channel.cid,
                 user: Presenter.user(message.userID, users))
             event.message = Presenter.message(message, users: users)
-            return [
-                HookEvent(event: event, pushCandidates: outcome.recipients.filter { $0.userID != message.userID })
-            ]
+            let threadOnly = message.parentID != nil && !message.showInChannel
+            let push = threadOnly ? [] : outcome.recipients.filter { $0.userID != message.userID }
+            return [HookEvent(event: event, pushCandidates: push)]
         }
     }
 
@@ -31,8 +33,13 @@ enum HookEvents {
         .done(outcomes.flatMap { CursorNotice($0).toOthers }.map { HookEvent(event: $0) })
     }
 
+    /// `notification.mark_unread`, which tells the member's read position:
+    /// only when their reads are visible to the others (R8, R10).
     static func markedUnread(_ outcome: CursorOutcome) -> StoreProgram<[HookEvent]> {
-        .done(outcome.update.changed ? [HookEvent(event: EventPublisher.markedUnread(outcome))] : [])
+        let reader = outcome.reader
+        let visible = ReceiptVisibility(config: outcome.config, users: [reader.id: reader], viewer: nil)
+            .readVisible(reader.id)
+        return .done(outcome.update.changed && visible ? [HookEvent(event: EventPublisher.markedUnread(outcome))] : [])
     }
 
     /// `message.updated` / `message.deleted`.
@@ -52,7 +59,9 @@ enum HookEvents {
     }
 
     /// `member.added` for each new member.
-    static func membersAdded(_ states: [MemberState], to channel: ChannelRecord, at: Timestamp, _ hooks: WebhookRecorder)
+    static func membersAdded(
+        _ states: [MemberState], to channel: ChannelRecord, at: Timestamp, _ hooks: WebhookRecorder
+    )
         -> StoreProgram<[HookEvent]>
     {
         guard !states.isEmpty, hooks.wants(.memberAdded) else { return none() }
@@ -67,7 +76,9 @@ enum HookEvents {
     }
 
     /// `member.removed` for each member who left.
-    static func membersRemoved(_ userIDs: [String], from channel: ChannelRecord, at: Timestamp, _ hooks: WebhookRecorder)
+    static func membersRemoved(
+        _ userIDs: [String], from channel: ChannelRecord, at: Timestamp, _ hooks: WebhookRecorder
+    )
         -> StoreProgram<[HookEvent]>
     {
         guard !userIDs.isEmpty, hooks.wants(.memberRemoved) else { return none() }

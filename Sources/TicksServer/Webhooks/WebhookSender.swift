@@ -45,6 +45,18 @@ final class WebhookSender: Service, Sendable {
         var notBefore: [QueueKey: Timestamp] = [:]
         /// Receivers that could not be reached: none of their queues is tried before then.
         var paused: [String: Timestamp] = [:]
+        /// Receivers not reached at their last attempt: one queue at a time
+        /// tries them (a probe), so only its first call counts attempts,
+        /// until a call is delivered.
+        var suspect = Set<String>()
+
+        /// How many more of `target`'s queues may start now.
+        mutating func room(for target: String, at now: Timestamp, concurrency: Int) -> Int {
+            if let until = paused[target], now < until { return 0 }
+            paused[target] = nil
+            guard !suspect.contains(target) else { return busy.contains { $0.target == target } ? 0 : 1 }
+            return concurrency - busy.count
+        }
     }
 
     init(
@@ -59,7 +71,7 @@ final class WebhookSender: Service, Sendable {
         self.pollInterval = pollInterval
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
-        configuration.timeout = .init(connect: .seconds(5))
+        configuration.timeout = .init(connect: TimeAmount(settings.callTimeout))
         http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
@@ -127,17 +139,13 @@ final class WebhookSender: Service, Sendable {
         var started: [QueueKey] = []
         for target in settings.targets {
             let now = Timestamp.now()
-            let room = state.withLock { state -> Int in
-                if let until = state.paused[target], now < until { return 0 }
-                state.paused[target] = nil
-                return settings.concurrency - state.busy.count
-            }
+            let room = state.withLock { $0.room(for: target, at: now, concurrency: settings.concurrency) }
             guard room > 0 else { continue }
             let queues = try await store.outboxQueues(of: target, limit: room + 64)
             started += state.withLock { state in
                 var keys: [QueueKey] = []
                 for cid in queues {
-                    guard state.busy.count < settings.concurrency else { break }
+                    guard keys.count < room, state.busy.count < settings.concurrency else { break }
                     let key = QueueKey(target: target, cid: cid)
                     if let time = state.notBefore[key], now < time { continue }
                     state.notBefore[key] = nil
@@ -155,12 +163,17 @@ final class WebhookSender: Service, Sendable {
     private func drain(_ key: QueueKey) async {
         var retryAt: Timestamp?
         var unreachable = false
+        var reached = false
         defer {
             state.withLock {
                 $0.busy.remove(key)
+                if reached { $0.suspect.remove(key.target) }
                 if let retryAt {
                     $0.notBefore[key] = retryAt
-                    if unreachable { $0.paused[key.target] = retryAt }
+                    if unreachable {
+                        $0.paused[key.target] = retryAt
+                        $0.suspect.insert(key.target)
+                    }
                 }
             }
             wake()
@@ -178,6 +191,7 @@ final class WebhookSender: Service, Sendable {
                         break
                     }
                     guard let failure = await send(call) else {
+                        reached = true
                         delivered.append(call)
                         metrics.webhookCalls(call.kind, "delivered").increment()
                         continue
@@ -244,7 +258,8 @@ final class WebhookSender: Service, Sendable {
             request.method = .POST
             request.headers.add(name: "Content-Type", value: "application/json")
             request.headers.add(name: "User-Agent", value: "ticks-webhooks")
-            request.headers.add(name: "X-Signature", value: Self.signature(of: body, secret: authority.credentials.apiSecret))
+            request.headers.add(
+                name: "X-Signature", value: Self.signature(of: body, secret: authority.credentials.apiSecret))
             request.headers.add(name: "X-Webhook-Id", value: call.deliveryID)
             request.headers.add(name: "X-Webhook-Attempt", value: String(call.attempts + 1))
             request.headers.add(name: "X-Api-Key", value: authority.credentials.apiKey)

@@ -10,11 +10,12 @@ public struct WebhookSettings: Sendable, Equatable {
     /// The push hook: one call per new message, naming the members with no
     /// open socket, each with a delivery-only token.
     public var pushURL: URL?
-    /// Failed calls are tried again until this many attempts, then dead.
-    public var maxAttempts = 8
+    /// Failed calls are tried again until this many attempts, then dead
+    /// (with the backoffs below, about half an hour after the first failure).
+    public var maxAttempts = 12
     /// The first retry waits this long, each next one twice as long, up to `maxBackoff`.
     public var firstBackoff: Duration = .seconds(1)
-    public var maxBackoff: Duration = .seconds(60)
+    public var maxBackoff: Duration = .seconds(600)
     /// What one call may take before it counts as failed.
     public var callTimeout: Duration = .seconds(5)
     /// Calls in flight at once (each to a different receiver or channel).
@@ -40,7 +41,9 @@ public struct WebhookSettings: Sendable, Equatable {
     /// Every receiver's URL, each once: the webhooks', then the push hook's.
     var targets: [String] {
         var seen = Set<String>()
-        return (webhooks.map(\.url) + (pushURL.map { [$0] } ?? [])).map(\.absoluteString).filter { seen.insert($0).inserted }
+        return (webhooks.map(\.url) + (pushURL.map { [$0] } ?? [])).map(\.absoluteString).filter {
+            seen.insert($0).inserted
+        }
     }
 
     /// A webhook: its URL and the event types it gets (every type when nil).

@@ -25,7 +25,8 @@ final class WebhookReceiver: Sendable {
     }
 
     /// How to answer a call: its path, X-Webhook-Attempt and body.
-    typealias Answer = @Sendable (_ path: String, _ attempt: Int, _ body: JSON) -> (status: HTTPResponse.Status, delay: Duration)
+    typealias Answer =
+        @Sendable (_ path: String, _ attempt: Int, _ body: JSON) -> (status: HTTPResponse.Status, delay: Duration)
 
     private let calls = Mutex<[Call]>([])
     private let answer = Mutex<Answer>({ _, _, _ in (.ok, .zero) })
@@ -52,7 +53,9 @@ final class WebhookReceiver: Sendable {
             if condition(received) { return }
             try await Task.sleep(for: .milliseconds(20))
         }
-        Issue.record("timed out waiting for \(what); received \(received.map { "\($0.path) \($0.type) \($0.status)" })", sourceLocation: sourceLocation)
+        Issue.record(
+            "timed out waiting for \(what); received \(received.map { "\($0.path) \($0.type) \($0.status)" })",
+            sourceLocation: sourceLocation)
         throw CancellationError()
     }
 

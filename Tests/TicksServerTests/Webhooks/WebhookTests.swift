@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
-import Synchronization
 import HTTPTypes
+import Synchronization
 import Testing
 import TicksProtocol
 
@@ -31,7 +31,8 @@ struct WebhookTests {
         return try await store.outboxQueue(target: target.absoluteString, cid: cid, limit: 100)
     }
 
-    @Test("a change writes the calls it owes in its transaction; a refused change writes none", arguments: StoreKind.all)
+    @Test(
+        "a change writes the calls it owes in its transaction; a refused change writes none", arguments: StoreKind.all)
     func outboxRows(kind: StoreKind) async throws {
         // Nothing listens there: every call fails and stays in the outbox, waiting for a retry.
         let hook = URL(string: "http://127.0.0.1:9/hook")!
@@ -50,12 +51,16 @@ struct WebhookTests {
             try refused.expectError(403, code: 17)
             let unknown = try await server.call(
                 .post, "/channels/delivered",
-                body: #"{"user_id": "bob", "latest_delivered_messages": [{"cid": "messaging:g", "id": "m1"}, {"cid": "messaging:nope", "id": "m1"}]}"#)
+                body:
+                    #"{"user_id": "bob", "latest_delivered_messages": [{"cid": "messaging:g", "id": "m1"}, {"cid": "messaging:nope", "id": "m1"}]}"#
+            )
             #expect(unknown.status >= 400, "\(unknown.body)")
             try await server.markRead("messaging:g", "bob")
             // carol reads privately (R10): the others, and so the webhooks, learn only that it was delivered.
             try await server.markRead("messaging:g", "carol")
             try await server.markUnread("messaging:g", "bob", from: "m1")
+            // carol's mark unread would tell her read position: as private as her reads.
+            try await server.markUnread("messaging:g", "carol", from: "m1")
 
             let calls = try await Self.waiting(server, hook, "messaging:g")
             let told = calls.map { call in
@@ -98,7 +103,8 @@ struct WebhookTests {
             try await store.trimOutbox(settings: settings, targets: settings.targets, now: .now())
             // The newest 3 wait; of the 3 older ones, dead, the newest 2 are kept.
             let waiting = try await Self.waiting(server, hook, "messaging:g")
-            #expect(waiting.compactMap { try? JSON(parsing: $0.payload)["message"]["id"].string } == ["m4", "m5", "m6"])
+            #expect(
+                waiting.compactMap { try? JSON(parsing: $0.payload)["message"]["id"].string } == ["m4", "m5", "m6"])
             let dead = try await store.deadCalls(after: 0, limit: 10)
             #expect(dead.compactMap { try? JSON(parsing: $0.payload)["message"]["id"].string } == ["m2", "m3"])
             #expect(dead.allSatisfy { $0.lastError?.hasPrefix("dropped") == true })
@@ -109,6 +115,32 @@ struct WebhookTests {
             #expect(try await Self.waiting(server, hook, "messaging:g").isEmpty)
             let counts = try await store.outboxCounts()
             #expect(counts.waiting == 0 && counts.dead == 2)
+        }
+    }
+
+    @Test("a receiver that cannot be reached is tried by one channel's call at a time; the others wait, counting no attempt", arguments: StoreKind.all)
+    func unreachableProbe(kind: StoreKind) async throws {
+        let hook = URL(string: "http://127.0.0.1:9/hook")!
+        var settings = Self.settings(webhook: hook, attempts: 1_000)
+        settings.webhooks[0].eventTypes = [.messageNew]
+        try await TestServer.run(kind, webhooks: settings) { server in
+            try await server.upsert("alice", "bob")
+            for channel in ["a", "b", "c"] {
+                try await server.createChannel("messaging:\(channel)", members: ["alice", "bob"])
+                try await server.send("messaging:\(channel)", id: "\(channel)1", from: "alice")
+            }
+            // Until the first failure, each channel's call may have gone out once; after it, only one channel tries.
+            try await Self.eventually {
+                var most = 0
+                for channel in ["a", "b", "c"] {
+                    most = max(most, try await Self.waiting(server, hook, "messaging:\(channel)").first?.attempts ?? 0)
+                }
+                return most >= 5
+            }
+            let calls = try await ["a", "b", "c"].asyncMap { try await Self.waiting(server, hook, "messaging:\($0)") }
+            #expect(calls.map(\.count) == [1, 1, 1], "nothing was lost")
+            let attempts = calls.compactMap { $0.first?.attempts }.sorted()
+            #expect(attempts[0] <= 1 && attempts[1] <= 1 && attempts[2] >= 5, "\(attempts)")
         }
     }
 
@@ -124,7 +156,9 @@ struct WebhookTests {
         }
     }
 
-    @Test("calls are signed, carry a delivery id, and are retried after failures with the same id", arguments: StoreKind.all)
+    @Test(
+        "calls are signed, carry a delivery id, and are retried after failures with the same id",
+        arguments: StoreKind.all)
     func signedAndRetried(kind: StoreKind) async throws {
         let receiver = WebhookReceiver()
         // The first message's call fails twice (500, then too slow), then is taken.
@@ -161,15 +195,21 @@ struct WebhookTests {
                 let body = try #require(m1.last).body
                 let code = HMAC<SHA256>.authenticationCode(
                     for: body, using: SymmetricKey(data: Data(TestKeys.apiSecret.utf8)))
-                #expect(WebhookSender.signature(of: body, secret: TestKeys.apiSecret) == code.map { String(format: "%02x", $0) }.joined())
-                #expect(WebhookSender.signature(of: body, secret: "another-secret-that-is-long-enough-x") != WebhookSender.signature(of: body, secret: TestKeys.apiSecret))
+                #expect(
+                    WebhookSender.signature(of: body, secret: TestKeys.apiSecret)
+                        == code.map { String(format: "%02x", $0) }.joined())
+                #expect(
+                    WebhookSender.signature(of: body, secret: "another-secret-that-is-long-enough-x")
+                        != WebhookSender.signature(of: body, secret: TestKeys.apiSecret))
                 // Delivered calls leave the outbox.
                 try await Self.eventually { try await Self.waiting(server, hook, "messaging:g").isEmpty }
             }
         }
     }
 
-    @Test("a channel's calls arrive in order while a failing call holds them back; other channels go on", arguments: StoreKind.all)
+    @Test(
+        "a channel's calls arrive in order while a failing call holds them back; other channels go on",
+        arguments: StoreKind.all)
     func orderPerChannel(kind: StoreKind) async throws {
         let receiver = WebhookReceiver()
         let blocked = Mutex(true)
@@ -200,7 +240,9 @@ struct WebhookTests {
                     calls.filter { $0.delivered && $0.json["cid"].string == "messaging:a" }.count == 5
                 }
                 for cid in ["messaging:a", "messaging:b"] {
-                    let ids = receiver.delivered.filter { $0.json["cid"].string == cid }.compactMap { $0.json["message"]["id"].string }
+                    let ids = receiver.delivered.filter { $0.json["cid"].string == cid }.compactMap {
+                        $0.json["message"]["id"].string
+                    }
                     let prefix = String(cid.last!)
                     #expect(ids == (0..<5).map { "\(prefix)\($0)" })
                 }
@@ -233,14 +275,18 @@ struct WebhookTests {
                 // A user may not see or retry them.
                 let bob = try await server.token("bob")
                 try (try await server.call(.get, "/webhooks/failed", token: bob)).expectError(403, code: 17)
-                try (try await server.call(.post, "/webhooks/failed/retry", body: "{}", token: bob)).expectError(403, code: 17)
+                try (try await server.call(.post, "/webhooks/failed/retry", body: "{}", token: bob)).expectError(
+                    403, code: 17)
                 try (try await server.call(.get, "/webhooks/failed?limit=0")).expectError(400, code: 4)
 
                 down.withLock { $0 = false }
                 let id = try #require(call["delivery_id"].string)
-                let retried = try await server.ok(.post, "/webhooks/failed/retry", #"{"delivery_ids": ["\#(id)", "unknown"]}"#)
+                let retried = try await server.ok(
+                    .post, "/webhooks/failed/retry", #"{"delivery_ids": ["\#(id)", "unknown"]}"#)
                 #expect(retried["retried"].array.compactMap(\.string) == [id])
-                try await receiver.wait(for: "the retried call") { calls in calls.contains { $0.deliveryID == id && $0.delivered } }
+                try await receiver.wait(for: "the retried call") { calls in
+                    calls.contains { $0.deliveryID == id && $0.delivered }
+                }
                 try await Self.eventually { try await server.ok(.get, "/webhooks/failed")["calls"].array.isEmpty }
                 let metrics = try await server.client.execute(uri: "/metrics", method: .get, headers: [:], body: nil)
                 let text = String(buffer: metrics.body)
@@ -250,7 +296,9 @@ struct WebhookTests {
         }
     }
 
-    @Test("the push hook names only members with no open socket, each with a delivery-only token", arguments: StoreKind.all)
+    @Test(
+        "the push hook names only members with no open socket, each with a delivery-only token",
+        arguments: StoreKind.all)
     func pushRecipients(kind: StoreKind) async throws {
         let receiver = WebhookReceiver()
         try await receiver.run { base in
@@ -282,14 +330,16 @@ struct WebhookTests {
                 // …and nothing else.
                 try (try await server.call(.post, "/channels/messaging/g/read", body: "{}", token: token))
                     .expectError(403, code: 17)
-                try (try await server.call(
-                    .post, "/channels/messaging/g/message", body: #"{"message": {"id": "b1", "text": "x"}}"#,
-                    token: token)).expectError(403, code: 17)
+                try
+                    (try await server.call(
+                        .post, "/channels/messaging/g/message", body: #"{"message": {"id": "b1", "text": "x"}}"#,
+                        token: token)).expectError(403, code: 17)
                 try (try await server.call(.post, "/channels/messaging/g/query", body: "{}", token: token))
                     .expectError(403, code: 17)
-                try (try await server.call(
-                    .post, "/channels/delivered",
-                    body: #"{"latest_delivered_messages": [{"cid": "messaging:other", "id": "m1"}]}"#, token: token))
+                try
+                    (try await server.call(
+                        .post, "/channels/delivered",
+                        body: #"{"latest_delivered_messages": [{"cid": "messaging:other", "id": "m1"}]}"#, token: token))
                     .expectError(403, code: 17)
                 let (close, frames) = try await TestSocket.refusal(server, as: "bob", token: token)
                 #expect(close?.closeCode == .policyViolation)

@@ -83,12 +83,13 @@ extension StoreSQL {
         """
     }
 
-    /// Dead calls among `deliveryIDs` (every dead one when nil) wait again, with no attempt counted.
+    /// Dead calls among `deliveryIDs` (every dead one when nil) wait again,
+    /// with no attempt counted and their age counted from now.
     static func retryDeadOutbox(_ deliveryIDs: [String]?, at: Int64) -> StoreQuery {
         let chosen: StoreQuery = deliveryIDs.map { " AND \(in: "delivery_id", $0)" } ?? ""
         return
             """
-            UPDATE webhook_outbox SET dead_at = NULL, attempts = 0, next_attempt_at = \(at)
+            UPDATE webhook_outbox SET dead_at = NULL, attempts = 0, next_attempt_at = \(at), created_at = \(at)
             WHERE dead_at IS NOT NULL
             """ + chosen + " RETURNING delivery_id"
     }
