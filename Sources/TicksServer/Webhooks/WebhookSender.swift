@@ -264,11 +264,24 @@ final class WebhookSender: Service, Sendable {
             request.headers.add(name: "X-Webhook-Attempt", value: String(call.attempts + 1))
             request.headers.add(name: "X-Api-Key", value: authority.credentials.apiKey)
             request.body = .bytes(ByteBuffer(data: body))
-            let response = try await http.execute(request, timeout: TimeAmount(settings.callTimeout))
-            // What the receiver says is read (so the connection can be reused) but not kept.
-            _ = try? await response.body.collect(upTo: 64 << 10)
-            guard (200..<300).contains(response.status.code) else {
-                return Failure(reason: "HTTP \(response.status.code)", unreachable: false)
+            // The whole attempt, the answer's body included, within the timeout: the
+            // client's deadline ends with the answer's head, so the rest races a clock.
+            let status = try await withThrowingTaskGroup(of: UInt.self) { [request] group in
+                group.addTask {
+                    let response = try await self.http.execute(request, timeout: TimeAmount(self.settings.callTimeout))
+                    // What the receiver says is read (so the connection can be reused) but not kept.
+                    _ = try await response.body.collect(upTo: 64 << 10)
+                    return response.status.code
+                }
+                group.addTask {
+                    try await Task.sleep(for: self.settings.callTimeout)
+                    throw HTTPClientError.deadlineExceeded
+                }
+                defer { group.cancelAll() }
+                return try await group.next()!
+            }
+            guard (200..<300).contains(status) else {
+                return Failure(reason: "HTTP \(status)", unreachable: false)
             }
             return nil
         } catch let error as HTTPClientError where error == .deadlineExceeded {
