@@ -316,7 +316,15 @@ final class WebhookSender: Service, Sendable {
     /// Stream's `X-Signature`: HMAC-SHA256 of the body with the app secret, in lowercase hex.
     static func signature(of body: Data, secret: String) -> String {
         let code = HMAC<SHA256>.authenticationCode(for: body, using: SymmetricKey(data: Data(secret.utf8)))
-        return code.map { String(format: "%02x", $0) }.joined()
+        // By hand: `String(format:)` per byte was 3% of the server's CPU while it sent calls.
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        hex.reserveCapacity(64)
+        for byte in code {
+            hex.append(digits[Int(byte >> 4)])
+            hex.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: hex, as: UTF8.self)
     }
 }
 
