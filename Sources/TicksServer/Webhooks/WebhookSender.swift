@@ -110,9 +110,13 @@ final class WebhookSender: Service, Sendable {
         try? await http.shutdown()
     }
 
-    /// Takes or renews the lease; false while another node sends.
+    /// Takes or renews the lease; false while another node sends. Renewed
+    /// at most once a second (each renewal is a write, and changes wake the
+    /// sender up to 20 times a second).
     private func holdLease() async throws -> Bool {
         let now = Timestamp.now()
+        let held = leaseUntil.load(ordering: .relaxed)
+        if held - now.microseconds > (leaseDuration - .seconds(1)).wholeMicroseconds { return true }
         let until = now + leaseDuration
         guard try await store.takeWebhookLease(node: node, now: now, until: until) else {
             leaseUntil.store(0, ordering: .relaxed)
