@@ -87,7 +87,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
             guard let hooks else { return moved }
             return moved.then { outcomes in
                 let committed = outcomes.compactMap { try? $0.get() }.compactMap { $0 }
-                return HookEvents.cursors(committed).then { hooks.record($0, now: .now()) }.map { outcomes }
+                return HookEvents.cursors(committed).then { hooks.record($0, now: .now()) }.map { _ in outcomes }
             }
         }
         var outcomes =
@@ -101,7 +101,8 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
             let redone = try await engine.write { program(again, lock: true) }
             for (index, outcome) in zip(stale, redone) { outcomes[index] = outcome }
         }
-        hooks?.wake()
+        // After the commit, so the sender finds the calls.
+        if let hooks, outcomes.contains(where: { (try? $0.get())??.update.changed == true }) { hooks.wake() }
         return outcomes
     }
 
@@ -112,12 +113,13 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         hooks events: @escaping @Sendable (T, WebhookRecorder) -> StoreProgram<[HookEvent]>
     ) async throws -> T {
         guard let hooks = webhooks else { return try await engine.write(program) }
-        let result = try await engine.write {
+        let (result, recorded) = try await engine.write {
             program().then { result in
-                events(result, hooks).then { hooks.record($0, now: .now()) }.map { result }
+                events(result, hooks).then { hooks.record($0, now: .now()) }.map { (result, $0) }
             }
         }
-        hooks.wake()
+        // The sender looks at the outbox now: after the commit, so it finds the calls.
+        if recorded > 0 { hooks.wake() }
         return result
     }
 

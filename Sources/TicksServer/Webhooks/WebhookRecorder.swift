@@ -91,14 +91,15 @@ struct WebhookRecorder: Sendable {
         return entries
     }
 
-    /// Writes the calls `events` make, in the transaction the program runs in.
-    func record(_ events: [HookEvent], now: Timestamp) -> StoreProgram<Void> {
+    /// Writes the calls `events` make, in the transaction the program runs
+    /// in; how many.
+    func record(_ events: [HookEvent], now: Timestamp) -> StoreProgram<Int> {
         .defer {
             let entries = try entries(for: events)
             return Step.each(entries) { entry in
                 Step.execute(
                     StoreSQL.insertOutbox(entry, deliveryID: UUID().uuidString.lowercased(), at: now.microseconds))
-            }.map { _ in () }
+            }.map { $0.count }
         }
     }
 }

@@ -20,8 +20,10 @@ final class WebhookSender: Service, Sendable {
     let authority: TokenAuthority
     let metrics: ServerMetrics
     let logger: Logger
-    /// This node's name in the lease.
-    let node = UUID().uuidString.lowercased()
+    /// This node's name in the lease. SQLite is one server's database, so
+    /// its name is fixed: a server restarted after a crash takes the lease
+    /// back at once instead of waiting for the dead one's to run out.
+    let node: String
     /// How often the sender looks at the outbox when nothing woke it
     /// (other nodes' changes, calls whose retry time came).
     let pollInterval: Duration
@@ -69,6 +71,7 @@ final class WebhookSender: Service, Sendable {
         self.metrics = metrics
         self.logger = logger
         self.pollInterval = pollInterval
+        node = store.engine.dialect == .sqlite ? "sqlite" : UUID().uuidString.lowercased()
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.timeout = .init(connect: TimeAmount(settings.callTimeout))
