@@ -94,6 +94,7 @@ final class WebhookSender: Service, Sendable {
                             if started - lastTrim > .seconds(10) {
                                 try await self.store.trimOutbox(
                                     settings: self.settings, targets: self.settings.targets, now: .now())
+                                self.forgetPastWaits(now: .now())
                                 lastTrim = started
                             }
                             for key in try await self.queuesToStart() {
@@ -127,6 +128,16 @@ final class WebhookSender: Service, Sendable {
         }
         leaseUntil.store(until.microseconds, ordering: .relaxed)
         return true
+    }
+
+    /// Retry times and pauses that have passed are forgotten, so what the
+    /// sender remembers is bounded by the queues waiting now, not by every
+    /// channel that ever had a failed call.
+    private func forgetPastWaits(now: Timestamp) {
+        state.withLock { state in
+            state.notBefore = state.notBefore.filter { now < $0.value }
+            state.paused = state.paused.filter { now < $0.value }
+        }
     }
 
     /// Waits for `wake()` or the poll interval.
