@@ -98,11 +98,11 @@ public struct TokenAuthority: Sendable {
     /// A delivery-only token (docs/webhooks.md): it may only mark messages of
     /// `channel` delivered for `userID` — not read, not send, not connect — and expires.
     public func deliveryToken(for userID: String, in channel: ChannelID, expiresIn: Duration) async throws -> String {
-        let seconds = Double(expiresIn.components.seconds) + Double(expiresIn.components.attoseconds) / 1e18
+        let expiry = (Date().timeIntervalSince1970 + expiresIn.inSeconds).rounded(.down)
         return try await keys.sign(
             TicksClaims(
                 server: nil, userID: userID,
-                exp: ExpirationClaim(value: Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + seconds).rounded(.down))),
+                exp: ExpirationClaim(value: Date(timeIntervalSince1970: expiry)),
                 scope: TicksClaims.deliveryScope, channelCID: channel.description))
     }
 

@@ -114,11 +114,10 @@ struct AppController {
         }
 
         init(_ settings: WebhookSettings) {
-            func seconds(_ duration: Duration) -> Double { Double(duration.wholeMicroseconds) / 1_000_000 }
             maxAttempts = settings.maxAttempts
-            firstBackoffSeconds = seconds(settings.firstBackoff)
-            maxBackoffSeconds = seconds(settings.maxBackoff)
-            callTimeoutSeconds = seconds(settings.callTimeout)
+            firstBackoffSeconds = settings.firstBackoff.inSeconds
+            maxBackoffSeconds = settings.maxBackoff.inSeconds
+            callTimeoutSeconds = settings.callTimeout.inSeconds
             concurrency = settings.concurrency
             maxAgeSeconds = settings.maxAge.components.seconds
             deadRetentionSeconds = settings.deadRetention.components.seconds

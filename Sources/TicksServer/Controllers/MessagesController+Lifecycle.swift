@@ -19,13 +19,9 @@ extension MessagesController {
     /// `GET /messages/{id}/replies?limit=&id_lt=`: a thread's replies, oldest first.
     @Sendable func replies(_ request: Request, context: TicksRequestContext) async throws -> Response {
         let id = try messageID(context)
-        var limit = Self.defaultRepliesLimit
-        if let text = request.queryParameter("limit") {
-            guard let value = Int(text), (1...Self.maxRepliesLimit).contains(value) else {
-                throw APIError.input("limit must be between 1 and \(Self.maxRepliesLimit)")
-            }
-            limit = value
-        }
+        let limit = try integerParameter(
+            request.queryParameter("limit"), "limit", range: 1...Int64(Self.maxRepliesLimit)
+        ).map(Int.init) ?? Self.defaultRepliesLimit
         let before = request.queryParameter("id_lt")
         if let before { try requireValidID(before, "id_lt") }
         guard let parent = try await store.message(id: id), let cid = ChannelID(cid: parent.cid),

@@ -51,3 +51,12 @@ enum UserInput {
         }
     }
 }
+
+/// An optional integer query parameter within `range` (400 otherwise).
+func integerParameter(_ text: String?, _ name: String, range: ClosedRange<Int64>) throws -> Int64? {
+    guard let text else { return nil }
+    guard let value = Int64(text), range.contains(value) else {
+        throw APIError.input("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)")
+    }
+    return value
+}

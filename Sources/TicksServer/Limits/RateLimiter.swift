@@ -62,8 +62,7 @@ public final class RateLimiter: Sendable {
     }
 
     private var windowSeconds: Double {
-        let components = limits.window.components
-        return max(Double(components.seconds) + Double(components.attoseconds) / 1e18, 0.001)
+        max(limits.window.inSeconds, 0.001)
     }
 
     /// Counts a call of `endpoint` by `identity` at `now` if the limit allows it.

@@ -34,9 +34,8 @@ extension SQLStore {
     }
 
     /// Calls the receiver took: gone from the outbox (one transaction).
-    func delivered(_ calls: [OutboxCall]) async throws {
-        guard !calls.isEmpty else { return }
-        let ids = calls.map(\.id)
+    func delivered(_ ids: [Int64]) async throws {
+        guard !ids.isEmpty else { return }
         try await engine.write { Step.each(ids) { Step.execute(StoreSQL.deleteOutbox(id: $0)) }.map { _ in () } }
     }
 

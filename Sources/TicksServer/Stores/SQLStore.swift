@@ -80,29 +80,34 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     static func runBatch(_ moves: [BatchedMove], on engine: any StoreEngine, hooks: WebhookRecorder?) async throws
         -> [Result<CursorOutcome?, any Error>]
     {
-        @Sendable func program(_ moves: [BatchedMove], lock: Bool) -> StoreProgram<[Result<CursorOutcome?, any Error>]> {
-            let moved = lock
+        typealias Outcomes = [Result<CursorOutcome?, any Error>]
+        /// The moves, and how many webhook calls they wrote.
+        @Sendable func program(_ moves: [BatchedMove], lock: Bool) -> StoreProgram<(Outcomes, Int)> {
+            let moved =
+                lock
                 ? Step.execute(StoreSQL.lockMembers(of: moves)).then { _ in OneStatementMove.program(moves) }
                 : OneStatementMove.program(moves)
-            guard let hooks else { return moved }
+            guard let hooks else { return moved.map { ($0, 0) } }
             return moved.then { outcomes in
                 let committed = outcomes.compactMap { try? $0.get() }.compactMap { $0 }
-                return HookEvents.cursors(committed).then { hooks.record($0, now: .now()) }.map { _ in outcomes }
+                return HookEvents.cursors(committed).then { hooks.record($0, now: .now()) }.map { (outcomes, $0) }
             }
         }
-        var outcomes =
+        // Without webhooks one statement, committed on its own; with them, the statement and the calls.
+        var (outcomes, recorded) =
             hooks == nil
-            ? try await engine.writeOne { program(moves, lock: false) } : try await engine.write { program(moves, lock: false) }
+            ? try await engine.writeOne { program(moves, lock: false) }
+            : try await engine.write { program(moves, lock: false) }
         let stale = outcomes.indices.filter {
             if case .failure(let error) = outcomes[$0], error is OneStatementMove.Stale { true } else { false }
         }
         if !stale.isEmpty {
-            let again = stale.map { moves[$0] }
-            let redone = try await engine.write { program(again, lock: true) }
+            let (redone, more) = try await engine.write { program(stale.map { moves[$0] }, lock: true) }
             for (index, outcome) in zip(stale, redone) { outcomes[index] = outcome }
+            recorded += more
         }
-        // After the commit, so the sender finds the calls.
-        if let hooks, outcomes.contains(where: { (try? $0.get())??.update.changed == true }) { hooks.wake() }
+        // After the commit, so the sender finds the calls (as `write(_:hooks:)`).
+        if recorded > 0 { hooks?.wake() }
         return outcomes
     }
 

@@ -196,7 +196,7 @@ final class WebhookSender: Service, Sendable {
             }
             wake()
         }
-        var delivered: [OutboxCall] = []
+        var delivered: [Int64] = []
         do {
             while !Task.isCancelled {
                 let calls = try await store.outboxQueue(target: key.target, cid: key.cid, limit: 32)
@@ -210,7 +210,7 @@ final class WebhookSender: Service, Sendable {
                     }
                     guard let failure = await send(call) else {
                         reached = true
-                        delivered.append(call)
+                        delivered.append(call.id)
                         metrics.webhookCalls(call.kind, "delivered").increment()
                         continue
                     }
@@ -238,15 +238,13 @@ final class WebhookSender: Service, Sendable {
                 }
                 try await store.delivered(delivered)
                 delivered = []
-                if retryAt != nil || now() >= leaseUntil.load(ordering: .relaxed) { return }
+                if retryAt != nil || Timestamp.now().microseconds >= leaseUntil.load(ordering: .relaxed) { return }
             }
         } catch {
             logger.warning("webhook sender: queue \(key.target) \(key.cid): \(error)")
             retryAt = .now() + pollInterval
         }
     }
-
-    private func now() -> Int64 { Timestamp.now().microseconds }
 
     /// The wait before attempt `attempts + 1`: the first backoff, doubled each time, at most the largest.
     func backoff(after attempts: Int) -> Duration {

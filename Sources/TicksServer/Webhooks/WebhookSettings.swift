@@ -118,11 +118,6 @@ public enum WebhookSettingsError: Error, CustomStringConvertible, Equatable {
     }
 }
 
-extension Duration {
-    /// Whole microseconds (the unit of stored times).
-    var wholeMicroseconds: Int64 { components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000 }
-}
-
 extension Timestamp {
     static func + (time: Timestamp, duration: Duration) -> Timestamp {
         Timestamp(microseconds: time.microseconds + duration.wholeMicroseconds)
