@@ -121,7 +121,9 @@ struct CacheTests {
             try await warmUp(server, file: file)
             // As if the app had last run 40 days ago.
             guard case .file(let url) = file else { return }
-            let database = try DatabaseQueue(path: url.path)
+            var waiting = Configuration()
+            waiting.busyMode = .timeout(5)
+            let database = try DatabaseQueue(path: url.path, configuration: waiting)
             let old = (Date().timeIntervalSince1970 - 40 * 24 * 3600) * 1_000_000
             try await database.write { db in try db.execute(sql: "UPDATE sync_state SET synced_through = ?", arguments: [Int64(old)]) }
             try await database.close()

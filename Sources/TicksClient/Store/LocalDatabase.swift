@@ -14,6 +14,9 @@ final class LocalDatabase: Sendable {
             try FileManager.default.createDirectory(
                 at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
             var configuration = Configuration()
+            // Another connection to the file (a client still flushing its cache as the next
+            // one opens, an app and its notification extension) is waited for, not an error.
+            configuration.busyMode = .timeout(5)
             configuration.prepareDatabase { db in
                 // An acknowledged write is on disk before `send` returns.
                 try db.execute(sql: "PRAGMA synchronous = FULL")
