@@ -114,7 +114,7 @@ public func buildApplication(
         webhookServices.append(sender)
     }
     let router = buildRouter(services: services, configuration: configuration, logger: logger)
-    let webSocketResponder = router.buildResponder()
+    let webSocketResponder = WebSocketUpgradeResponder(base: router.buildResponder())
     var application = Application(
         router: router,
         server: HTTPServerBuilder { responder in

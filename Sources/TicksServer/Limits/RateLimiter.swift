@@ -14,6 +14,9 @@ public final class RateLimiter: Sendable {
     public enum Identity: Hashable, Sendable {
         case app
         case user(String)
+        /// A delivery-only token of `user` for `channel` (docs/webhooks.md): kept apart from the
+        /// user's own budget, so a leaked token cannot use it up.
+        case delivery(user: String, channel: String)
         case address(String)
         /// Identities past `maxKeys`.
         case overflow

@@ -9,8 +9,10 @@ import TicksProtocol
 ///
 /// Like Stream, the upgrade always succeeds and the credentials are checked
 /// afterwards: a refused connection gets one frame `{"error": {…}}` in
-/// Stream's error format and is closed with code 1008. (Refusing the upgrade
-/// itself could only answer a bare HTTP 400 with no body.)
+/// Stream's error format and is closed with code 1008. Only the rate limit
+/// (`Connect`, counted by `RateLimitMiddleware` before the upgrade) refuses
+/// the upgrade itself: HTTP 429 with code 9 and the `X-RateLimit-*` headers
+/// (`WebSocketUpgradeResponder`).
 struct ConnectController {
     let store: any TicksStore
     let hub: ConnectionHub

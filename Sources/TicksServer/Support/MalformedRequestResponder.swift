@@ -33,6 +33,8 @@ final class MalformedRequestResponder: ChannelDuplexHandler, RemovableChannelHan
     private var answered = false
     private var upgraded = false
     private var sawHead = false
+    /// The router's answer to an upgrade it refused, to write instead of hummingbird-websocket's 400.
+    private var refusedUpgrade: RefusedUpgrade?
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
@@ -59,10 +61,17 @@ final class MalformedRequestResponder: ChannelDuplexHandler, RemovableChannelHan
             upgraded = true
             context.write(data, promise: promise)
         case .head(let head) where head.status == .badRequest && head.headers["Content-Length"] == ["0"]:
-            // hummingbird-websocket's answer to `Upgrade: websocket` on a path other than
-            // /connect: Ticks' own 400s always carry a body, so give this one Stream's.
+            // hummingbird-websocket's answer to a refused upgrade: a rate limit's 429 as the router
+            // wrote it, or `Upgrade: websocket` on a path other than /connect. Ticks' own 400s
+            // always carry a body, so give this one Stream's.
             var head = head
-            let body = Self.body(message: "only /connect upgrades to a WebSocket")
+            var body = Self.body(message: "only /connect upgrades to a WebSocket")
+            if let refusal = refusedUpgrade {
+                refusedUpgrade = nil
+                head.status = refusal.status
+                for (name, value) in refusal.headers { head.headers.replaceOrAdd(name: name, value: value) }
+                body = refusal.body
+            }
             head.headers.replaceOrAdd(name: "Content-Type", value: "application/json; charset=utf-8")
             head.headers.replaceOrAdd(name: "Content-Length", value: "\(body.readableBytes)")
             context.write(wrapOutboundOut(.head(head)), promise: nil)
@@ -76,6 +85,15 @@ final class MalformedRequestResponder: ChannelDuplexHandler, RemovableChannelHan
         case .head, .body:
             context.write(data, promise: promise)
         }
+    }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard let refusal = event as? RefusedUpgrade else {
+            context.triggerUserOutboundEvent(event, promise: promise)
+            return
+        }
+        refusedUpgrade = refusal
+        promise?.succeed()
     }
 
     func flush(context: ChannelHandlerContext) {

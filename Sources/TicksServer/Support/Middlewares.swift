@@ -183,19 +183,13 @@ struct RateLimitMiddleware: RouterMiddleware {
     {
         let endpoint = APIEndpoint.matching(method: request.method, path: context.endpointPath)
         var context = context
-        // A valid token counts against its user or the app; anything else against the client's address.
+        // The credentials first: a call is charged to whoever it really comes from (`identity(of:)`).
         if endpoint?.isAuthenticated == true {
             let grant = try? await AuthMiddleware(authority: authority).authenticate(request)
             context.principal = grant?.principal
             context.deliveryOnly = grant?.deliveryOnly
         }
-        let identity: RateLimiter.Identity =
-            switch context.principal {
-            case .server: .app
-            case .user(let userID): .user(userID)
-            case nil: .address(context.remoteAddress?.ipAddress ?? "unknown")
-            }
-        let decision = limiter.check(endpoint, by: identity)
+        let decision = limiter.check(endpoint, by: Self.identity(of: context))
         var response: Response
         if decision.allowed {
             do {
@@ -211,5 +205,21 @@ struct RateLimitMiddleware: RouterMiddleware {
         response.headers[Self.remainingHeader] = String(decision.remaining)
         response.headers[Self.resetHeader] = String(decision.reset)
         return response
+    }
+
+    /// Who a call counts against: the app for a server token, the user for
+    /// their own token, a budget of its own for a delivery-only token, and
+    /// the client's address for a call without a valid token (forged or
+    /// expired: 401). So a call refused for its credentials never spends a
+    /// user's budget: a stolen delivery-only token refused everywhere but
+    /// mark delivered (403) uses up only its own, and forged tokens only
+    /// their sender's address (at most `RateLimiter.maxKeys` counters).
+    static func identity(of context: Context) -> RateLimiter.Identity {
+        switch context.principal {
+        case .server: .app
+        case .user(let userID):
+            context.deliveryOnly.map { .delivery(user: userID, channel: $0.rawValue) } ?? .user(userID)
+        case nil: .address(context.remoteAddress?.ipAddress ?? "unknown")
+        }
     }
 }

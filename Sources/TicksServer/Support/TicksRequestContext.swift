@@ -16,6 +16,8 @@ public struct TicksRequestContext: RequestContext, WebSocketRequestContext {
     public let startedAt: ContinuousClock.Instant
     /// The client's address: what a request without a valid token is rate limited by.
     public let remoteAddress: SocketAddress?
+    /// The connection: where a refused WebSocket upgrade leaves its answer (`WebSocketUpgradeResponder`).
+    let channel: any NIOCore.Channel
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
@@ -24,6 +26,7 @@ public struct TicksRequestContext: RequestContext, WebSocketRequestContext {
         self.deliveryOnly = nil
         self.startedAt = .now
         self.remoteAddress = source.channel.remoteAddress
+        self.channel = source.channel
     }
 
     /// Stream's `duration`, e.g. `"1.23ms"`.

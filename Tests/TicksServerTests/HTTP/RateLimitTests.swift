@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Testing
+import TicksProtocol
 
 @testable import TicksServer
 
@@ -93,6 +94,127 @@ struct RateLimitTests {
             #expect(try await server.call(.get, "/messages/x1", token: "forged-1").status == 401)
             #expect(try await server.call(.get, "/messages/x1", token: "forged-2").status == 401)
             try await server.call(.get, "/messages/x1", token: "forged-3").expectError(429, code: 9)
+        }
+    }
+
+    /// A delivery-only token of bob's for messaging:r (docs/webhooks.md).
+    func deliveryToken(_ server: TestServer) async throws -> String {
+        try await server.services.authority.deliveryToken(
+            for: "bob", in: ChannelID(type: "messaging", id: "r"), expiresIn: .seconds(600))
+    }
+
+    /// A token for `user` signed with another secret: refused (401).
+    func forgedToken(for user: String) async throws -> String {
+        let other = await TokenAuthority(
+            credentials: try Credentials(apiKey: TestKeys.apiKey, apiSecret: String(TestKeys.apiSecret.reversed())))
+        return try await other.userToken(for: user)
+    }
+
+    @Test(
+        "60 calls a leaked delivery-only token or forged tokens get refused leave the user's own budget whole",
+        arguments: StoreKind.all)
+    func refusedCallsSpendNoUserBudget(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await setUp(server)
+            let patch = #"{"users": [{"id": "bob", "set": {"name": "Bobby"}}]}"#
+            let delivery = try await deliveryToken(server)
+            for _ in 0..<60 {
+                try await server.call(.patch, "/users", body: patch, token: delivery).expectError(403, code: 17)
+            }
+            // The token's own budget is spent, not bob's.
+            try await server.call(.patch, "/users", body: patch, token: delivery).expectError(429, code: 9)
+            let forged = try await forgedToken(for: "bob")
+            for _ in 0..<60 {
+                try await server.call(.patch, "/users", body: patch, token: forged).expectError(401, code: 5)
+            }
+            try await server.call(.patch, "/users", body: patch, token: forged).expectError(429, code: 9)
+            let own = try await server.call(.patch, "/users", body: patch, token: try await server.token("bob"))
+            #expect(own.status == 200, "\(own.body)")
+            #expect(own.headers[Self.remaining] == "59")
+            #expect(try own.json()["users"]["bob"]["name"].string == "Bobby")
+            // What the token may do, it still does, counted apart from bob's own marks.
+            let delivered = #"{"latest_delivered_messages": [{"cid": "messaging:r", "id": "r1"}]}"#
+            let marked = try await server.call(.post, "/channels/delivered", body: delivered, token: delivery)
+            #expect((200..<300).contains(marked.status), "\(marked.body)")
+            let quotas = try await server.ok(
+                .get, "/rate_limits?web=true&endpoints=MarkDelivered", token: try await server.token("bob"))
+            #expect(quotas["web"]["MarkDelivered"]["remaining"].int == 300)
+        }
+    }
+
+    /// `GET /connect` as a client sends it, on a new connection: the raw answer
+    /// (the head, then any frames), read until the server pauses.
+    static func connect(port: Int, as user: String, token: String) async throws -> String {
+        let json = #"{"user_id": "\#(user)"}"#.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let request = """
+            GET /connect?api_key=\(TestKeys.apiKey)&authorization=\(token)&json=\(json) HTTP/1.1\r
+            Host: 127.0.0.1\r
+            Upgrade: websocket\r
+            Connection: Upgrade\r
+            Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r
+            Sec-WebSocket-Version: 13\r
+            \r
+
+            """
+        let connection = try RawConnection(port: port)
+        defer { connection.close() }
+        #expect(connection.send(Array(request.utf8)))
+        return await connection.read(within: .seconds(10))
+    }
+
+    @Test(
+        "connects refused for a delivery-only or a forged token leave the user's own connects alone",
+        arguments: StoreKind.all)
+    func refusedConnectsSpendNoUserBudget(kind: StoreKind) async throws {
+        var limits = RateLimits()
+        try limits.set("Connect=5")
+        try await TestServer.run(kind, .live, rateLimits: limits) { server in
+            try await setUp(server)
+            let port = try #require(server.client.port)
+            for token in [try await deliveryToken(server), try await forgedToken(for: "bob")] {
+                for _ in 0..<5 {
+                    // Refused after the upgrade, as Stream does: an error frame, then close.
+                    let refused = try await Self.connect(port: port, as: "bob", token: token)
+                    #expect(refused.hasPrefix("HTTP/1.1 101"), "\(refused.prefix(300))")
+                    #expect(refused.contains(#""error""#) && !refused.contains("health.check"), "\(refused)")
+                }
+                // That token's budget (the address's, for a forged one) is spent.
+                let limited = try await Self.connect(port: port, as: "bob", token: token)
+                #expect(limited.hasPrefix("HTTP/1.1 429"), "\(limited.prefix(300))")
+            }
+            let own = try await Self.connect(port: port, as: "bob", token: try await server.token("bob"))
+            #expect(own.hasPrefix("HTTP/1.1 101"), "\(own.prefix(300))")
+            #expect(own.contains("health.check"), "\(own)")
+            #expect(own.lowercased().contains("x-ratelimit-remaining: 4"), "\(own.prefix(300))")
+        }
+    }
+
+    @Test("a connect past its limit is refused before the upgrade: 429, code 9 and the X-RateLimit headers")
+    func connectPastTheLimit() async throws {
+        var limits = RateLimits()
+        try limits.set("Connect=2")
+        try await TestServer.run(.standard, .live, rateLimits: limits) { server in
+            try await server.upsert("bob")
+            let port = try #require(server.client.port)
+            let token = try await server.token("bob")
+            for remaining in [1, 0] {
+                let answer = try await Self.connect(port: port, as: "bob", token: token).lowercased()
+                #expect(answer.hasPrefix("http/1.1 101"), "\(answer.prefix(300))")
+                #expect(answer.contains("x-ratelimit-remaining: \(remaining)\r\n"), "\(answer.prefix(300))")
+            }
+            let refused = try await Self.connect(port: port, as: "bob", token: token)
+            #expect(refused.hasPrefix("HTTP/1.1 429"), "\(refused.prefix(300))")
+            let head = refused.components(separatedBy: "\r\n\r\n").first?.lowercased() ?? ""
+            #expect(head.contains("x-ratelimit-limit: 2\r\n"), "\(head)")
+            #expect(head.contains("x-ratelimit-remaining: 0\r\n"), "\(head)")
+            #expect(head.contains("x-ratelimit-reset: "), "\(head)")
+            #expect(head.contains("content-type: application/json"), "\(head)")
+            let body = try JSON(parsing: try #require(refused.components(separatedBy: "\r\n\r\n").last))
+            #expect(body["code"].int == 9)
+            #expect(body["StatusCode"].int == 429)
+            #expect(body["message"].string?.contains("too many Connect calls") == true, "\(body)")
+            // The server goes on.
+            #expect(try await server.call(.get, "/health").status == 200)
         }
     }
 
