@@ -86,6 +86,8 @@ extension SQLStore {
     ) async throws -> (channel: ChannelRecord, created: Bool) {
         let customText = try JSONCoding.string(custom)
         let named = memberIDs + (createdBy.map { [$0] } ?? [])
+        let insert = StoreSQL.insertChannel(
+            type: type, id: id, createdBy: createdBy, custom: customText, now: now.microseconds)
         return try await write({
             Fetch.channel(type: type, id: id).then { existing -> StoreProgram<(channel: ChannelRecord, created: Bool)> in
                 if let existing { return .done((existing.channel, false)) }
@@ -94,16 +96,14 @@ extension SQLStore {
                     return Fetch.users(named)
                 }.then { (found: [String: User]) in
                     try StoreRules.requireUsers(named, found: found)
-                    let insert = StoreSQL.insertChannel(
-                        type: type, id: id, createdBy: createdBy, custom: customText, now: now.microseconds)
                     return Step.row(insert)
                 }.then { inserted -> StoreProgram<Int64?> in
                     if let pk = try inserted?.int(0) { return .done(pk) }
-                    // The cid of a soft-deleted channel: it starts again, its old messages out of sight.
-                    return Step.row(
-                        StoreSQL.reviveChannel(
-                            type: type, id: id, createdBy: createdBy, custom: customText, now: now.microseconds)
-                    ).map { try $0?.int(0) }
+                    // The cid of a soft-deleted channel: what is left of it goes, and the new channel
+                    // gets a key of its own, so nothing of the old one can reach its members.
+                    return Self.forgetDeletedChannel(type: type, id: id).then { forgotten in
+                        forgotten ? Step.row(insert).map { try $0?.int(0) } : .done(nil)
+                    }
                 }.then { made -> StoreProgram<(channel: ChannelRecord, created: Bool)> in
                     guard let pk = made else {
                         // Two nodes creating the same channel at once: one inserts, the other finds it.
@@ -122,6 +122,22 @@ extension SQLStore {
         }, hooks: { made, hooks in
             made.created ? HookEvents.channel(.channelCreated, made.channel, at: now, hooks) : HookEvents.none()
         })
+    }
+
+    /// Removes for good what is left of the soft-deleted channel `type:id`
+    /// (its row, messages, removed members, receipt log and thread read
+    /// states; its members went with the delete), so the cid can be made
+    /// again. False when there is no such channel (another node made it again first).
+    static func forgetDeletedChannel(type: String, id: String) -> StoreProgram<Bool> {
+        Step.row(StoreSQL.deletedChannel(type: type, id: id)).then { row in
+            guard let pk = try row?.int(0) else { return .done(false) }
+            let statements = [
+                StoreSQL.deleteMoves(of: .channel(pk)), StoreSQL.deleteThreadReads(of: .channel(pk)),
+                StoreSQL.deleteMembers(of: pk), StoreSQL.forgetRemovals(from: pk), StoreSQL.deleteMessages(of: pk),
+                StoreSQL.deleteChannelRow(pk),
+            ]
+            return Step.each(statements) { Step.execute($0) }.map { _ in true }
+        }
     }
 
     /// R5: a new member has received and read everything already in the channel.

@@ -97,14 +97,22 @@ extension SQLStore {
 
     /// Deletes the channel: its members' read state and receipt log go (and
     /// their unread leaves their totals). A soft delete keeps the rows of the
-    /// channel and its messages out of sight; a hard one leaves nothing.
-    /// Returns the ids of those who were members.
+    /// channel and its messages out of sight, and records its members as
+    /// removed at the time of the delete (a sync tells them, and only them,
+    /// `channel.deleted`); a hard one leaves nothing. Returns the ids of
+    /// those who were members.
     public func deleteChannel(_ channel: ChannelRecord, hard: Bool, now: Timestamp) async throws -> [String] {
         try await write({
             Fetch.channel(pk: channel.pk, lock: true).then { found in
                 Self.clearReadState(of: found.channel, through: found.channel.lastSeq)
             }.then { memberIDs in
-                Step.execute(StoreSQL.deleteMembers(of: channel.pk)).then { _ in
+                let recorded: StoreProgram<Void> =
+                    hard
+                    ? .done(())
+                    : Step.execute(StoreSQL.recordRemovals(ofMembersOf: channel.pk, at: now.microseconds)).then { _ in
+                        Self.forgetOldRemovals(now: now)
+                    }
+                return recorded.then { _ in Step.execute(StoreSQL.deleteMembers(of: channel.pk)) }.then { _ in
                     hard
                         ? Step.execute(StoreSQL.deleteMessages(of: channel.pk)).then { _ in
                             Step.execute(StoreSQL.forgetRemovals(from: channel.pk))

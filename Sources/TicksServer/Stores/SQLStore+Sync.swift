@@ -13,11 +13,13 @@ extension SQLStore {
             Step.row(StoreSQL.channelForSync(type: cid.type, id: cid.id, member: userID)).then { row in
                 guard let row else { return .done(ChannelChanges(access: .gone)) }
                 let (channel, config) = try StoreRows.channel(row)
+                // Of a deleted channel, `is_member` says whether the user was a member when it was
+                // deleted: anyone else is told what a cid that never existed tells, nothing more.
+                guard try row.bool(14) else { return .done(ChannelChanges(access: .gone)) }
                 if let deletedAt = try row.optionalInt(13) {
                     return .done(
                         ChannelChanges(access: .deleted(at: Timestamp(microseconds: deletedAt)), channel: channel, config: config))
                 }
-                guard try row.bool(14) else { return .done(ChannelChanges(access: .gone, channel: channel)) }
                 var changes = ChannelChanges(access: .member, channel: channel, config: config)
                 let message = { (row: any StoreRow) in try StoreRows.message(row, cid: channel.cid) }
                 return Step.rows(StoreSQL.newestMessages(of: channel, count: count)).then { rows in

@@ -150,6 +150,105 @@ struct SyncTests {
         }
     }
 
+    /// An event without its `cid` (and `channel_id`, part of it): what else it says.
+    func withoutCID(_ event: JSON) -> JSON {
+        guard case .object(var object) = event.value else { return event }
+        object["cid"] = nil
+        object["channel_id"] = nil
+        return JSON(.object(object))
+    }
+
+    @Test(
+        "a deleted channel tells only those who were members when it was deleted; to anyone else it is a cid that never existed",
+        arguments: StoreKind.all)
+    func deletedToOutsiders(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            let since = try await setUp(server)
+            // Carol leaves before the delete; dave was never a member.
+            try await server.ok(.post, "/channels/messaging/s", #"{"remove_members": ["carol"]}"#)
+            let deleted = try await server.ok(.delete, "/channels/messaging/s")
+            let deletedAt = try #require(deleted["channel"]["deleted_at"].time)
+            for outsider in ["carol", "dave"] {
+                let answer = try await sync(
+                    server, as: outsider, ["messaging:s", "messaging:never"], since: since,
+                    extra: #", "with_inaccessible_cids": true"#)
+                let events = answer["events"].array
+                #expect(events.map { $0["cid"].string } == ["messaging:s", "messaging:never"], "\(answer)")
+                #expect(events.allSatisfy { $0["type"].string == "notification.removed_from_channel" }, "\(answer)")
+                // Word for word the same, the time included.
+                #expect(withoutCID(events[0]) == withoutCID(events[1]), "\(answer)")
+                #expect(
+                    Set(answer["inaccessible_cids"].array.compactMap(\.string)) == ["messaging:s", "messaging:never"])
+            }
+            // Alice and bob were members when it was deleted: they still hear of it, at its time.
+            for member in ["alice", "bob"] {
+                let answer = try await sync(
+                    server, as: member, ["messaging:s", "messaging:never"], since: since,
+                    extra: #", "with_inaccessible_cids": true"#)
+                let byChannel = Dictionary(grouping: answer["events"].array) { $0["cid"].string ?? "" }
+                #expect(byChannel["messaging:s"]?.map { $0["type"].string } == ["channel.deleted"], "\(answer)")
+                #expect(byChannel["messaging:s"]?.first?["created_at"].time == deletedAt)
+                #expect(answer["inaccessible_cids"].array.compactMap(\.string) == ["messaging:never"])
+            }
+        }
+    }
+
+    @Test(
+        "a deleted channel made again by another user starts empty: nothing of the old one reaches its members",
+        arguments: StoreKind.all)
+    func recreatedStartsEmpty(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await server.upsert("erin")
+            let beforeAll = Timestamp.now()
+            _ = try await setUp(server)
+            // The old channel's history of every kind: custom data, messages, a reply and its thread
+            // read state, reads and deliveries, a member who left, a truncation.
+            try await server.ok(.patch, "/channels/messaging/s", #"{"set": {"color": "red"}}"#)
+            try await server.ok(
+                .post, "/channels/messaging/s/message",
+                #"{"message": {"id": "reply1", "text": "re", "parent_id": "old1", "user": {"id": "bob"}}}"#)
+            try await server.markRead("messaging:s", "carol", upTo: "old3")
+            try await server.markDelivered("alice", [("messaging:s", "old3")])
+            try await server.ok(.post, "/channels/messaging/s", #"{"remove_members": ["carol"]}"#)
+            try await server.ok(.post, "/channels/messaging/s/truncate", "{}")
+            try await server.send("messaging:s", id: "old4", from: "alice")
+            try await server.ok(.delete, "/channels/messaging/s", token: try await server.token("alice"))
+
+            // Dave makes messaging:s again, with bob and erin.
+            let dave = try await server.token("dave")
+            let made = try await server.call(
+                .post, "/channels/messaging/s/query", body: #"{"data": {"members": ["dave", "bob", "erin"]}}"#,
+                token: dave)
+            #expect(made.status == 201, "\(made.body)")
+            let channel = try made.json()
+            #expect(channel["messages"].array.isEmpty)
+            #expect(!channel["channel"]["color"].exists)
+            #expect(!channel["channel"]["truncated_at"].exists)
+            #expect(!channel["channel"]["deleted_at"].exists)
+            #expect(channel["channel"]["created_by"]["id"].string == "dave")
+            #expect(Set(channel["read"].array.compactMap { $0["user"]["id"].string }) == ["dave", "bob", "erin"])
+            #expect(channel["read"].array.allSatisfy { !$0["last_read_message_id"].exists })
+
+            for user in ["dave", "bob", "erin"] {
+                let answer = try await sync(server, as: user, ["messaging:s"], since: beforeAll)
+                let events = answer["events"].array
+                // The new channel's members joining, and the channel: nothing else.
+                #expect(Set(types(answer)) == ["member.added", "channel.updated"], "\(user): \(answer)")
+                #expect(
+                    Set(events.compactMap { $0["member"]["user_id"].string }) == ["dave", "bob", "erin"],
+                    "\(user): \(answer)")
+                #expect(!events.contains { $0["message"].exists || $0["last_read_message_id"].exists })
+            }
+            // Its unread counts know nothing of the old messages, and their ids are free.
+            let unread = try await server.ok(.get, "/unread", token: try await server.token("bob"))
+            #expect(unread["total_unread_count"].int == 0)
+            try await server.call(.get, "/messages/old1").expectError(404, code: 16)
+            try await server.send("messaging:s", id: "old1", from: "dave", text: "a new first")
+            #expect(try await server.ok(.get, "/messages/old1")["message"]["text"].string == "a new first")
+            #expect(try await server.receipts("old1", as: "dave")["receipts"].array.isEmpty)
+        }
+    }
+
     @Test("bounds: a channel past its limit is named for a reload, channels past the answer's are left for the next call")
     func bounds() async throws {
         var limits = ServerLimits()

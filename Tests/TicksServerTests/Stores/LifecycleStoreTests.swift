@@ -143,6 +143,8 @@ struct LifecycleStoreTests {
             let (again, created) = try await store.createChannel(
                 type: "messaging", id: "gone", createdBy: "b", memberIDs: ["b", "c"], custom: [:], now: .now())
             #expect(created && again.memberCount == 2)
+            // A new key: nothing stored under the old one can reach the new channel.
+            #expect(again.pk != channel.pk)
             #expect(try await store.snapshot(of: again, messageLimit: 10, beforeMessageID: nil).messages.isEmpty)
             #expect(try await unread(store, "c", in: again) == (0, nil))
         }

@@ -89,8 +89,8 @@ extension StoreSQL {
     }
 
     /// A soft delete: the channel is gone from every look-up, its messages
-    /// truncated away; its rows stay (a create of the same cid starts it
-    /// afresh, `reviveChannel`).
+    /// truncated away; its rows stay until a create of the same cid
+    /// (`deletedChannel`) removes them for a new channel.
     static func markDeleted(_ channelPK: Int64, at: Int64) -> StoreQuery {
         """
         UPDATE channel SET deleted_at = \(at), member_count = 0, truncated_seq = last_seq, truncated_at = \(at),
@@ -107,15 +107,10 @@ extension StoreSQL {
         "DELETE FROM channel WHERE pk = \(channelPK)"
     }
 
-    /// Column 0: the pk of the soft-deleted channel `type:id`, now made again
-    /// (no members, its old messages truncated away); no row when there is none.
-    static func reviveChannel(type: String, id: String, createdBy: String?, custom: String, now: Int64) -> StoreQuery {
-        """
-        UPDATE channel SET deleted_at = NULL, created_by = \(createdBy), custom = \(custom), created_at = \(now),
-          updated_at = \(now), truncated_seq = last_seq, truncated_at = NULL, last_message_at = NULL
-        WHERE type = \(type) AND id = \(id) AND deleted_at IS NOT NULL
-        RETURNING pk
-        """
+    /// Column 0: the pk of the soft-deleted channel `type:id`, locked in
+    /// PostgreSQL; no row when there is none.
+    static func deletedChannel(type: String, id: String) -> StoreQuery {
+        "SELECT pk FROM channel WHERE type = \(type) AND id = \(id) AND deleted_at IS NOT NULL\(forUpdateOf: nil)"
     }
 
     // MARK: Channel and member data

@@ -4,11 +4,16 @@ import TicksReceipts
 /// The reads behind `POST /sync`, and the record of removed members they need.
 extension StoreSQL {
     /// A channel by its cid, soft-deleted or not: `channelColumns`, then
-    /// `deleted_at` and whether `userID` is a member.
+    /// `deleted_at` and whether `userID` is a member — of a deleted channel,
+    /// whether they were one when it was deleted (`recordRemovals(ofMembersOf:)`).
     static func channelForSync(type: String, id: String, member userID: String) -> StoreQuery {
         """
         SELECT \(raw: channelColumns), c.deleted_at,
-          EXISTS (SELECT 1 FROM member m WHERE m.channel_pk = c.pk AND m.user_id = \(userID)) AS is_member
+          CASE WHEN c.deleted_at IS NULL
+            THEN EXISTS (SELECT 1 FROM member m WHERE m.channel_pk = c.pk AND m.user_id = \(userID))
+            ELSE EXISTS (SELECT 1 FROM member_removal r
+                         WHERE r.channel_pk = c.pk AND r.user_id = \(userID) AND r.removed_at = c.deleted_at)
+          END AS is_member
         FROM \(raw: channelFrom) WHERE c.type = \(type) AND c.id = \(id)
         """
     }
@@ -68,6 +73,15 @@ extension StoreSQL {
         "INSERT INTO member_removal (channel_pk, user_id, removed_at) VALUES (\(channelPK), \(userID), \(at))"
     }
 
+    /// `recordRemoval` for every member of a channel being soft-deleted, at
+    /// the time of the delete: who still hears of it from a sync (`channelForSync`).
+    static func recordRemovals(ofMembersOf channelPK: Int64, at: Int64) -> StoreQuery {
+        """
+        INSERT INTO member_removal (channel_pk, user_id, removed_at)
+        SELECT channel_pk, user_id, \(at) FROM member WHERE channel_pk = \(channelPK)
+        """
+    }
+
     /// `recordRemoval` for every channel the user is a member of (a deleted user leaves them all).
     static func recordRemovals(ofMember userID: String, at: Int64) -> StoreQuery {
         """
@@ -76,7 +90,8 @@ extension StoreSQL {
         """
     }
 
-    /// A hard-deleted channel's removals: nobody can sync it any more.
+    /// A hard-deleted channel's removals (or a soft-deleted one's, made
+    /// again): nobody can sync it any more.
     static func forgetRemovals(from channelPK: Int64) -> StoreQuery {
         "DELETE FROM member_removal WHERE channel_pk = \(channelPK)"
     }
