@@ -152,14 +152,23 @@ struct WebhookTests {
                     try await Self.waiting(server, hook, "messaging:\($0)").first?.attempts ?? -1
                 }
             }
+            // Nothing answers there (the HTTP client keeps trying to connect): an attempt fails when the call
+            // timeout passes on the clock.
+            @Sendable func calling() -> Int {
+                clock.deadlines.filter { $0 == clock.now.offset + Self.callTimeout }.count
+            }
             // a's call fails once: the receiver is paused for a backoff, and suspect.
             try await server.send("messaging:a", id: "a1", from: "alice")
+            try await Self.eventually { calling() == 1 }
+            clock.advance(by: Self.callTimeout)
             try await Self.eventually { try await attempts()[0] == 1 }
             try await server.send("messaging:b", id: "b1", from: "alice")
             try await server.send("messaging:c", id: "c1", from: "alice")
             // Each backoff that passes, one call probes the receiver (the oldest queue's), and only one.
             for round in 1...5 {
                 clock.advance(by: Self.backoff)
+                try await Self.eventually { calling() >= 1 }
+                clock.advance(by: Self.callTimeout)
                 try await Self.eventually { try await attempts()[0] == 1 + round }
             }
             let calls = try await ["a", "b", "c"].asyncMap { try await Self.waiting(server, hook, "messaging:\($0)") }
