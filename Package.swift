@@ -111,6 +111,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What the server's and the SDK's tests share: a clock they advance instead of sleeping.
+        .target(
+            name: "TicksTestSupport",
+            dependencies: ["TicksProtocol"],
+            path: "Tests/TicksTestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "TicksProtocolTests",
             dependencies: ["TicksProtocol", .product(name: "PropertyBased", package: "swift-property-based")],
@@ -125,7 +132,9 @@ let package = Package(
             name: "TicksServerTests",
             dependencies: [
                 "TicksServer",
+                "TicksTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
@@ -137,6 +146,7 @@ let package = Package(
             dependencies: [
                 "TicksClient",
                 "TicksServer",
+                "TicksTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -48,7 +48,7 @@ extension ChatClient {
         guard cacheFlush == nil else { return }
         let delay = configuration.cacheWriteDelay
         cacheFlush = Task {
-            try? await Task.sleep(for: delay)
+            try? await self.time.sleep(for: delay)
             guard !Task.isCancelled else { return }
             self.cacheFlush = nil
             await self.writeCache()

@@ -77,7 +77,10 @@ public actor ChatClient {
     private var awaitingType: [String: [(message: Message, cid: ChannelID)]] = [:]
     private var delivery: DeliveryBatcher
     private var deliveryTask: Task<Void, Never>?
-    private var lastDeliveryCall: ContinuousClock.Instant?
+    /// When the last mark-delivered call ended, on `time`.
+    private var lastDeliveryCall: Duration?
+    /// The configuration's clock, read as durations.
+    nonisolated let time: TimeSource
 
     private let receiptBroadcast = Broadcast<MessageReceipt>()
     private let statusBroadcast = Broadcast<ConnectionStatus>()
@@ -85,6 +88,7 @@ public actor ChatClient {
 
     public init(configuration: ChatClientConfiguration) throws {
         self.configuration = configuration
+        self.time = TimeSource(clock: configuration.clock)
         let database = try LocalDatabase(configuration.outbox)
         self.outbox = Outbox(database)
         self.cache = ChannelCache(database, limits: configuration.cacheLimits)
@@ -136,7 +140,8 @@ public actor ChatClient {
             timeout: configuration.requestTimeout)
         let socket = EventSocket(
             baseURL: configuration.baseURL, apiKey: configuration.apiKey, userID: userID, token: token,
-            healthCheckInterval: configuration.healthCheckInterval, requests: socketRequests, logger: logger)
+            healthCheckInterval: configuration.healthCheckInterval, time: time, requests: socketRequests,
+            logger: logger)
         session = Session(userID: userID, api: api, socket: socket)
         local = Dictionary(uniqueKeysWithValues: try await outbox.entries(of: userID).map { ($0.id, $0) })
         // What the device kept from an earlier run shows at once, before the network answers.
@@ -208,7 +213,7 @@ public actor ChatClient {
             if Task.isCancelled { break }
             setStatus(.disconnected)
             failures += 1
-            try? await Task.sleep(for: configuration.reconnectBackoff.delay(after: failures))
+            try? await time.sleep(for: configuration.reconnectBackoff.delay(after: failures))
         }
     }
 
@@ -418,7 +423,7 @@ public actor ChatClient {
     func scheduleReload(_ cid: ChannelID, delay: Duration) {
         guard reloads[cid] == nil, let session else { return }
         reloads[cid] = Task {
-            try? await Task.sleep(for: delay)
+            try? await self.time.sleep(for: delay)
             do {
                 try await self.fetch(cid, members: nil, session: session)
             } catch {
@@ -493,7 +498,7 @@ public actor ChatClient {
                         break
                     } catch let error as TicksClientError where error.isTransient && attempt < attempts {
                         await self.recordAttempt(entry.id, attempt: attempt, error: error)
-                        try? await Task.sleep(for: backoff.delay(after: attempt))
+                        try? await self.time.sleep(for: backoff.delay(after: attempt))
                     } catch is CancellationError {
                         break
                     } catch {
@@ -645,9 +650,9 @@ public actor ChatClient {
     /// At most one call per `deliveryThrottle`, each with at most `deliveryBatchSize` channels.
     private func scheduleDeliveryFlush() {
         guard deliveryTask == nil, !delivery.isEmpty else { return }
-        let wait = lastDeliveryCall.map { max(.zero, configuration.deliveryThrottle - (ContinuousClock.now - $0)) } ?? .zero
+        let due = lastDeliveryCall.map { $0 + configuration.deliveryThrottle } ?? .zero
         deliveryTask = Task {
-            try? await Task.sleep(for: wait)
+            try? await self.time.sleep(until: due)
             guard !Task.isCancelled else { return }
             await self.flushDelivered()
         }
@@ -678,7 +683,7 @@ public actor ChatClient {
                 logger.warning("mark delivered refused", metadata: ["error": "\(error)"])
             }
             // The next call waits a full period after this one ended.
-            lastDeliveryCall = .now
+            lastDeliveryCall = time.now
         }
         deliveryTask = nil
         if status.isConnected { scheduleDeliveryFlush() }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TicksProtocol
 
 /// How long to wait between tries: `initialDelay`, doubling up to `maxDelay`,
 /// with up to 20% random jitter so many clients do not retry in step.
@@ -69,6 +70,10 @@ public struct ChatClientConfiguration: Sendable {
     /// How far before the last change seen a sync starts, for clocks of
     /// several server nodes and events that were on their way.
     public var syncOverlap: Duration = .seconds(5)
+    /// The clock every wait of the client runs on: the delivery and read
+    /// throttles, the send and reconnect backoffs, the health check, the
+    /// cache's write delay and reloads. Tests give a clock they advance.
+    public var clock: any Clock<Duration> = ContinuousClock()
     public var logger = Logger(label: "ticks.client")
 
     public init(baseURL: URL, apiKey: String, outbox: OutboxLocation = .inMemory) {

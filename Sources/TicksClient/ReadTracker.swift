@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TicksProtocol
 
 /// Marks a channel read the way a chat screen should, so that each app does
 /// not work it out again: the app tells it what is on screen, whether the
@@ -30,7 +31,10 @@ public actor ReadTracker {
     private var atBottom = false
     private var active = false
     private var stopped = false
-    private var lastCall: ContinuousClock.Instant?
+    /// The clock the throttle runs on (the client's).
+    private nonisolated let time: TimeSource
+    /// When the last mark was made, on `time`.
+    private var lastCall: Duration?
     private var pending: Task<Void, Never>?
     /// How many marks it has sent (for tests and diagnostics).
     public private(set) var marksSent = 0
@@ -39,6 +43,7 @@ public actor ReadTracker {
     public init(channel: ChannelController, throttle: Duration = .milliseconds(500)) {
         self.channel = channel
         self.throttle = throttle
+        self.time = channel.client.time
     }
 
     /// The ids of the messages now on screen, as the list view reports them.
@@ -69,9 +74,10 @@ public actor ReadTracker {
     /// The rule's inputs changed: look again, now or once the throttle allows.
     private func changed() {
         guard !stopped, active, atBottom, !visible.isEmpty, pending == nil else { return }
-        let wait = lastCall.map { max(.zero, throttle - (ContinuousClock.now - $0)) } ?? .zero
+        let due = lastCall.map { $0 + throttle }
+        let time = time
         pending = Task {
-            if wait > .zero { try? await Task.sleep(for: wait) }
+            if let due, due > time.now { try? await time.sleep(until: due) }
             await self.markIfNeeded()
         }
     }
@@ -80,7 +86,7 @@ public actor ReadTracker {
         defer { pending = nil }
         guard !Task.isCancelled, !stopped, active, atBottom else { return }
         guard let state = try? await channel.state, let target = Self.target(in: state, visible: visible) else { return }
-        lastCall = .now
+        lastCall = time.now
         do {
             try await channel.markRead(upTo: target)
             marksSent += 1

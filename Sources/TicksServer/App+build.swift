@@ -31,6 +31,10 @@ public struct TicksServerConfiguration: Sendable {
     /// How events reach the connections on other nodes sharing the store: made
     /// for `.postgres` storage; nil with one node.
     public var eventBus: (any EventBus)?
+    /// The clock of the server's own waits: the webhook sender's retries,
+    /// pauses, lease and call timeout, the event bus's reconnections. The
+    /// header and idle timeouts are NIO's, on the event loops' real clock.
+    public var time: TimeSource = .system
     /// Called once the server listens, with the port it got (useful with port 0).
     public var onServerRunning: @Sendable (_ port: Int) async -> Void = { _ in }
 
@@ -70,7 +74,9 @@ public func buildApplication(
     case .memory:
         store = try SQLStore.memory()
     case .sqlite(let path):
-        let engine = try SQLiteEngine.open(path: path)
+        var checkpoints = SQLiteEngine.CheckpointPolicy()
+        checkpoints.time = configuration.time
+        let engine = try SQLiteEngine.open(path: path, checkpoints: checkpoints)
         store = SQLStore(engine: engine)
         services += engine.services
     case .postgres(let url):
@@ -81,7 +87,7 @@ public func buildApplication(
         prepare = { try await store.prepare() }
         configuration.eventBus = PostgresEventBus(
             client: client, configuration: try location.connectionConfiguration(), schema: location.schema,
-            queueBytes: configuration.limits.busQueueBytes, logger: logger)
+            queueBytes: configuration.limits.busQueueBytes, time: configuration.time, logger: logger)
     }
     return await buildApplication(
         configuration: configuration, store: store, logger: logger, services: services, beforeServerStarts: prepare)
@@ -107,7 +113,7 @@ public func buildApplication(
     if configuration.webhooks.isEnabled, let store = store as? SQLStore {
         let sender = WebhookSender(
             store: store, settings: configuration.webhooks, authority: authority, metrics: metrics,
-            logger: logger)
+            logger: logger, time: configuration.time)
         store.recordWebhooks(
             with: WebhookRecorder(
                 settings: configuration.webhooks, offline: { hub.unconnected(among: $0) }, wake: { sender.wake() }))

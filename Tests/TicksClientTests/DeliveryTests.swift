@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import TicksClient
+import TicksTestSupport
 
 /// Automatic mark-delivered against a real server: batched, throttled, and
 /// only when it tells the sender something.
@@ -9,61 +10,52 @@ import TicksClient
 struct DeliveryTests {
     static let route = "/channels/delivered"
 
-    /// When each mark-delivered call was answered, sampled from the server's metrics.
-    final class CallTimes: Sendable {
-        private final class Box: Sendable {
-            let instants = Mutex<[ContinuousClock.Instant]>([])
-        }
-        private let box = Box()
-        private let task: Task<Void, Never>
-
-        init(_ server: LiveServer) {
-            let box = self.box
-            task = Task {
-                var seen = 0
-                while !Task.isCancelled {
-                    let count = server.markDeliveredCalls
-                    if count > seen {
-                        box.instants.withLock { $0.append(contentsOf: Array(repeating: .now, count: count - seen)) }
-                        seen = count
-                    }
-                    try? await Task.sleep(for: .milliseconds(5))
-                }
-            }
-        }
-
-        var all: [ContinuousClock.Instant] { box.instants.withLock { $0 } }
-        deinit { task.cancel() }
-    }
-
     @Test("150 channels: at most 100 a call, at most one call a second, every channel delivered")
     func batchedAndThrottled() async throws {
         try await LiveServer.with { server in
             try await server.upsert("alice", "bob")
             let channels = (1...150).map { "messaging:b\($0)" }
             for cid in channels { try await server.createChannel(cid, members: ["alice", "bob"]) }
-            let bob = try await server.connected("bob")
-            let calls = CallTimes(server)
+            // bob's client waits on a clock the test advances: the calls are counted per second that passes.
+            let clock = ManualClock()
+            let bob = try await server.connected("bob") { $0.clock = clock }
             for (index, cid) in channels.enumerated() {
                 try await server.send(cid, id: "b-msg\(index + 1)", from: "alice")
             }
-            // Every channel ends up delivered to bob.
-            _ = try await eventually("all delivered", timeout: .seconds(15)) {
-                var all = true
-                for (index, _) in channels.enumerated() where all {
-                    let receipts = try await bob.receipts(for: "b-msg\(index + 1)")
-                    all = receipts.deliveredCount == 1
+            // Every message has reached bob's client (each one counts as an unread channel)…
+            _ = try await eventually("150 unread channels") {
+                await bob.unreadTotals.unreadChannels == 150 ? true : nil
+            }
+            _ = try await eventually("the first call") { server.markDeliveredCalls >= 1 ? true : nil }
+            @Sendable func allDelivered() async throws -> Bool {
+                for index in channels.indices {
+                    if try await bob.receipts(for: "b-msg\(index + 1)").deliveredCount != 1 { return false }
                 }
-                return all ? true : nil
+                return true
             }
-            let times = calls.all
-            #expect(times.count >= 2, "150 channels need at least two calls")
-            #expect(times.count <= 4, "\(times.count) calls")
-            // The throttle is 1 s; the times are when a 5 ms poller noticed each call, which a loaded
-            // machine can delay, so the bound leaves room (unthrottled calls come milliseconds apart).
-            for (earlier, later) in zip(times, times.dropFirst()) {
-                #expect(later - earlier >= .milliseconds(600), "calls \(later - earlier) apart")
+            // The throttle's wait: a second after the last call ended, which was at the clock's time now.
+            @Sendable func throttled() -> Bool { clock.deadlines.contains(clock.now.offset + .seconds(1)) }
+            // While the clock stands still, one call went out (the first, at once); then one more for each
+            // second the test lets pass, each with at most 100 channels, until every channel is delivered.
+            @Sendable func waitingOrDone() async throws -> Bool? {
+                if throttled() { return true }
+                return try await allDelivered() ? false : nil
             }
+            var seconds = 0
+            while try await eventually("the next call waiting for the clock, or every channel delivered", waitingOrDone)
+            {
+                let before = server.markDeliveredCalls
+                #expect(before == 1 + seconds, "calls when \(seconds) s had passed")
+                try #require(seconds < 3, "150 channels took more than three calls")
+                clock.advance(by: .seconds(1))
+                seconds += 1
+                _ = try await eventually("a call after \(seconds) s") {
+                    server.markDeliveredCalls > before ? true : nil
+                }
+            }
+            // 149 channels or more after the first call need two more; fewer, one.
+            #expect((1...2).contains(seconds), "\(seconds) s")
+            #expect(server.markDeliveredCalls == 1 + seconds)
             // None of them was refused for carrying more than 100 entries.
             #expect(server.requestCount(route: Self.route, status: 400) == 0)
             #expect(server.socketReceipts("mark_delivered", refused: true) == 0)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TicksClient
 import TicksServer
+import TicksTestSupport
 
 /// `ReadTracker` and `PushDelivery` against a real server.
 @Suite("Read tracking and delivery from a push")
@@ -19,10 +20,14 @@ struct ReadTrackingTests {
             try await server.upsert("alice", "bob")
             try await server.createChannel("messaging:rt", members: ["alice", "bob"])
             for index in 1...4 { try await server.send("messaging:rt", id: "m\(index)", from: "alice") }
-            let bob = try await server.connected("bob")
+            // bob's client waits on a clock the test advances: the marks are counted per throttle period that passes.
+            let clock = ManualClock()
+            let bob = try await server.connected("bob") { $0.clock = clock }
             let channel = await bob.channel(cid)
             try await channel.load()
             let tracker = ReadTracker(channel: channel, throttle: .milliseconds(600))
+            /// The tracker waits for the throttle: 600 ms after its last mark, made at the clock's time now.
+            @Sendable func throttled() -> Bool { clock.deadlines.contains(clock.now.offset + .milliseconds(600)) }
 
             await tracker.setVisibleMessages(["m1", "m2"])
             await tracker.setAppActive(true)
@@ -37,23 +42,29 @@ struct ReadTrackingTests {
             try await eventually("read up to m2") {
                 try await server.readState("messaging:rt", of: "bob")?.lastRead == "m2" ? true : nil
             }
-            // Scrolling on: many changes, at most two calls (one now, one a throttle later with the newest seen).
+            try await eventually("the tracker counted it") { await tracker.marksSent == 1 ? true : nil }
+            // Scrolling on: many changes while the clock stands still wait for the throttle; once it
+            // has passed, one call with the newest seen.
             for _ in 0..<10 {
                 await tracker.setVisibleMessages(["m2", "m3"])
                 await tracker.setVisibleMessages(["m3", "m4"])
             }
+            try await eventually("the next mark waiting for the clock") { throttled() ? true : nil }
+            #expect(await tracker.marksSent == 1)
+            clock.advance(by: .milliseconds(600))
             try await eventually("read up to m4") {
                 try await server.readState("messaging:rt", of: "bob")?.lastRead == "m4" ? true : nil
             }
-            try await Task.sleep(for: .milliseconds(700))
-            let marks = await tracker.marksSent
-            #expect((2...3).contains(marks), "\(marks) marks for 20 changes")
+            try await eventually("the tracker counted it") { await tracker.marksSent == 2 ? true : nil }
+            let marks = 2
             #expect(markReadCalls(server) == marks)
             // Nothing new on screen: nothing to mark. Own messages alone read nothing.
             await tracker.setVisibleMessages(["m3", "m4"])
             try await channel.send("mine", id: "b1")
             try await channel.wait("b1 sent") { $0.message(withID: "b1")?.deliveryStatus == .sent }
             await tracker.setVisibleMessages(["m4", "b1"])
+            try await eventually("the tracker waiting for the clock") { throttled() ? true : nil }
+            clock.advance(by: .milliseconds(600))
             try await Task.sleep(for: .milliseconds(900))
             #expect(markReadCalls(server) == marks)
             // A new message from alice, seen at the bottom, is read.

@@ -228,10 +228,10 @@ def test_a_lost_listener_makes_clients_reconnect_and_events_flow_again(cluster):
     psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
          "WHERE query LIKE 'LISTEN%' OR query LIKE 'SELECT pg_notify%'")
     # Node B cannot know what it missed: it closes its sockets so clients refresh.
-    assert alice_on_b.closed.wait(15), "node B kept a socket that may have missed events"
+    assert alice_on_b.closed.wait(60), "node B kept a socket that may have missed events"
 
     alice_again = Socket(b, via_b, "alice")
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while True:
         via_a.send_message(channel, "alice", "again", message_id=f"d{secrets.token_hex(3)}")
         via_a.mark_read(channel, "bob")

@@ -551,7 +551,8 @@ def test_a_receiver_stalling_in_its_answer_is_timed_out_and_retried(store, recei
     channel's next call follows."""
     stall = threading.Event()
     receiver = receivers(lambda call: stall if call.message_id == "stalled" and call.attempt == 1 else 200)
-    server = store.start("--webhook", receiver.url, "--webhook-events", "message.new", "--webhook-timeout", "0.5",
+    # Long enough that a loaded machine's answer to attempt 2 is not timed out as well.
+    server = store.start("--webhook", receiver.url, "--webhook-events", "message.new", "--webhook-timeout", "3",
                          *FAST)
     try:
         client = client_of(server)
@@ -559,8 +560,8 @@ def test_a_receiver_stalling_in_its_answer_is_timed_out_and_retried(store, recei
         client.create_channel("messaging:stall", ["amy", "ben"], created_by="amy")
         client.send_message("messaging:stall", "amy", "x", message_id="stalled")
         client.send_message("messaging:stall", "amy", "x", message_id="next")
-        # A timed-out call is retried within about a second and a half (0.5 s, a 0.2 s backoff, the poll).
-        calls = receiver.wait_for(lambda calls: {"stalled", "next"} <= delivered_ids(calls), timeout=5,
+        # A timed-out call is retried (after 3 s, a 0.2 s backoff, the poll; a loaded machine takes longer).
+        calls = receiver.wait_for(lambda calls: {"stalled", "next"} <= delivered_ids(calls), timeout=60,
                                   what="the stalled call retried and the next one sent")
         assert [(c.message_id, c.attempt) for c in calls] == [("stalled", 1), ("stalled", 2), ("next", 1)], calls
     finally:

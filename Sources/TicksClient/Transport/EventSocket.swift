@@ -10,6 +10,7 @@ import TicksProtocol
 struct EventSocket: Sendable {
     let url: String
     let healthCheckInterval: Duration
+    let time: TimeSource
     /// Receipts to send as frames while the socket is open.
     let requests: SocketRequests
     let logger: Logger
@@ -17,7 +18,7 @@ struct EventSocket: Sendable {
     /// The connect URL for `baseURL`: http becomes ws, https wss.
     init(
         baseURL: URL, apiKey: String, userID: String, token: String, healthCheckInterval: Duration,
-        requests: SocketRequests, logger: Logger
+        time: TimeSource, requests: SocketRequests, logger: Logger
     ) {
         var base = baseURL.absoluteString
         while base.hasSuffix("/") { base.removeLast() }
@@ -32,6 +33,7 @@ struct EventSocket: Sendable {
         }
         url = "\(base)/connect?api_key=\(escaped(apiKey))&json=\(escaped(json ?? "{}"))&authorization=\(escaped(token))"
         self.healthCheckInterval = healthCheckInterval
+        self.time = time
         self.requests = requests
         self.logger = logger
     }
@@ -47,7 +49,8 @@ struct EventSocket: Sendable {
 
     /// When the socket last received a frame, shared by its reader and its health checker.
     private final class LastFrame: Sendable {
-        let instant = Mutex(ContinuousClock.now)
+        let instant: Mutex<Duration>
+        init(_ now: Duration) { instant = Mutex(now) }
     }
 
     /// The socket went quiet for two health-check periods: treat it as dead.
@@ -61,7 +64,8 @@ struct EventSocket: Sendable {
     /// the connection (its only frame is the error), `unreachable` when it
     /// could not connect; returns when the socket closed.
     func run(onEvent: @escaping @Sendable (Event) async -> Void) async throws {
-        let lastFrame = LastFrame()
+        let time = time
+        let lastFrame = LastFrame(time.now)
         let interval = healthCheckInterval
         let logger = logger
         let requests = requests
@@ -74,7 +78,7 @@ struct EventSocket: Sendable {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         for try await message in inbound.messages(maxSize: 1 << 22) {
-                            lastFrame.instant.withLock { $0 = .now }
+                            lastFrame.instant.withLock { $0 = time.now }
                             guard case .text(let text) = message else { continue }
                             // An answer to a receipt sent on this socket (it may carry an error: not a refusal).
                             if let ack = SocketReceipt.Ack.ack(in: text) {
@@ -101,9 +105,9 @@ struct EventSocket: Sendable {
                     }
                     group.addTask {
                         while true {
-                            try await Task.sleep(for: interval)
+                            try await time.sleep(for: interval)
                             try await outbound.write(.text(#"[{"type":"health.check"}]"#))
-                            let quiet = lastFrame.instant.withLock { ContinuousClock.now - $0 }
+                            let quiet = time.now - lastFrame.instant.withLock { $0 }
                             if quiet > interval * 2 { throw Stale() }
                         }
                     }

@@ -28,6 +28,10 @@ final class WebhookSender: Service, Sendable {
     /// (other nodes' changes, calls whose retry time came).
     let pollInterval: Duration
     let leaseDuration: Duration = .seconds(15)
+    /// The clock of the retry times, pauses, lease, poll interval and call
+    /// timeout (a test's clock in tests). The cap of 20 looks a second is on
+    /// the real clock: it bounds CPU, not a wait anyone sees.
+    let time: TimeSource
 
     private let http: HTTPClient
     private let woken = Atomic<Bool>(false)
@@ -63,7 +67,7 @@ final class WebhookSender: Service, Sendable {
 
     init(
         store: SQLStore, settings: WebhookSettings, authority: TokenAuthority, metrics: ServerMetrics, logger: Logger,
-        pollInterval: Duration = .seconds(1)
+        pollInterval: Duration = .seconds(1), time: TimeSource = .system
     ) {
         self.store = store
         self.settings = settings
@@ -71,6 +75,7 @@ final class WebhookSender: Service, Sendable {
         self.metrics = metrics
         self.logger = logger
         self.pollInterval = pollInterval
+        self.time = time
         node = store.engine.dialect == .sqlite ? "sqlite" : UUID().uuidString.lowercased()
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
@@ -86,16 +91,20 @@ final class WebhookSender: Service, Sendable {
     func run() async throws {
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
-                var lastTrim = ContinuousClock.now - .seconds(3600)
+                var lastTrim: Duration?
                 while !Task.isCancelled {
                     let started = ContinuousClock.now
+                    // The next look is due a poll interval after this one began: time that
+                    // passes while it works counts (on a test's clock, an advance made meanwhile).
+                    let nextPoll = self.time.now + self.pollInterval
                     do {
                         if try await self.holdLease() {
-                            if started - lastTrim > .seconds(10) {
+                            let now = self.time.now
+                            if lastTrim.map({ now - $0 > .seconds(10) }) ?? true {
                                 try await self.store.trimOutbox(
-                                    settings: self.settings, targets: self.settings.targets, now: .now())
-                                self.forgetPastWaits(now: .now())
-                                lastTrim = started
+                                    settings: self.settings, targets: self.settings.targets, now: self.time.wallNow)
+                                self.forgetPastWaits(now: self.time.wallNow)
+                                lastTrim = now
                             }
                             for key in try await self.queuesToStart() {
                                 group.addTask { await self.drain(key) }
@@ -106,7 +115,7 @@ final class WebhookSender: Service, Sendable {
                     }
                     // However often changes wake it, the outbox is looked at most 20 times a second.
                     try? await Task.sleep(until: started + .milliseconds(50))
-                    await self.sleepUntilWoken()
+                    await self.sleepUntilWoken(orUntil: nextPoll)
                 }
             }
         }
@@ -118,7 +127,7 @@ final class WebhookSender: Service, Sendable {
     /// at most once a second (each renewal is a write, and changes wake the
     /// sender up to 20 times a second).
     private func holdLease() async throws -> Bool {
-        let now = Timestamp.now()
+        let now = time.wallNow
         let held = leaseUntil.load(ordering: .relaxed)
         if held - now.microseconds > (leaseDuration - .seconds(1)).wholeMicroseconds { return true }
         let until = now + leaseDuration
@@ -140,10 +149,9 @@ final class WebhookSender: Service, Sendable {
         }
     }
 
-    /// Waits for `wake()` or the poll interval.
-    private func sleepUntilWoken() async {
-        let deadline = ContinuousClock.now + pollInterval
-        while ContinuousClock.now < deadline, !Task.isCancelled {
+    /// Waits for `wake()` or the clock to read `deadline`.
+    private func sleepUntilWoken(orUntil deadline: Duration) async {
+        while time.now < deadline, !Task.isCancelled {
             if woken.exchange(false, ordering: .relaxed) { return }
             try? await Task.sleep(for: .milliseconds(10))
         }
@@ -156,7 +164,7 @@ final class WebhookSender: Service, Sendable {
     private func queuesToStart() async throws -> [QueueKey] {
         var started: [QueueKey] = []
         for target in settings.targets {
-            let now = Timestamp.now()
+            let now = time.wallNow
             let room = state.withLock { $0.room(for: target, at: now, concurrency: settings.concurrency) }
             guard room > 0 else { continue }
             let queues = try await store.outboxQueues(of: target, limit: room + 64)
@@ -202,7 +210,7 @@ final class WebhookSender: Service, Sendable {
                 let calls = try await store.outboxQueue(target: key.target, cid: key.cid, limit: 32)
                 guard !calls.isEmpty else { return }
                 for call in calls {
-                    let now = Timestamp.now()
+                    let now = time.wallNow
                     guard now.microseconds < leaseUntil.load(ordering: .relaxed) else { break }
                     if now < call.nextAttemptAt {
                         retryAt = call.nextAttemptAt
@@ -216,9 +224,20 @@ final class WebhookSender: Service, Sendable {
                     }
                     let attempts = call.attempts + 1
                     let dead = attempts >= settings.maxAttempts
-                    let next = now + backoff(after: attempts)
+                    // The backoff runs from the failure: a call that timed out waits it whole,
+                    // not the backoff less the timeout (with the defaults, no wait at all).
+                    let failedAt = time.wallNow
+                    let next = failedAt + backoff(after: attempts)
+                    if failure.unreachable {
+                        // Paused from the moment it is known, not once the failure is written: no
+                        // other queue of the receiver starts meanwhile (a change that wakes the sender).
+                        state.withLock {
+                            $0.paused[key.target] = next
+                            $0.suspect.insert(key.target)
+                        }
+                    }
                     try await store.failed(
-                        call, attempts: attempts, nextAt: next, deadAt: dead ? now : nil, error: failure.reason)
+                        call, attempts: attempts, nextAt: next, deadAt: dead ? failedAt : nil, error: failure.reason)
                     metrics.webhookCalls(call.kind, dead ? "dead" : "failed").increment()
                     logger.notice(
                         "webhook call failed",
@@ -238,11 +257,11 @@ final class WebhookSender: Service, Sendable {
                 }
                 try await store.delivered(delivered)
                 delivered = []
-                if retryAt != nil || Timestamp.now().microseconds >= leaseUntil.load(ordering: .relaxed) { return }
+                if retryAt != nil || time.wallNow.microseconds >= leaseUntil.load(ordering: .relaxed) { return }
             }
         } catch {
             logger.warning("webhook sender: queue \(key.target) \(key.cid): \(error)")
-            retryAt = .now() + pollInterval
+            retryAt = time.wallNow + pollInterval
         }
     }
 
@@ -290,7 +309,7 @@ final class WebhookSender: Service, Sendable {
                     return response.status.code
                 }
                 group.addTask {
-                    try await Task.sleep(for: self.settings.callTimeout)
+                    try await self.time.sleep(for: self.settings.callTimeout)
                     throw HTTPClientError.deadlineExceeded
                 }
                 defer { group.cancelAll() }

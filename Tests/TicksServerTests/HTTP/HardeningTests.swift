@@ -288,9 +288,10 @@ extension String {
     }
 }
 
-/// Waits until `condition` holds, up to `timeout`.
+/// Waits until `condition` holds, up to `timeout` (a deadline for what never
+/// happens, long enough for a loaded machine; no test asserts how fast).
 func eventually(
-    timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation,
+    timeout: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation,
     _ condition: () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + timeout

@@ -32,26 +32,49 @@ final class RawConnection {
         Glibc.send(descriptor, bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count
     }
 
-    /// What arrives within `timeout` (until the first pause of 100 ms after some bytes).
+    /// What arrives until `responses` whole HTTP responses have (or the
+    /// server closes the connection), waiting up to `timeout`: a deadline for
+    /// answers that never come, not a pause that ends one (a loaded machine
+    /// can pause anywhere in an answer).
     ///
     /// Polls without blocking and sleeps between polls: a blocking wait would
     /// hold one of the few threads the server under test needs to answer.
-    func read(within timeout: Duration) async -> String {
+    func read(within timeout: Duration, responses: Int = 1) async -> String {
         var received: [UInt8] = []
         let deadline = ContinuousClock.now + timeout
-        var quietSince = ContinuousClock.now
-        while ContinuousClock.now < deadline {
+        while ContinuousClock.now < deadline, Self.wholeResponses(in: received) < responses {
             if let chunk = readChunk() {
                 if chunk.isEmpty { break }
                 received += chunk
-                quietSince = .now
-            } else if !received.isEmpty, ContinuousClock.now - quietSince > .milliseconds(100) {
-                break
             } else {
                 try? await Task.sleep(for: .milliseconds(5))
             }
         }
         return String(decoding: received, as: UTF8.self)
+    }
+
+    /// How many whole HTTP responses `bytes` begins with (a body's end is
+    /// known from Content-Length, or the last chunk; a head without either has none).
+    static func wholeResponses(in bytes: [UInt8]) -> Int {
+        var count = 0
+        var rest = bytes[...]
+        while let headEnd = rest.firstRange(of: Array("\r\n\r\n".utf8)) {
+            let head = String(decoding: rest[..<headEnd.lowerBound], as: UTF8.self).lowercased()
+            let fields = head.split(separator: "\r\n")
+            var bodyEnd = headEnd.upperBound
+            if let field = fields.first(where: { $0.hasPrefix("content-length:") }),
+                let length = Int(field.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))
+            {
+                guard rest.distance(from: headEnd.upperBound, to: rest.endIndex) >= length else { break }
+                bodyEnd = rest.index(headEnd.upperBound, offsetBy: length)
+            } else if fields.contains(where: { $0.hasPrefix("transfer-encoding:") && $0.contains("chunked") }) {
+                guard let last = rest[headEnd.upperBound...].firstRange(of: Array("0\r\n\r\n".utf8)) else { break }
+                bodyEnd = last.upperBound
+            }
+            count += 1
+            rest = rest[bodyEnd...]
+        }
+        return count
     }
 
     /// Whether the server closes the connection within `timeout` (anything it sends first is read and dropped).

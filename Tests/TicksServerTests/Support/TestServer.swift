@@ -59,7 +59,7 @@ struct TestServer: Sendable {
     static func run<Value: Sendable>(
         _ kind: StoreKind = .standard, _ setup: TestingSetup = .router, limits: ServerLimits = ServerLimits(),
         rateLimits: RateLimits = RateLimits(), largeChannelMembers: Int = 100, demo: Bool = false,
-        webhooks: WebhookSettings = WebhookSettings(),
+        webhooks: WebhookSettings = WebhookSettings(), time: TimeSource = .system,
         _ body: @Sendable (TestServer) async throws -> Value
     ) async throws -> Value {
         var logger = Logger(label: "ticks-test")
@@ -72,6 +72,7 @@ struct TestServer: Sendable {
         configuration.largeChannelMembers = largeChannelMembers
         configuration.demo = demo
         configuration.webhooks = webhooks
+        configuration.time = time
         return try await kind.withStore { store in
             let (application, services) = await buildApplication(
                 configuration: configuration, store: store, logger: logger)

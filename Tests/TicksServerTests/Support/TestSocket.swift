@@ -69,8 +69,10 @@ final class TestSocket: Sendable {
         }
     }
 
-    /// Takes the oldest frame of `type`, waiting up to `timeout` for one.
-    func next(_ type: String, timeout: Duration = .seconds(5), sourceLocation: SourceLocation = #_sourceLocation)
+    /// Takes the oldest frame of `type`, waiting up to `timeout` for one:
+    /// a deadline for a frame that never comes, long enough that a loaded
+    /// machine's slow one is not taken for it.
+    func next(_ type: String, timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation)
         async throws -> JSON
     {
         let deadline = ContinuousClock.now + timeout
@@ -97,7 +99,7 @@ final class TestSocket: Sendable {
 
     /// How the server closed the connection, waiting up to `timeout` for it;
     /// throws `TestSocketTimeout` when it has not.
-    func closeFrame(timeout: Duration = .seconds(10)) async throws -> WebSocketCloseFrame? {
+    func closeFrame(timeout: Duration = .seconds(30)) async throws -> WebSocketCloseFrame? {
         let task = self.task
         return try await withThrowingTaskGroup(of: WebSocketCloseFrame?.self) { group in
             group.addTask { try await task.value }

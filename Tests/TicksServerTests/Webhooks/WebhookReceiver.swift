@@ -9,7 +9,8 @@ import Testing
 @testable import TicksServer
 
 /// A real HTTP receiver for the webhook tests: records every call and
-/// answers as its `answer` says (status, and how long to wait first).
+/// answers as its `answer` says (status, and whether to hold the answer
+/// until the test calls `release()`).
 final class WebhookReceiver: Sendable {
     struct Call: Sendable {
         var path: String
@@ -24,18 +25,30 @@ final class WebhookReceiver: Sendable {
         var delivered: Bool { (200..<300).contains(status) }
     }
 
-    /// How to answer a call: its path, X-Webhook-Attempt and body.
+    /// How to answer a call: its path, X-Webhook-Attempt and body; `held`
+    /// answers only once the test calls `release()`.
     typealias Answer =
-        @Sendable (_ path: String, _ attempt: Int, _ body: JSON) -> (status: HTTPResponse.Status, delay: Duration)
+        @Sendable (_ path: String, _ attempt: Int, _ body: JSON) -> (status: HTTPResponse.Status, held: Bool)
 
     private let calls = Mutex<[Call]>([])
-    private let answer = Mutex<Answer>({ _, _, _ in (.ok, .zero) })
+    private let arrivals = Mutex<[Call]>([])
+    private let released = Atomic<Bool>(false)
+    private let answer = Mutex<Answer>({ _, _, _ in (.ok, false) })
 
     func answer(with answer: @escaping Answer) {
         self.answer.withLock { $0 = answer }
     }
 
+    /// The calls answered, in the order their answers were finished.
     var received: [Call] { calls.withLock { $0 } }
+
+    /// Every call as it arrived, answered or not yet (its status is the answer it will get).
+    var arrived: [Call] { arrivals.withLock { $0 } }
+
+    /// Lets every held answer go, now and from now on.
+    func release() {
+        released.store(true, ordering: .relaxed)
+    }
 
     /// The calls delivered (answered 2xx), each delivery id once, in the order they arrived.
     var delivered: [Call] {
@@ -43,14 +56,16 @@ final class WebhookReceiver: Sendable {
         return received.filter { $0.delivered && seen.insert($0.deliveryID).inserted }
     }
 
-    /// Waits until `condition` holds of the calls (10 s at most).
+    /// Waits until `condition` holds of the answered calls (or of the
+    /// arrived ones), failing after a minute: a loaded machine is slow, and
+    /// no test asserts how fast.
     func wait(
-        for what: String, sourceLocation: SourceLocation = #_sourceLocation,
+        for what: String, arrived: Bool = false, sourceLocation: SourceLocation = #_sourceLocation,
         until condition: @Sendable ([Call]) -> Bool
     ) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
-            if condition(received) { return }
+            if condition(arrived ? self.arrived : received) { return }
             try await Task.sleep(for: .milliseconds(20))
         }
         Issue.record(
@@ -67,11 +82,11 @@ final class WebhookReceiver: Sendable {
             let data = Data(buffer: buffer)
             let json = (try? JSON(parsing: String(decoding: data, as: UTF8.self))) ?? JSON(nil)
             let attempt = Int(request.headers[HTTPField.Name("X-Webhook-Attempt")!] ?? "") ?? 0
-            let (status, delay) = self.answer.withLock { $0 }(request.uri.path, attempt, json)
-            if delay > .zero { try await Task.sleep(for: delay) }
-            self.calls.withLock {
-                $0.append(Call(path: request.uri.path, headers: request.headers, body: data, status: Int(status.code)))
-            }
+            let (status, held) = self.answer.withLock { $0 }(request.uri.path, attempt, json)
+            let call = Call(path: request.uri.path, headers: request.headers, body: data, status: Int(status.code))
+            self.arrivals.withLock { $0.append(call) }
+            while held, !self.released.load(ordering: .relaxed) { try await Task.sleep(for: .milliseconds(10)) }
+            self.calls.withLock { $0.append(call) }
             return Response(status: status)
         }
         let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))

@@ -4,6 +4,7 @@ import HTTPTypes
 import Synchronization
 import Testing
 import TicksProtocol
+import TicksTestSupport
 
 @testable import TicksServer
 
@@ -21,7 +22,22 @@ struct WebhookTests {
         settings.maxAttempts = attempts
         settings.firstBackoff = .milliseconds(50)
         settings.maxBackoff = .milliseconds(200)
-        settings.callTimeout = .milliseconds(500)
+        // Long enough that a loaded machine's slow answer is not a failure.
+        settings.callTimeout = .seconds(5)
+        return settings
+    }
+
+    /// The backoff and call timeout of a test that runs the sender on a `ManualClock`: far longer
+    /// than any test takes, so a retry or a timeout comes only when the test advances the clock.
+    static let backoff: Duration = .seconds(60)
+    static let callTimeout: Duration = .seconds(600)
+
+    /// Settings for a test on a `ManualClock`: every retry waits `backoff`, a call `callTimeout`.
+    static func clockSettings(webhook: URL?, attempts: Int = 8) -> WebhookSettings {
+        var settings = Self.settings(webhook: webhook, attempts: attempts)
+        settings.firstBackoff = backoff
+        settings.maxBackoff = backoff
+        settings.callTimeout = callTimeout
         return settings
     }
 
@@ -118,29 +134,46 @@ struct WebhookTests {
         }
     }
 
-    @Test("a receiver that cannot be reached is tried by one channel's call at a time; the others wait, counting no attempt", arguments: StoreKind.all)
+    @Test(
+        "a receiver that cannot be reached is tried by one channel's call at a time, once per backoff; the others wait, counting no attempt",
+        arguments: StoreKind.all)
     func unreachableProbe(kind: StoreKind) async throws {
         let hook = URL(string: "http://127.0.0.1:9/hook")!
-        var settings = Self.settings(webhook: hook, attempts: 1_000)
+        let clock = ManualClock()
+        var settings = Self.clockSettings(webhook: hook, attempts: 1_000)
         settings.webhooks[0].eventTypes = [.messageNew]
-        try await TestServer.run(kind, webhooks: settings) { server in
+        try await TestServer.run(kind, webhooks: settings, time: clock.timeSource) { server in
             try await server.upsert("alice", "bob")
             for channel in ["a", "b", "c"] {
                 try await server.createChannel("messaging:\(channel)", members: ["alice", "bob"])
-                try await server.send("messaging:\(channel)", id: "\(channel)1", from: "alice")
             }
-            // Until the first failure, each channel's call may have gone out once; after it, only one channel tries.
-            try await Self.eventually {
-                var most = 0
-                for channel in ["a", "b", "c"] {
-                    most = max(most, try await Self.waiting(server, hook, "messaging:\(channel)").first?.attempts ?? 0)
+            @Sendable func attempts() async throws -> [Int] {
+                try await ["a", "b", "c"].asyncMap {
+                    try await Self.waiting(server, hook, "messaging:\($0)").first?.attempts ?? -1
                 }
-                return most >= 5
+            }
+            // Nothing answers there (the HTTP client keeps trying to connect): an attempt fails when the call
+            // timeout passes on the clock.
+            @Sendable func calling() -> Int {
+                clock.deadlines.filter { $0 == clock.now.offset + Self.callTimeout }.count
+            }
+            // a's call fails once: the receiver is paused for a backoff, and suspect.
+            try await server.send("messaging:a", id: "a1", from: "alice")
+            try await Self.eventually { calling() == 1 }
+            clock.advance(by: Self.callTimeout)
+            try await Self.eventually { try await attempts()[0] == 1 }
+            try await server.send("messaging:b", id: "b1", from: "alice")
+            try await server.send("messaging:c", id: "c1", from: "alice")
+            // Each backoff that passes, one call probes the receiver (the oldest queue's), and only one.
+            for round in 1...5 {
+                clock.advance(by: Self.backoff)
+                try await Self.eventually { calling() >= 1 }
+                clock.advance(by: Self.callTimeout)
+                try await Self.eventually { try await attempts()[0] == 1 + round }
             }
             let calls = try await ["a", "b", "c"].asyncMap { try await Self.waiting(server, hook, "messaging:\($0)") }
             #expect(calls.map(\.count) == [1, 1, 1], "nothing was lost")
-            let attempts = calls.compactMap { $0.first?.attempts }.sorted()
-            #expect(attempts[0] <= 1 && attempts[1] <= 1 && attempts[2] >= 5, "\(attempts)")
+            #expect(try await attempts() == [6, 0, 0])
         }
     }
 
@@ -161,30 +194,53 @@ struct WebhookTests {
         arguments: StoreKind.all)
     func signedAndRetried(kind: StoreKind) async throws {
         let receiver = WebhookReceiver()
-        // The first message's call fails twice (500, then too slow), then is taken.
+        // The first message's call fails twice (500, then no answer within the call timeout), then is taken.
         receiver.answer { _, attempt, body in
             // `attempt` is the sender's X-Webhook-Attempt.
-            guard body["message"]["id"].string == "m1" else { return (.ok, .zero) }
+            guard body["message"]["id"].string == "m1" else { return (.ok, false) }
             switch attempt {
-            case 1: return (.internalServerError, .zero)
-            case 2: return (.ok, .seconds(2))
-            default: return (.ok, .zero)
+            case 1: return (.internalServerError, false)
+            case 2: return (.ok, true)
+            default: return (.ok, false)
             }
         }
+        let clock = ManualClock()
         try await receiver.run { base in
+            defer { receiver.release() }
             let hook = base.appendingPathComponent("hook")
-            try await TestServer.run(kind, .live, webhooks: Self.settings(webhook: hook)) { server in
+            try await TestServer.run(kind, .live, webhooks: Self.clockSettings(webhook: hook), time: clock.timeSource) {
+                server in
                 try await server.upsert("alice", "bob")
                 try await server.createChannel("messaging:g", members: ["alice", "bob"])
                 try await server.send("messaging:g", id: "m1", from: "alice", text: "héllo")
-                // The too-slow answer is recorded when the receiver finishes it, after the third attempt.
-                try await receiver.wait(for: "m1 taken, and the slow answer finished") { calls in
-                    calls.filter { $0.json["message"]["id"].string == "m1" }.count == 3
+                @Sendable func m1(_ calls: [WebhookReceiver.Call]) -> [WebhookReceiver.Call] {
+                    calls.filter { $0.json["message"]["id"].string == "m1" }
                 }
-                let m1 = receiver.received.filter { $0.json["message"]["id"].string == "m1" }
-                #expect(m1.map(\.attempt).sorted() == [1, 2, 3])
-                #expect(m1.filter(\.delivered).map(\.attempt).sorted() == [2, 3])
-                #expect(Set(m1.map(\.deliveryID)).count == 1)
+                @Sendable func attempts() async throws -> Int? {
+                    try await Self.waiting(server, hook, "messaging:g").first?.attempts
+                }
+                // Attempt 1 is refused; attempt 2 waits for the backoff, however long the machine takes.
+                try await Self.eventually { try await attempts() == 1 }
+                #expect(m1(receiver.arrived).map(\.attempt) == [1])
+                clock.advance(by: Self.backoff)
+                // Attempt 2 gets no answer: it fails when the call timeout passes on the clock.
+                try await receiver.wait(for: "attempt 2", arrived: true) { m1($0).count == 2 }
+                try await Self.eventually { clock.deadlines.contains(clock.now.offset + Self.callTimeout) }
+                #expect(try await attempts() == 1)
+                clock.advance(by: Self.callTimeout)
+                try await Self.eventually { try await attempts() == 2 }
+                // The backoff runs from the failure, not from the start of the attempt that timed out.
+                let retry = try #require(try await Self.waiting(server, hook, "messaging:g").first).nextAttemptAt
+                #expect(retry > clock.wallNow, "a call that timed out is retried without waiting")
+                clock.advance(by: Self.backoff)
+                // Attempt 3 is taken; the held answer to attempt 2 finishes after it.
+                try await Self.eventually { try await Self.waiting(server, hook, "messaging:g").isEmpty }
+                receiver.release()
+                try await receiver.wait(for: "the held answer finished") { m1($0).count == 3 }
+                let calls = m1(receiver.received)
+                #expect(calls.map(\.attempt) == [1, 3, 2])
+                #expect(calls.filter(\.delivered).map(\.attempt).sorted() == [2, 3])
+                #expect(Set(calls.map(\.deliveryID)).count == 1)
                 for call in receiver.received {
                     let expected = WebhookSender.signature(of: call.body, secret: TestKeys.apiSecret)
                     #expect(call.headers[HTTPField.Name("X-Signature")!] == expected)
@@ -192,7 +248,7 @@ struct WebhookTests {
                     #expect(call.headers[.contentType] == "application/json")
                 }
                 // The signature is HMAC-SHA256 of the body with the secret, in hex (checked independently).
-                let body = try #require(m1.last).body
+                let body = try #require(calls.last).body
                 let code = HMAC<SHA256>.authenticationCode(
                     for: body, using: SymmetricKey(data: Data(TestKeys.apiSecret.utf8)))
                 #expect(
@@ -201,8 +257,6 @@ struct WebhookTests {
                 #expect(
                     WebhookSender.signature(of: body, secret: "another-secret-that-is-long-enough-x")
                         != WebhookSender.signature(of: body, secret: TestKeys.apiSecret))
-                // Delivered calls leave the outbox.
-                try await Self.eventually { try await Self.waiting(server, hook, "messaging:g").isEmpty }
             }
         }
     }
@@ -215,8 +269,8 @@ struct WebhookTests {
         let blocked = Mutex(true)
         receiver.answer { _, _, body in
             // messaging:a's first message is refused until the test lets it through.
-            if body["message"]["id"].string == "a0", blocked.withLock({ $0 }) { return (.serviceUnavailable, .zero) }
-            return (.ok, .zero)
+            if body["message"]["id"].string == "a0", blocked.withLock({ $0 }) { return (.serviceUnavailable, false) }
+            return (.ok, false)
         }
         try await receiver.run { base in
             // Enough attempts that a0 never dies while it is held back, however slow the machine.
@@ -255,14 +309,24 @@ struct WebhookTests {
     func deadAndRetried(kind: StoreKind) async throws {
         let receiver = WebhookReceiver()
         let down = Mutex(true)
-        receiver.answer { _, _, _ in down.withLock { $0 } ? (.badGateway, .zero) : (.ok, .zero) }
+        receiver.answer { _, _, _ in down.withLock { $0 } ? (.badGateway, false) : (.ok, false) }
+        let clock = ManualClock()
         try await receiver.run { base in
-            var settings = Self.settings(webhook: base.appendingPathComponent("hook"), attempts: 3)
+            var settings = Self.clockSettings(webhook: base.appendingPathComponent("hook"), attempts: 3)
             settings.webhooks[0].eventTypes = [.messageNew]
-            try await TestServer.run(kind, .live, webhooks: settings) { server in
+            try await TestServer.run(kind, .live, webhooks: settings, time: clock.timeSource) { server in
                 try await server.upsert("alice", "bob")
                 try await server.createChannel("messaging:g", members: ["alice", "bob"])
                 try await server.send("messaging:g", id: "m1", from: "alice")
+                // Each attempt after a backoff on the clock; the third is the last.
+                for attempt in 1...2 {
+                    try await Self.eventually {
+                        try await Self.waiting(server, base.appendingPathComponent("hook"), "messaging:g").first?
+                            .attempts == attempt
+                    }
+                    #expect(receiver.arrived.count == attempt)
+                    clock.advance(by: Self.backoff)
+                }
                 try await receiver.wait(for: "3 attempts") { $0.count >= 3 }
                 try await Self.eventually { try await server.ok(.get, "/webhooks/failed")["calls"].array.count == 1 }
                 let failed = try await server.ok(.get, "/webhooks/failed")
@@ -361,15 +425,15 @@ struct WebhookTests {
         await #expect(throws: APIError.unauthorized("token has expired")) { try await authority.grant(for: expired) }
     }
 
-    /// Polls `condition` for up to 10 s.
+    /// Polls `condition` for up to a minute (a loaded machine is slow; no test asserts how fast).
     static func eventually(
         sourceLocation: SourceLocation = #_sourceLocation, _ condition: @Sendable () async throws -> Bool
     ) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if try await condition() { return }
             try await Task.sleep(for: .milliseconds(20))
         }
-        Issue.record("the condition did not hold within 10 s", sourceLocation: sourceLocation)
+        Issue.record("the condition did not hold within 60 s", sourceLocation: sourceLocation)
     }
 }

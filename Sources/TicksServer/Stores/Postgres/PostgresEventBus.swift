@@ -39,6 +39,8 @@ public final class PostgresEventBus: EventBus {
     let logger: Logger
     /// What may wait to be published, in bytes (`ServerLimits.busQueueBytes`).
     let queueBytes: Int
+    /// The clock of the reconnection backoffs and the pruning (a test's clock in tests).
+    let time: TimeSource
     private let state = Mutex(State())
     private let doorbell: AsyncStream<Void>
     private let ring: AsyncStream<Void>.Continuation
@@ -99,10 +101,12 @@ public final class PostgresEventBus: EventBus {
     ///   - configuration: how to open the connections of its own (one to publish, one to listen).
     ///   - schema: the store's schema; it names the notification channel.
     ///   - queueBytes: what may wait to be published; past it, events are lost and their users resync.
+    ///   - time: the clock of the reconnection backoffs and the pruning of stored batches.
     public init(
         client: PostgresClient, configuration: PostgresConnection.Configuration, schema: String,
-        queueBytes: Int = ServerLimits().busQueueBytes, logger: Logger
+        queueBytes: Int = ServerLimits().busQueueBytes, time: TimeSource = .system, logger: Logger
     ) {
+        self.time = time
         self.client = client
         self.configuration = configuration
         self.channel = "ticks_events_" + schema.lowercased().filter { $0.isLetter || $0.isNumber || $0 == "_" }
@@ -204,7 +208,7 @@ public final class PostgresEventBus: EventBus {
                 return state.lost(round)
             }
             if lost > 0 { recordLost(lost, reason: "publishing failed") }
-            do { try await Task.sleep(for: backoff) } catch { break }
+            do { try await time.sleep(for: backoff) } catch { break }
             backoff = min(backoff * 2, .seconds(5))
             ring.yield()
         }
@@ -343,7 +347,7 @@ public final class PostgresEventBus: EventBus {
                 lostBefore = true
                 logger.error(
                     "event bus listener lost; reconnecting", metadata: ["error": "\(String(reflecting: error))"])
-                do { try await Task.sleep(for: backoff) } catch { return }
+                do { try await time.sleep(for: backoff) } catch { return }
                 backoff = min(backoff * 2, .seconds(5))
             }
         }
@@ -406,7 +410,7 @@ public final class PostgresEventBus: EventBus {
         let seconds = Int64(Self.storedBatchLifetime.components.seconds)
         while !Task.isCancelled {
             do {
-                try await Task.sleep(for: .seconds(60))
+                try await time.sleep(for: .seconds(60))
                 try await client.query(
                     "DELETE FROM event_batch WHERE created_at < now() - make_interval(secs => \(seconds))",
                     logger: logger)

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Logging
 import ServiceLifecycle
+import TicksProtocol
 
 /// SQLite through GRDB, for `SQLStore`: one node, no set-up.
 ///
@@ -26,6 +27,8 @@ public final class SQLiteEngine: StoreEngine {
         public var interval: Duration = .milliseconds(250)
         /// A log longer than this is caught up on the writer, so it starts afresh.
         public var restartFrames = 4096
+        /// The clock the interval runs on.
+        public var time: TimeSource = .system
 
         public init() {}
     }
@@ -49,7 +52,7 @@ public final class SQLiteEngine: StoreEngine {
         let pool = try DatabasePool(path: path, configuration: configuration)
         let checkpointer = try WALCheckpointer(
             path: path, configuration: configuration, interval: checkpoints.interval,
-            restartFrames: checkpoints.restartFrames,
+            restartFrames: checkpoints.restartFrames, time: checkpoints.time,
             logger: Logger(label: "ticks.sqlite")
         ) { [weak pool] in
             _ = try await pool?.writeWithoutTransaction { db in try db.checkpoint(.passive) }

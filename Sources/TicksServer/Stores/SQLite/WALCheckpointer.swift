@@ -1,6 +1,7 @@
 import GRDB
 import Logging
 import ServiceLifecycle
+import TicksProtocol
 
 /// Copies the write-ahead log back into the database file from a connection
 /// of its own, off the writer's path.
@@ -24,16 +25,18 @@ struct WALCheckpointer: Service {
     let connection: DatabaseQueue
     let interval: Duration
     let restartFrames: Int
+    let time: TimeSource
     let logger: Logger
     let catchUp: @Sendable () async throws -> Void
 
     init(
-        path: String, configuration: Configuration, interval: Duration, restartFrames: Int, logger: Logger,
-        catchUp: @escaping @Sendable () async throws -> Void
+        path: String, configuration: Configuration, interval: Duration, restartFrames: Int, time: TimeSource,
+        logger: Logger, catchUp: @escaping @Sendable () async throws -> Void
     ) throws {
         connection = try DatabaseQueue(path: path, configuration: configuration)
         self.interval = interval
         self.restartFrames = restartFrames
+        self.time = time
         self.logger = logger
         self.catchUp = catchUp
     }
@@ -42,7 +45,7 @@ struct WALCheckpointer: Service {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 do {
-                    try await Task.sleep(for: interval)
+                    try await time.sleep(for: interval)
                     let log = try await connection.writeWithoutTransaction { db in try db.checkpoint(.passive) }
                     if log.walFrameCount > restartFrames { try await catchUp() }
                 } catch is CancellationError {
