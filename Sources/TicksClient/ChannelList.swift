@@ -134,6 +134,12 @@ struct ChannelListQuery: Sendable, Hashable {
     /// Whether `a` comes before `b` in this list (ties: the newest channel first, then by cid).
     func inOrder(_ a: ChatChannelSummary, _ b: ChatChannelSummary) -> Bool {
         for key in sort {
+            if key.field == .id {
+                // Byte order, as the server sorts ids.
+                let (x, y) = (Array(a.cid.id.utf8), Array(b.cid.id.utf8))
+                if x != y { return key.ascending ? x.lexicographicallyPrecedes(y) : y.lexicographicallyPrecedes(x) }
+                continue
+            }
             let (x, y) = (Self.value(a, key.field), Self.value(b, key.field))
             if x != y { return key.ascending ? x < y : x > y }
         }
@@ -148,6 +154,7 @@ struct ChannelListQuery: Sendable, Hashable {
         case .createdAt: summary.createdAt.timeIntervalSince1970
         case .updatedAt: summary.updatedAt.timeIntervalSince1970
         case .memberCount: Double(summary.memberCount)
+        case .id: 0  // compared as text in `inOrder`
         }
     }
 }

@@ -132,9 +132,10 @@ public struct Policy: Codable, Sendable, Equatable {
     }
 
     /// The rules Ticks enforces, written as Stream's policies (the same for
-    /// every channel type; see docs/concepts.md, "Who may do what").
+    /// every channel type; see docs/concepts.md, "Who may do what"; the
+    /// server applies them with `ChannelPermissions`).
     public static let ticksRules: [Policy] = [
-        Policy(name: "Admin users can perform any action", action: "Allow", resources: ["*"], roles: ["admin"], owner: false, priority: 999),
+        Policy(name: "Admin members can perform any action in their channels", action: "Allow", resources: ["*"], roles: ["admin"], owner: false, priority: 999),
         Policy(
             name: "Channel owners and moderators manage the channel", action: "Allow",
             resources: ["UpdateChannel", "UpdateChannelMembers", "TruncateChannel", "DeleteChannel", "DeleteMessage"],
@@ -426,4 +427,6 @@ public enum ChannelSortField: String, Sendable, Hashable, CaseIterable {
     case createdAt = "created_at"
     case updatedAt = "updated_at"
     case memberCount = "member_count"
+    /// The channel's id, in byte order.
+    case id
 }

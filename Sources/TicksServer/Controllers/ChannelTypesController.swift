@@ -56,7 +56,16 @@ struct ChannelTypesController {
         var request = request
         let patch = try await request.decodeJSON(ChannelTypePatch.self)
         try validate(patch)
-        return try context.respond(try await store.updateChannelType(named: name, patch, now: .now()))
+        let updated = try await store.updateChannelType(named: name, patch, now: .now())
+        return try context.respond(try Self.updateAnswer(updated))
+    }
+
+    /// The config as Stream answers an update: `commands` as their names
+    /// (`["ban", "unban"]`), where a get answers the command objects.
+    static func updateAnswer(_ config: ChannelConfig) throws -> [String: JSONValue] {
+        var answer = try JSONCoding.object(config)
+        answer["commands"] = .array(config.commands.map { .string($0.name) })
+        return answer
     }
 
     func requireServer(_ context: TicksRequestContext) throws {

@@ -52,12 +52,11 @@ extension ChannelsController {
 
     /// `PATCH /channels/{type}/{id}`: sets and unsets custom fields.
     @Sendable func updateChannelPartial(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let channel = try await managedChannel(context)
+        let channel = try await managedChannel(context, for: [.update])
         var request = request
         let body = try await request.decodeJSON(PartialUpdateRequest.self)
         let actingUserID = try context.actingUser(named: body.acting.named)
         try body.update.validate("channel", reserved: Channel.reserved)
-        try await requirePermission(.init(changesData: true), in: channel, actingUserID: actingUserID, context: context)
         let update = body.update
         try requireCustomData(update.applied(to: channel.custom), of: "channel \(channel.cid)", limits: limits)
         let updated = try await store.updateChannelData(channel, now: .now()) { update.applied(to: $0) }
@@ -102,7 +101,7 @@ extension ChannelsController {
     /// `POST /channels/{type}/{id}/truncate`: every message so far is gone
     /// from the channel, and with them every unread count and receipt.
     @Sendable func truncateChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let channel = try await managedChannel(context)
+        let channel = try await managedChannel(context, for: [.truncate])
         var request = request
         let body = try await request.decodeJSON(TruncateRequest.self)
         let actingUserID = try context.actingUser(named: body.userID ?? body.user?.id)
@@ -112,7 +111,6 @@ extension ChannelsController {
         if let message = body.message, message != .null {
             throw APIError.input("message is not supported with a truncation: send it afterwards")
         }
-        try await requirePermission(.init(changesData: true), in: channel, actingUserID: actingUserID, context: context)
         let truncated = try await store.truncateChannel(channel, hard: body.hardDelete ?? false, now: .now())
         let snapshot = try await store.snapshot(of: truncated, messageLimit: 0, beforeMessageID: nil)
         let presented = Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users)
@@ -126,13 +124,9 @@ extension ChannelsController {
 
     /// `DELETE /channels/{type}/{id}[?hard_delete=true]`.
     @Sendable func deleteChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let channel = try await managedChannel(context)
         let hard = try booleanParameter(request.queryParameter("hard_delete"), "hard_delete")
-        if hard, case .user = try context.requirePrincipal() {
-            throw APIError.forbidden("hard_delete needs a server token")
-        }
+        let channel = try await managedChannel(context, for: hard ? [.delete, .hardDelete] : [.delete])
         let actingUserID = try context.actingUser(named: nil)
-        try await requirePermission(.init(changesData: true), in: channel, actingUserID: actingUserID, context: context)
         let presented = try await delete(channel, hard: hard, by: actingUserID)
         return try context.respond(ChannelResponse(channel: presented))
     }
@@ -243,16 +237,44 @@ extension ChannelsController {
         var type: String
         var id: String?
         var members: [MemberRef]?
-        var filterConditions: [String: FilterValue]?
+        var filterConditions: [String: MemberCondition]?
+        var sort: [ChannelsController.QueryChannelsRequest.SortKey]?
         var limit: Int?
         var offset: Int?
         var userID: String?
         var user: UserRef?
 
         enum CodingKeys: String, CodingKey {
-            case type, id, members, limit, offset, user
+            case type, id, members, sort, limit, offset, user
             case filterConditions = "filter_conditions"
             case userID = "user_id"
+        }
+    }
+
+    /// A members query's condition on one field: a value, `$eq` or `$in`
+    /// (on `id` and `user_id`), or Stream's `{"$autocomplete": "j"}` (on `name`).
+    struct MemberCondition: Decodable {
+        var values: [String]?
+        var autocomplete: String?
+
+        init(from decoder: any Decoder) throws {
+            if let container = try? decoder.container(keyedBy: AnyCodingKey.self), container.allKeys.count == 1,
+                let key = container.allKeys.first, key.stringValue == "$autocomplete"
+            {
+                autocomplete = try container.decode(String.self, forKey: key)
+                return
+            }
+            values = try FilterValue(from: decoder).values
+        }
+    }
+
+    /// Whether `name` matches `$autocomplete: prefix`, as Stream matches it:
+    /// one of its words begins with `prefix`, whatever the case.
+    static func autocompletes(_ name: String?, _ prefix: String) -> Bool {
+        guard let name else { return false }
+        let words = name.split(whereSeparator: { $0.isWhitespace || $0.isPunctuation })
+        return ([Substring(name)] + words).contains {
+            $0.range(of: prefix, options: [.anchored, .caseInsensitive, .diacriticInsensitive]) != nil
         }
     }
 
@@ -281,11 +303,28 @@ extension ChannelsController {
         }
         guard Identifier.isValidChannelID(id) else { throw APIError.input("channel id '\(id.prefix(64))' is not valid") }
         var among: [String]?
-        for (field, value) in query.filterConditions ?? [:] {
-            guard field == "id" || field == "user_id" else {
-                throw APIError.input("filtering members on '\(field.prefix(64))' is not supported; filter on id")
+        var namePrefix: String?
+        for (field, condition) in query.filterConditions ?? [:] {
+            switch (field, condition.values, condition.autocomplete) {
+            case ("id", let values?, _), ("user_id", let values?, _):
+                let named = try filterValues(values, of: field, limits: limits)
+                among = among.map { Set($0).intersection(named).sorted() } ?? named
+            case ("name", _, let prefix?):
+                guard !prefix.isEmpty, prefix.count <= 255 else {
+                    throw APIError.input("name's $autocomplete must be 1 to 255 characters")
+                }
+                namePrefix = prefix
+            default:
+                throw APIError.input(
+                    "filtering members on '\(field.prefix(64))' that way is not supported: "
+                        + "filter on id or user_id (a value, $eq, $in) or on name ($autocomplete)")
             }
-            among = try filterValues(value.values, of: field, limits: limits)
+        }
+        // Members come in the order they joined: Stream's `created_at` ascending.
+        let sort = query.sort ?? []
+        guard sort.allSatisfy({ $0.field == "created_at" && ($0.direction ?? 1) == 1 }), sort.count <= 1 else {
+            throw APIError.input(
+                "members are answered in the order they joined: sort on created_at, direction 1, or give no sort")
         }
         let limit = query.limit ?? 100
         guard (1...Self.maxMembersPerQuery).contains(limit) else {
@@ -293,12 +332,36 @@ extension ChannelsController {
         }
         let offset = query.offset ?? 0
         guard offset >= 0 else { throw APIError.input("offset must not be negative") }
-        let channel = try await receipts.channel(type: query.type, id: id, for: try context.requirePrincipal())
-        let states =
-            among?.isEmpty == true
-            ? [] : try await store.members(of: channel, among: among, limit: limit, offset: offset)
+        let channel = try await receipts.channel(type: query.type, id: id, for: try context.requirePrincipal(), to: .read)
+        let states: [MemberState]
+        if among?.isEmpty == true {
+            states = []
+        } else if let namePrefix {
+            states = try await members(of: channel, among: among, named: namePrefix, limit: limit, offset: offset)
+        } else {
+            states = try await store.members(of: channel, among: among, limit: limit, offset: offset)
+        }
         let users = try await store.users(ids: states.map(\.userID))
         return try context.respond(MemberList(members: states.map { Presenter.member($0, of: channel, users: users) }))
+    }
+
+    /// A page of the members (among `among`) whose user's name autocompletes
+    /// `prefix`, in join order: the channel's members read a page at a time
+    /// until the page asked for is full.
+    func members(of channel: ChannelRecord, among: [String]?, named prefix: String, limit: Int, offset: Int)
+        async throws -> [MemberState]
+    {
+        var matched: [MemberState] = []
+        var read = 0
+        while matched.count < offset + limit {
+            let page = try await store.members(
+                of: channel, among: among, limit: Self.maxMembersPerQuery, offset: read)
+            let users = try await store.users(ids: page.map(\.userID))
+            matched += page.filter { Self.autocompletes(users[$0.userID]?.name, prefix) }
+            read += page.count
+            if page.count < Self.maxMembersPerQuery { break }
+        }
+        return Array(matched.dropFirst(offset).prefix(limit))
     }
 
     struct MemberResponse: Encodable {
@@ -311,7 +374,7 @@ extension ChannelsController {
     /// (any member for themselves; managers for anyone), and `channel_role`
     /// (managers only).
     @Sendable func updateMemberPartial(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let channel = try await managedChannel(context)
+        let channel = try await pathChannel(context)
         let memberID = try context.pathParameter("user_id")
         try requireValidID(memberID, "user_id")
         var request = request
@@ -326,15 +389,10 @@ extension ChannelsController {
             role = parsed
         }
         let actingUserID = try context.actingUser(named: nil)
-        if role != nil || actingUserID != memberID {
-            try await requirePermission(
-                .init(changesModerators: role != nil, changesData: true), in: channel, actingUserID: actingUserID,
-                context: context)
-        }
+        let action: ChannelPermissions.Action =
+            role == nil && actingUserID == memberID ? .updateOwnMembership : .manageMembers
+        try await ChannelPermissions.require(action, in: channel, context: context, store: store)
         guard let current = try await store.member(memberID, of: channel) else {
-            if actingUserID == memberID, case .user = try context.requirePrincipal() {
-                throw APIError.forbidden("user '\(memberID)' is not a member of channel \(channel.cid)")
-            }
             throw APIError.notFound("user '\(memberID)' is not a member of channel \(channel.cid)")
         }
         try requireCustomData(update.applied(to: current.custom), of: "member '\(memberID)'", limits: limits)
@@ -354,10 +412,19 @@ extension ChannelsController {
 }
 
 extension ChannelsController {
-    /// The channel of the path (404 when missing) for a call whose
-    /// permission `requirePermission` checks: an admin need not be a member,
-    /// anyone else must be (403).
-    func managedChannel(_ context: TicksRequestContext) async throws -> ChannelRecord {
+    /// The channel of the path (404 when missing), when `ChannelPermissions`
+    /// lets the caller take `actions` in it (403 otherwise).
+    func managedChannel(_ context: TicksRequestContext, for actions: [ChannelPermissions.Action]) async throws
+        -> ChannelRecord
+    {
+        let channel = try await pathChannel(context)
+        try await ChannelPermissions.require(actions, in: channel, context: context, store: store)
+        return channel
+    }
+
+    /// The channel of the path (404 when missing), for a call that asks
+    /// `ChannelPermissions` once it knows what it will do.
+    func pathChannel(_ context: TicksRequestContext) async throws -> ChannelRecord {
         let (type, id) = try channelPath(context)
         guard let channel = try await store.channel(type: type, id: id) else {
             throw APIError.notFound("channel \(type):\(id) does not exist")

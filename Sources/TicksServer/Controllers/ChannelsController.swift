@@ -93,7 +93,7 @@ struct ChannelsController {
         let channel: ChannelRecord
         if let existing = try await store.channel(type: type, id: id) {
             channel = existing
-            try await store.requireAccess(context, to: channel)
+            try await ChannelPermissions.require(.read, in: channel, context: context, store: store)
         } else {
             let memberIDs = (body.data?.members ?? []).map(\.userID)
             guard memberIDs.count <= ServerLimits.maxMembersPerCall else {
@@ -101,12 +101,17 @@ struct ChannelsController {
             }
             try memberIDs.forEach { try requireValidID($0, "member id") }
             try requireCustomData(body.data?.custom ?? [:], of: "channel \(type):\(id)", limits: limits)
+            let principal = try context.requirePrincipal()
+            let isMember = viewer.map(memberIDs.contains) ?? false
+            try ChannelPermissions.require(
+                [.create], in: "\(type):\(id)", as: principal,
+                standing: ChannelPermissions.standing(of: principal, isMember: isMember))
             let result = try await store.createChannel(
                 type: type, id: id, createdBy: viewer, memberIDs: memberIDs, custom: body.data?.custom ?? [:],
                 now: .now())
             channel = result.channel
             created = result.created
-            if !created { try await store.requireAccess(context, to: channel) }
+            if !created { try await ChannelPermissions.require(.read, in: channel, context: context, store: store) }
         }
         if let before = body.messages?.idLt { try requireValidID(before, "messages.id_lt") }
         let snapshot = try await store.snapshot(of: channel, messageLimit: limit, beforeMessageID: body.messages?.idLt)
@@ -234,10 +239,7 @@ struct ChannelsController {
     /// (`data`: what it does not name goes), add and remove members, promote
     /// and demote moderators — as far as `ChannelPermissions` lets the caller.
     @Sendable func updateChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let (type, id) = try channelPath(context)
-        guard let channel = try await store.channel(type: type, id: id) else {
-            throw APIError.notFound("channel \(type):\(id) does not exist")
-        }
+        let channel = try await pathChannel(context)
         var request = request
         let body = try await request.decodeJSON(UpdateRequest.self)
         let actingUserID = try context.actingUser(named: body.userID ?? body.user?.id)
@@ -249,11 +251,10 @@ struct ChannelsController {
             throw APIError.input("at most \(ServerLimits.maxMembersPerCall) members per call")
         }
         try (adding + removing + promoting + demoting).forEach { try requireValidID($0, "member id") }
-        try await requirePermission(
-            .init(
-                adding: adding, removing: removing, changesModerators: !(promoting + demoting).isEmpty,
-                changesData: body.data != nil),
-            in: channel, actingUserID: actingUserID, context: context)
+        let change = ChannelPermissions.Change(
+            adding: adding, removing: removing, changesModerators: !(promoting + demoting).isEmpty,
+            changesData: body.data != nil)
+        try await ChannelPermissions.require(change.actions(by: actingUserID), in: channel, context: context, store: store)
         if let data = body.data {
             guard data.members == nil else {
                 throw APIError.input("data.members cannot change an existing channel's members: use add_members")
@@ -300,29 +301,6 @@ struct ChannelsController {
         return try context.respond(UpdateResponse(snapshot))
     }
 
-    /// Throws 403 unless `ChannelPermissions` allows `change`.
-    func requirePermission(
-        _ change: ChannelPermissions.Change, in channel: ChannelRecord, actingUserID: String?,
-        context: TicksRequestContext
-    ) async throws {
-        let principal = try context.requirePrincipal()
-        var actor = ChannelPermissions.Actor(principal: principal, user: nil, membership: nil)
-        if case .user(let userID) = principal {
-            actor = .init(
-                principal: principal, user: try await store.users(ids: [userID])[userID],
-                membership: try await store.member(userID, of: channel))
-        }
-        guard ChannelPermissions.may(change, in: channel, as: actor) else {
-            let who = actingUserID.map { "user '\($0)'" } ?? "this token"
-            if actor.membership == nil, case .user = principal {
-                throw APIError.forbidden("\(who) is not a member of channel \(channel.cid)")
-            }
-            throw APIError.forbidden(
-                "\(who) may not change channel \(channel.cid) or its members: only its creator, its moderators "
-                    + "and admins may; a member may only remove themselves")
-        }
-    }
-
     // MARK: Messages
 
     struct MessageInput: Decodable {
@@ -361,7 +339,7 @@ struct ChannelsController {
     }
 
     @Sendable func sendMessage(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let channel = try await loadChannel(context)
+        let channel = try await loadChannel(context, to: .send)
         var request = request
         let body = try await request.decodeJSON(SendRequest.self)
         let author = try context.requireActingUser(named: body.message.user?.id ?? body.message.userID ?? body.userID)
@@ -430,29 +408,48 @@ struct ChannelsController {
         var request = request
         let body = try await request.decodeJSON(MarkReadRequest.self)
         let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
-        if let threadID = body.threadID {
-            let event = try await receipts.markThreadRead(reader, in: ChannelID(type: type, id: id), parentID: threadID)
-            return try context.respond(EventResponse(event: event))
+        let event = try await marking(context) {
+            if let threadID = body.threadID {
+                return try await receipts.markThreadRead(reader, in: ChannelID(type: type, id: id), parentID: threadID)
+            }
+            return try await receipts.markRead(reader, in: ChannelID(type: type, id: id), upTo: body.messageID)
         }
+        return try context.respond(EventResponse(event: event))
+    }
+
+    /// Runs a mark for a reader whom the store finds not to be a member: the
+    /// rule refuses it for a user token (403), and lets a server token make
+    /// it with no effect (nil), as Stream does, which keeps read state for
+    /// members only.
+    func marking<Outcome: Sendable>(
+        _ context: TicksRequestContext, _ mark: () async throws -> Outcome
+    ) async throws -> Outcome? {
         do {
-            let event = try await receipts.markRead(reader, in: ChannelID(type: type, id: id), upTo: body.messageID)
-            return try context.respond(EventResponse(event: event))
-        } catch StoreError.notMember where context.principal == .server {
-            // A server token acts with full permissions, but Stream keeps read state for members
-            // only: marking read for a non-member is accepted and changes nothing (no event).
-            return try context.respond(EventResponse(event: nil))
+            return try await mark()
+        } catch StoreError.notMember(_, let cid) {
+            try requireMarkByNonMember(in: cid, context)
+            return nil
         }
     }
 
+    /// Throws 403 unless the caller may mark for a user who is not a member of channel `cid`.
+    func requireMarkByNonMember(in cid: String?, _ context: TicksRequestContext) throws {
+        let principal = try context.requirePrincipal()
+        try ChannelPermissions.require(
+            [.mark], in: cid ?? "this channel", as: principal,
+            standing: ChannelPermissions.standing(of: principal, isMember: false))
+    }
+
     @Sendable func markUnread(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let channel = try await loadChannel(context)
+        let channel = try await loadChannel(context, to: .mark)
         var request = request
         let body = try await request.decodeJSON(MarkReadRequest.self)
         let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
         guard let messageID = body.messageID else { throw APIError.input("message_id is required") }
         try requireValidID(messageID, "message_id")
-        let outcome = try await store.markUnread(reader, in: channel, from: messageID, now: .now())
-        try events.markedUnread(outcome)
+        if let outcome = try await marking(context, { try await store.markUnread(reader, in: channel, from: messageID, now: .now()) }) {
+            try events.markedUnread(outcome)
+        }
         return try context.respond(Empty())
     }
 
@@ -492,7 +489,21 @@ struct ChannelsController {
         {
             throw APIError.forbidden("this delivery-only token is for channel \(scope), not \(other.cid.prefix(130))")
         }
-        try await receipts.markDelivered(reader, body.latestDeliveredMessages)
+        // Entries for channels the reader is not a member of: refused for a user
+        // token; for a server token, left out and the rest marked.
+        var entries = body.latestDeliveredMessages
+        while true {
+            do {
+                try await receipts.markDelivered(reader, entries)
+                break
+            } catch StoreError.notMember(let userID, let cid) {
+                try requireMarkByNonMember(in: cid, context)
+                let before = entries.count
+                entries.removeAll { ChannelID(cid: $0.cid)?.description == cid }
+                guard entries.count < before else { throw StoreError.notMember(userID: userID, cid: cid) }
+                if entries.isEmpty { break }
+            }
+        }
         return try context.respond(Empty())
     }
 
@@ -508,10 +519,12 @@ struct ChannelsController {
         return (type, id)
     }
 
-    /// The channel of the path; a user token must belong to it.
-    func loadChannel(_ context: TicksRequestContext) async throws -> ChannelRecord {
+    /// The channel of the path, for an action every member may take; a user token must belong to it.
+    func loadChannel(_ context: TicksRequestContext, to action: ChannelPermissions.Action) async throws
+        -> ChannelRecord
+    {
         let (type, id) = try channelPath(context)
-        return try await receipts.channel(type: type, id: id, for: try context.requirePrincipal())
+        return try await receipts.channel(type: type, id: id, for: try context.requirePrincipal(), to: action)
     }
 
     func messageLimit(_ limit: Int?) throws -> Int {

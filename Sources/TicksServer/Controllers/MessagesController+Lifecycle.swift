@@ -27,7 +27,7 @@ extension MessagesController {
         guard let parent = try await store.message(id: id), let cid = ChannelID(cid: parent.cid),
             let channel = try await store.channel(type: cid.type, id: cid.id)
         else { throw APIError.notFound("message '\(id)' does not exist") }
-        try await store.requireAccess(context, to: channel)
+        try await ChannelPermissions.require(.read, in: channel, context: context, store: store)
         let records = try await store.replies(to: id, before: before, limit: limit)
         let users = try await store.users(ids: records.map(\.userID))
         return try context.respond(MessageList(messages: records.map { Presenter.message($0, users: users) }))
@@ -54,7 +54,7 @@ extension MessagesController {
             throw APIError.input("ids names \(ids.count) messages; at most \(Self.maxMessagesPerGet)")
         }
         try ids.forEach { try requireValidID($0, "message id") }
-        let channel = try await receipts.channel(type: cid.type, id: cid.id, for: try context.requirePrincipal())
+        let channel = try await receipts.channel(type: cid.type, id: cid.id, for: try context.requirePrincipal(), to: .read)
         let records = try await store.messages(ids: ids, in: channel)
         let users = try await store.users(ids: records.map(\.userID))
         return try context.respond(MessageList(messages: records.map { Presenter.message($0, users: users) }))
@@ -122,17 +122,18 @@ extension MessagesController {
             throw APIError.input("delete_for_me is not supported: a deleted message is deleted for everyone")
         }
         let deletedBy = request.queryParameter("deleted_by")
-        let target = try await editable(id, actingAs: deletedBy, context, managersMay: true)
+        let target = try await editable(id, actingAs: deletedBy, context, deleting: true)
         let deleted = try await store.deleteMessage(id: id, hard: hard, now: .now())
         return try await announce(
             deleted, in: target.channel, as: .messageDeleted, by: target.actor, hardDelete: hard, context: context)
     }
 
-    /// The message `id` and its channel, when the caller may change it:
-    /// its author, an admin, a server token, and (for deletes) the channel's
-    /// managers. A user token may not name another user.
+    /// The message `id` and its channel, when the caller may change it
+    /// (`ChannelPermissions`): its author while a member, a server token, an
+    /// admin member (edits), the channel's managers (deletes). A user token
+    /// may not name another user.
     func editable(
-        _ id: String, actingAs named: String?, _ context: TicksRequestContext, managersMay: Bool = false
+        _ id: String, actingAs named: String?, _ context: TicksRequestContext, deleting: Bool = false
     ) async throws -> Editable {
         let actor = try context.actingUser(named: named)
         if let named, actor != nil { try requireValidID(named, "user id") }
@@ -142,18 +143,10 @@ extension MessagesController {
         guard let config = try await store.channelType(named: channel.type) else {
             throw APIError.notFound("channel type '\(channel.type)' does not exist")
         }
-        let editable = Editable(message: message, channel: channel, config: config, actor: actor)
-        guard case .user(let userID) = try context.requirePrincipal() else { return editable }
-        try await store.requireAccess(context, to: channel)
-        if userID == message.userID { return editable }
-        let user = try await store.users(ids: [userID])[userID]
-        let membership = try await store.member(userID, of: channel)
-        let manages = ChannelPermissions.mayManage(
-            channel, as: .init(principal: .user(userID), user: user, membership: membership))
-        guard user?.role == "admin" || (managersMay && manages) else {
-            throw APIError.forbidden("user '\(userID)' may not change message '\(id)' of user '\(message.userID)'")
-        }
-        return editable
+        let action: ChannelPermissions.Action =
+            actor == message.userID ? .changeOwnMessage : deleting ? .deleteOthersMessage : .editOthersMessage
+        try await ChannelPermissions.require(action, in: channel, context: context, store: store)
+        return Editable(message: message, channel: channel, config: config, actor: actor)
     }
 
     /// A message the caller may change, with its channel, the channel's type and who acts.

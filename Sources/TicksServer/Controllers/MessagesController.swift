@@ -27,7 +27,7 @@ struct MessagesController {
         else {
             throw APIError.notFound("the channel of message '\(id)' does not exist")
         }
-        try await store.requireAccess(context, to: channel)
+        try await ChannelPermissions.require(.read, in: channel, context: context, store: store)
         let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
         var users = snapshot.users
         users.merge(try await store.users(ids: [record.userID])) { $1 }
@@ -41,7 +41,7 @@ struct MessagesController {
         guard let receipts = try await store.receipts(forMessage: id) else {
             throw APIError.notFound("message '\(id)' does not exist")
         }
-        try await store.requireAccess(context, to: receipts.channel)
+        try await ChannelPermissions.require(.read, in: receipts.channel, context: context, store: store)
         let viewer: String? = if case .user(let userID) = try context.requirePrincipal() { userID } else { nil }
         return try context.respond(Presenter.receipts(receipts, viewer: viewer))
     }

@@ -12,9 +12,13 @@ struct Receipts: Sendable {
     /// At most this many entries in one mark delivered (Stream's limit).
     static let maxDeliveredEntries = 100
 
-    /// The channel `type:id` as `principal` may use it: it must exist (404)
-    /// and, for a user, have them as a member (403).
-    func channel(type: String, id: String, for principal: Principal) async throws -> ChannelRecord {
+    /// The channel `type:id` for `action`, one that every member may take
+    /// (`ChannelPermissions.memberActions`): it must exist (404) and the rule
+    /// must let `principal` take it (403: for a user, being a member).
+    func channel(type: String, id: String, for principal: Principal, to action: ChannelPermissions.Action)
+        async throws -> ChannelRecord
+    {
+        assert(ChannelPermissions.memberActions.contains(action), "\(action) needs more than membership")
         guard case .user(let userID) = principal else {
             guard let channel = try await store.channel(type: type, id: id) else {
                 throw APIError.notFound("channel \(type):\(id) does not exist")
@@ -24,7 +28,8 @@ struct Receipts: Sendable {
         guard let (channel, isMember) = try await store.channel(type: type, id: id, member: userID) else {
             throw APIError.notFound("channel \(type):\(id) does not exist")
         }
-        guard isMember else { throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)") }
+        try ChannelPermissions.require(
+            [action], in: channel.cid, as: principal, standing: ChannelPermissions.standing(of: principal, isMember: isMember))
         return channel
     }
 

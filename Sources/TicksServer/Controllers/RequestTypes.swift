@@ -72,15 +72,6 @@ struct FilterValue: Decodable {
     }
 }
 
-extension TicksStore {
-    /// A user token may only touch channels its user belongs to (server tokens may touch any).
-    func requireAccess(_ context: TicksRequestContext, to channel: ChannelRecord) async throws {
-        if case .user(let userID) = try context.requirePrincipal(), try await !isMember(userID, of: channel.pk) {
-            throw APIError.forbidden("user '\(userID)' is not a member of channel \(channel.cid)")
-        }
-    }
-}
-
 extension ChannelFilter {
     /// The `filter_conditions` of `POST /channels`: `members`, `cid`, `type`
     /// and `id`, each a value, `$eq` or `$in`; anything else is refused with

@@ -164,7 +164,7 @@ struct AuthMiddleware: RouterMiddleware {
 /// Stream's rate limits (`RateLimits`): counts each call against its caller
 /// and endpoint, answers 429 (code 9) past the limit, and puts
 /// `X-RateLimit-Limit`, `-Remaining` and `-Reset` on every answer, errors
-/// included. Sits outside `StreamErrorMiddleware`, so it sees errors as the
+/// included — except GET /app's, as Stream's (its 429 has them). Sits outside `StreamErrorMiddleware`, so it sees errors as the
 /// responses they become.
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = TicksRequestContext
@@ -201,6 +201,8 @@ struct RateLimitMiddleware: RouterMiddleware {
             metrics.rateLimited(endpoint).increment()
             response = StreamErrorMiddleware.errorResponse(decision.refusal(of: endpoint), duration: context.duration)
         }
+        // Stream's GET /app answer carries no rate limit headers (its body reports the limits); a refusal does.
+        guard endpoint != .getApp || !decision.allowed else { return response }
         response.headers[Self.limitHeader] = String(decision.limit)
         response.headers[Self.remainingHeader] = String(decision.remaining)
         response.headers[Self.resetHeader] = String(decision.reset)

@@ -257,7 +257,7 @@ struct ChatSurfaceTests {
         }
     }
 
-    @Test("routes and ids: 'query' is reserved, percent-encoded ids work, an admin manages channels without joining", arguments: StoreKind.all)
+    @Test("routes and ids: 'query' is reserved, percent-encoded ids work, an admin manages only channels they belong to", arguments: StoreKind.all)
     func routesAndIDs(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await setUp(server)
@@ -278,9 +278,12 @@ struct ChatSurfaceTests {
             // GET /unread: the channel with the newest message first.
             let unread = try await server.ok(.get, "/unread?user_id=bob")
             #expect(unread["channels"].array.map { $0["channel_id"].string } == ["messaging:\(id)", "messaging:ab"])
-            // An admin who is not a member manages the channel.
+            // An admin manages a channel once a member, not before.
             try await server.ok(.post, "/users", #"{"users": {"root": {"id": "root", "role": "admin"}}}"#)
             let root = try await server.token("root")
+            try await server.call(.patch, "/channels/messaging/ab", body: #"{"set": {"motd": "x"}}"#, token: root)
+                .expectError(403, code: 17)
+            try await server.ok(.post, "/channels/messaging/ab", #"{"add_members": ["root"]}"#)
             try await server.ok(.patch, "/channels/messaging/ab", #"{"set": {"motd": "x"}}"#, token: root)
             try await server.ok(.post, "/channels/messaging/ab/truncate", "{}", token: root)
             try await server.ok(.delete, "/channels/messaging/ab", token: root)

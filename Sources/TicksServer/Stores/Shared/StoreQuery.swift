@@ -22,6 +22,9 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         case forUpdate(of: String?)
         /// One array value (PostgreSQL only: statements that take a batch as arrays, `unnest`ed).
         case array(SQLArray)
+        /// A text column ordered by its bytes, as SQLite orders text: PostgreSQL
+        /// would otherwise follow the database's locale.
+        case byteOrdered(column: String)
     }
 
     var parts: [Part]
@@ -57,6 +60,8 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         mutating func appendInterpolation(array values: [Int64]) { parts.append(.array(.ints(values))) }
         /// ` FOR UPDATE [OF table]` in PostgreSQL.
         mutating func appendInterpolation(forUpdateOf table: String?) { parts.append(.forUpdate(of: table)) }
+        /// A text column to order by, in byte order in both stores.
+        mutating func appendInterpolation(byteOrdered column: String) { parts.append(.byteOrdered(column: column)) }
     }
 
     static func + (left: StoreQuery, right: StoreQuery) -> StoreQuery { StoreQuery(parts: left.parts + right.parts) }
@@ -121,6 +126,8 @@ enum SQLDialect: Sendable {
                 }
             case .forUpdate(let table):
                 if self == .postgres { text += " FOR UPDATE" + (table.map { " OF \($0)" } ?? "") }
+            case .byteOrdered(let column):
+                text += self == .postgres ? "\(column) COLLATE \"C\"" : column
             case .array(let array):
                 precondition(self == .postgres, "arrays are bound only in PostgreSQL's statements")
                 bindings.append(.array(array))

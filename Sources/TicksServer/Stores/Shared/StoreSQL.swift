@@ -96,19 +96,23 @@ enum StoreSQL {
         for (index, condition) in conditions.enumerated() {
             sql = sql + (index == 0 ? " WHERE " : " AND ") + condition
         }
-        let keys = sort.map { "\(sortColumn($0.field)) \($0.descending ? "DESC" : "ASC")" } + ["c.pk DESC"]
-        return sql + " ORDER BY \(raw: keys.joined(separator: ", ")) LIMIT \(Int64(limit)) OFFSET \(Int64(offset))"
+        sql = sql + " ORDER BY "
+        for key in sort {
+            sql = sql + sortColumn(key.field) + (key.descending ? " DESC, " : " ASC, ")
+        }
+        return sql + "c.pk DESC LIMIT \(Int64(limit)) OFFSET \(Int64(offset))"
     }
 
-    /// The expression a sort key orders by (the same in both dialects).
-    private static func sortColumn(_ field: ChannelSort.Field) -> String {
+    /// The expression a sort key orders by (the same order in both dialects).
+    private static func sortColumn(_ field: ChannelSort.Field) -> StoreQuery {
         let lastMessage = "COALESCE(c.last_message_at, c.created_at)"
         switch field {
-        case .lastMessageAt: return lastMessage
-        case .lastUpdated: return "CASE WHEN c.updated_at > \(lastMessage) THEN c.updated_at ELSE \(lastMessage) END"
+        case .lastMessageAt: return "\(raw: lastMessage)"
+        case .lastUpdated: return "\(raw: "CASE WHEN c.updated_at > \(lastMessage) THEN c.updated_at ELSE \(lastMessage) END")"
         case .createdAt: return "c.created_at"
         case .updatedAt: return "c.updated_at"
         case .memberCount: return "c.member_count"
+        case .id: return "\(byteOrdered: "c.id")"
         }
     }
 
