@@ -332,7 +332,8 @@ extension ChannelsController {
         }
         let offset = query.offset ?? 0
         guard offset >= 0 else { throw APIError.input("offset must not be negative") }
-        let channel = try await receipts.channel(type: query.type, id: id, for: try context.requirePrincipal(), to: .read)
+        let principal = try context.requirePrincipal()
+        let channel = try await receipts.channel(type: query.type, id: id, for: principal, to: .read)
         let states: [MemberState]
         if among?.isEmpty == true {
             states = []

@@ -254,7 +254,8 @@ struct ChannelsController {
         let change = ChannelPermissions.Change(
             adding: adding, removing: removing, changesModerators: !(promoting + demoting).isEmpty,
             changesData: body.data != nil)
-        try await ChannelPermissions.require(change.actions(by: actingUserID), in: channel, context: context, store: store)
+        try await ChannelPermissions.require(
+            change.actions(by: actingUserID), in: channel, context: context, store: store)
         if let data = body.data {
             guard data.members == nil else {
                 throw APIError.input("data.members cannot change an existing channel's members: use add_members")
@@ -447,9 +448,10 @@ struct ChannelsController {
         let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
         guard let messageID = body.messageID else { throw APIError.input("message_id is required") }
         try requireValidID(messageID, "message_id")
-        if let outcome = try await marking(context, { try await store.markUnread(reader, in: channel, from: messageID, now: .now()) }) {
-            try events.markedUnread(outcome)
+        let outcome = try await marking(context) {
+            try await store.markUnread(reader, in: channel, from: messageID, now: .now())
         }
+        if let outcome { try events.markedUnread(outcome) }
         return try context.respond(Empty())
     }
 

@@ -54,7 +54,8 @@ extension MessagesController {
             throw APIError.input("ids names \(ids.count) messages; at most \(Self.maxMessagesPerGet)")
         }
         try ids.forEach { try requireValidID($0, "message id") }
-        let channel = try await receipts.channel(type: cid.type, id: cid.id, for: try context.requirePrincipal(), to: .read)
+        let principal = try context.requirePrincipal()
+        let channel = try await receipts.channel(type: cid.type, id: cid.id, for: principal, to: .read)
         let records = try await store.messages(ids: ids, in: channel)
         let users = try await store.users(ids: records.map(\.userID))
         return try context.respond(MessageList(messages: records.map { Presenter.message($0, users: users) }))

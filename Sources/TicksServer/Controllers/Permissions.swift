@@ -141,9 +141,9 @@ extension ChannelPermissions {
         try require(actions, in: channel.cid, as: principal, standing: standing)
     }
 
-    static func require(_ action: Action, in channel: ChannelRecord, context: TicksRequestContext, store: any TicksStore)
-        async throws
-    {
+    static func require(
+        _ action: Action, in channel: ChannelRecord, context: TicksRequestContext, store: any TicksStore
+    ) async throws {
         try await require([action], in: channel, context: context, store: store)
     }
 

@@ -29,7 +29,8 @@ struct Receipts: Sendable {
             throw APIError.notFound("channel \(type):\(id) does not exist")
         }
         try ChannelPermissions.require(
-            [action], in: channel.cid, as: principal, standing: ChannelPermissions.standing(of: principal, isMember: isMember))
+            [action], in: channel.cid, as: principal,
+            standing: ChannelPermissions.standing(of: principal, isMember: isMember))
         return channel
     }
 

@@ -164,8 +164,9 @@ struct AuthMiddleware: RouterMiddleware {
 /// Stream's rate limits (`RateLimits`): counts each call against its caller
 /// and endpoint, answers 429 (code 9) past the limit, and puts
 /// `X-RateLimit-Limit`, `-Remaining` and `-Reset` on every answer, errors
-/// included — except GET /app's, as Stream's (its 429 has them). Sits outside `StreamErrorMiddleware`, so it sees errors as the
-/// responses they become.
+/// included — except GET /app's, as Stream's (its 429 has them). Sits
+/// outside `StreamErrorMiddleware`, so it sees errors as the responses they
+/// become.
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = TicksRequestContext
     let limiter: RateLimiter
