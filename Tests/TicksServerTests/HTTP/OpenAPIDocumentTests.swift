@@ -42,7 +42,8 @@ struct OpenAPIDocumentTests {
 
     @Test("every id pattern in the document, inline ones included, is one of the Swift rules'")
     func everyIDPatternIsARule() throws {
-        let rules = Dictionary(uniqueKeysWithValues: Identifier.rules.map { ($0.pattern, $0) })
+        // Channel type names and delivery ids have the same rule.
+        let rules = Dictionary(Identifier.rules.map { ($0.pattern, $0) }) { first, _ in first }
         var found = 0
         func walk(_ node: JSONValue?, at path: String) {
             switch node {
