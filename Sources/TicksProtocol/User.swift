@@ -100,29 +100,3 @@ public struct PrivacySettings: Codable, Sendable, Equatable {
         case typingIndicators = "typing_indicators"
     }
 }
-
-/// The rules for ids of users, channels and messages.
-public enum Identifier {
-    public static let maxLength = 255
-
-    /// 1–255 characters of `[a-zA-Z0-9@_-]` (Stream's rule for user ids).
-    public static func isValid(_ id: String) -> Bool {
-        guard !id.isEmpty, id.utf8.count <= maxLength else { return false }
-        return id.utf8.allSatisfy { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                || byte == 0x40 || byte == 0x5F || byte == 0x2D
-        }
-    }
-
-    /// Channel ids: a user id's characters and `!` (Stream's distinct
-    /// channels are `!members-…`).
-    public static func isValidChannelID(_ id: String) -> Bool {
-        isValid(String(id.map { $0 == "!" ? "_" : $0 }))
-    }
-
-    /// Channel type names: 1–64 characters of `[a-z0-9_-]`... Stream allows letters too.
-    public static func isValidTypeName(_ name: String) -> Bool {
-        guard name.utf8.count <= 64 else { return false }
-        return isValid(name) && !name.contains("@")
-    }
-}

@@ -65,15 +65,42 @@ DOOMED_CHANNEL = "messaging:fuzz-doomed"
 # been fuzzed with both tokens.
 DESTRUCTIVE = ["DeleteChannel", "DeleteChannels", "TruncateChannel", "DeleteMessage", "DeleteUser"]
 
+# Ids no client could have made, for every id the fuzzer fills from a dictionary.
+#
+# Why Schemathesis never sent `GET /channeltypes/a%00b` or
+# `{"delivery_ids": ["a\u0000b"]}` (issue 22): in positive mode it draws ids
+# from their `pattern` (the id's own alphabet, never U+0000) and takes only the
+# dictionary entries that match the schema; in negative mode it breaks a
+# pattern by appending "*" to a valid value, or with one non-matching text per
+# pattern that the coverage phase caches for the whole run; Hypothesis' text
+# strategy (UTF-8, so never a lone surrogate or invalid UTF-8) draws U+0000
+# too rarely for 100 examples per operation, most of which go to other
+# mutations (a missing field, a wrong type). So a NUL reached an id by chance
+# only. Schemathesis offers a dictionary's entries that break the schema to
+# negative cases only: every id bound below gets these, delivery ids and
+# type names included. They are a chance, not a guarantee (a run of 500 cases
+# of the three operations against the old server still missed them):
+# tests/python/test_ids.py is the test that sends each of them, and invalid
+# UTF-8, to every id of the document on both stores.
+HOSTILE_IDS = [
+    "fuzz\u0000alice", "fuzz-alice\u001f", "fuzz-\u0430lice", "\uff46uzz-alice", "fuzz-alice ", "fuzz\u200d-alice",
+    "f" * 65, "f" * 256,
+]
+
 # Values the fuzzer substitutes now and then for generated ones, so that random
-# requests also reach the seeded objects, and texts that are hard to store.
+# requests also reach the seeded objects, texts that are hard to store, and ids
+# no client could have made (used by negative cases only: they break the schema).
 DICTIONARIES = {
-    "users": SEED_USERS,
-    "messages": SEED_MESSAGES,
-    "cids": [SEED_CHANNEL, "livestream:fuzz-general", "messaging:fuzz-none"],
-    "types": ["messaging", "team", "livestream", "fuzz-type"],
-    "path-ids": ["fuzz-general", *SEED_MESSAGES],
-    "replies": [SEED_REPLY],
+    "users": [*SEED_USERS, *HOSTILE_IDS],
+    "messages": [*SEED_MESSAGES, *HOSTILE_IDS],
+    "cids": [SEED_CHANNEL, "livestream:fuzz-general", "messaging:fuzz-none",
+             "messaging:fuzz\u0000general", "messaging:fuzz-gener\u0430l", "m\u0435ssaging:fuzz-general",
+             "messaging:fuzz-general ", "messaging:" + "g" * 256],
+    "types": ["messaging", "team", "livestream", "fuzz-type", *HOSTILE_IDS],
+    "path-ids": ["fuzz-general", *SEED_MESSAGES, *HOSTILE_IDS],
+    "replies": [SEED_REPLY, *HOSTILE_IDS],
+    "delivery-ids": ["3f1c2a9e-0000-4000-8000-000000000000", *HOSTILE_IDS],
+    "hostile-ids": HOSTILE_IDS,
     "texts": ["\u0000", "nul \u0000 inside", "\u202eright to left", "e\u0301", "👍🏽", "\ufeff",
               "𝒳" * 5000, "𝒳" * 5001, "x" * 20000],
 }
@@ -105,6 +132,8 @@ BINDINGS = {
     "body.user_ids[*]": ("users", 0.5),
     "body.users[*].id": ("users", 0.5),
     "body.channel_cids[*]": ("cids", 0.5),
+    "body.delivery_ids[*]": ("delivery-ids", 0.5),
+    "body.name": ("hostile-ids", 0.5),
 }
 
 

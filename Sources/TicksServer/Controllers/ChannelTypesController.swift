@@ -21,9 +21,7 @@ struct ChannelTypesController {
         var request = request
         let named = try await request.decodeJSON(CreateRequest.self)
         let patch = try await request.decodeJSON(ChannelTypePatch.self)
-        guard Identifier.isValidTypeName(named.name) else {
-            throw APIError.input("channel type name '\(named.name.prefix(64))' is not valid")
-        }
+        try requireID(named.name, Identifier.channelTypeName, "channel type name")
         try validate(patch)
         let now = Timestamp.now()
         // Stream's defaults for a new type: read events on, delivery events off.
@@ -43,7 +41,7 @@ struct ChannelTypesController {
     }
 
     @Sendable func get(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let name = try context.pathParameter("name")
+        let name = try requireID(try context.pathParameter("name"), Identifier.channelTypeName, "channel type name")
         guard let config = try await store.channelType(named: name) else {
             throw APIError.notFound("channel type '\(name.prefix(64))' does not exist")
         }
@@ -52,7 +50,7 @@ struct ChannelTypesController {
 
     @Sendable func update(_ request: Request, context: TicksRequestContext) async throws -> Response {
         try requireServer(context)
-        let name = try context.pathParameter("name")
+        let name = try requireID(try context.pathParameter("name"), Identifier.channelTypeName, "channel type name")
         var request = request
         let patch = try await request.decodeJSON(ChannelTypePatch.self)
         try validate(patch)

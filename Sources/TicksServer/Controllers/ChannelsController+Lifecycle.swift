@@ -35,8 +35,7 @@ extension ChannelsController {
     /// `POST /channels/{type}/query`: the channel of exactly `data.members`,
     /// made on first use.
     @Sendable func queryDistinctChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let type = try context.pathParameter("type")
-        guard Identifier.isValidTypeName(type) else { throw APIError.input("channel type '\(type.prefix(64))' is not valid") }
+        let type = try requireID(try context.pathParameter("type"), Identifier.channelTypeName, "channel type")
         var request = request
         let body = try await request.decodeJSON(QueryRequest.self)
         let members = (body.data?.members ?? []).map(\.userID).uniqued()
@@ -55,7 +54,7 @@ extension ChannelsController {
         let channel = try await managedChannel(context, for: [.update])
         var request = request
         let body = try await request.decodeJSON(PartialUpdateRequest.self)
-        let actingUserID = try context.actingUser(named: body.acting.named)
+        let actingUserID = try context.actingUser(named: body.acting.user?.id, body.acting.userID)
         try body.update.validate("channel", reserved: Channel.reserved)
         let update = body.update
         try requireCustomData(update.applied(to: channel.custom), of: "channel \(channel.cid)", limits: limits)
@@ -104,7 +103,7 @@ extension ChannelsController {
         let channel = try await managedChannel(context, for: [.truncate])
         var request = request
         let body = try await request.decodeJSON(TruncateRequest.self)
-        let actingUserID = try context.actingUser(named: body.userID ?? body.user?.id)
+        let actingUserID = try context.actingUser(named: body.userID, body.user?.id)
         guard body.truncatedAt == nil else {
             throw APIError.input("truncated_at is not supported: a truncation removes every message sent so far")
         }
@@ -176,12 +175,7 @@ extension ChannelsController {
         guard (1...ServerLimits.maxMembersPerCall).contains(body.cids.count) else {
             throw APIError.input("cids must name 1 to \(ServerLimits.maxMembersPerCall) channels")
         }
-        let cids = try body.cids.uniqued().map { cid in
-            guard let parsed = ChannelID(cid: cid) else {
-                throw APIError.input("cid '\(cid.prefix(64))' is not valid: it is type:id")
-            }
-            return parsed
-        }
+        let cids = try body.cids.uniqued().map { try requireCID($0, "cid") }
         let started = Timestamp.now()
         var result: [String: JSONValue] = [:]
         for cid in cids {
@@ -288,26 +282,24 @@ extension ChannelsController {
     /// a channel's members in join order, filtered on `id` / `user_id`.
     @Sendable func queryMembers(_ request: Request, context: TicksRequestContext) async throws -> Response {
         let query: MembersQuery = try decodePayload(request)
-        _ = try context.actingUser(named: query.userID ?? query.user?.id)
-        guard Identifier.isValidTypeName(query.type) else {
-            throw APIError.input("type '\(query.type.prefix(64))' is not valid")
-        }
+        _ = try context.actingUser(named: query.userID, query.user?.id)
+        try requireID(query.type, Identifier.channelTypeName, "type")
+        try (query.members ?? []).forEach { try requireValidID($0.userID, "member id") }
         let id: String
         if let named = query.id {
             id = named
         } else if let members = query.members, Set(members.map(\.userID)).count >= 2 {
-            try members.forEach { try requireValidID($0.userID, "member id") }
             id = Self.distinctChannelID(members: members.map(\.userID))
         } else {
             throw APIError.input("name the channel: id, or members for a distinct channel")
         }
-        guard Identifier.isValidChannelID(id) else { throw APIError.input("channel id '\(id.prefix(64))' is not valid") }
+        try requireID(id, Identifier.channelID, "channel id")
         var among: [String]?
         var namePrefix: String?
         for (field, condition) in query.filterConditions ?? [:] {
             switch (field, condition.values, condition.autocomplete) {
             case ("id", let values?, _), ("user_id", let values?, _):
-                let named = try filterValues(values, of: field, limits: limits)
+                let named = try filterValues(values, of: field, rule: Identifier.id, limits: limits)
                 among = among.map { Set($0).intersection(named).sorted() } ?? named
             case ("name", _, let prefix?):
                 guard !prefix.isEmpty, prefix.count <= 255 else {

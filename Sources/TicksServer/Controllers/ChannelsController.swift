@@ -87,7 +87,9 @@ struct ChannelsController {
             throw APIError.input("channel id '\(id)' is reserved: POST /channels/{type}/query makes a distinct channel")
         }
         let viewer = try context.actingUser(
-            named: body.user?.id ?? body.userID ?? body.data?.createdBy?.id ?? body.data?.createdByID)
+            named: body.user?.id, body.userID, body.data?.createdBy?.id, body.data?.createdByID)
+        // Every id named, whether or not this call creates the channel.
+        try (body.data?.members ?? []).forEach { try requireValidID($0.userID, "member id") }
         let limit = try messageLimit(body.messages?.limit)
         var created = false
         let channel: ChannelRecord
@@ -157,7 +159,7 @@ struct ChannelsController {
     @Sendable func queryChannels(_ request: Request, context: TicksRequestContext) async throws -> Response {
         var request = request
         let body = try await request.decodeJSON(QueryChannelsRequest.self)
-        let viewer = try context.actingUser(named: body.userID ?? body.user?.id)
+        let viewer = try context.actingUser(named: body.userID, body.user?.id)
         var filter = try ChannelFilter(conditions: body.filterConditions ?? [:], limits: limits)
         if case .user(let own) = try context.requirePrincipal() { filter.requiredMember = own }
         let limit = body.limit ?? 10
@@ -242,7 +244,11 @@ struct ChannelsController {
         let channel = try await pathChannel(context)
         var request = request
         let body = try await request.decodeJSON(UpdateRequest.self)
-        let actingUserID = try context.actingUser(named: body.userID ?? body.user?.id)
+        // Ignored (a channel keeps its creator), but an id all the same.
+        for creator in [body.data?.createdByID, body.data?.createdBy?.id].compactMap({ $0 }) {
+            try requireValidID(creator, "data.created_by")
+        }
+        let actingUserID = try context.actingUser(named: body.userID, body.user?.id)
         let adding = (body.addMembers ?? []).map(\.userID)
         let removing = (body.removeMembers ?? []).map(\.userID)
         let promoting = body.addModerators ?? []
@@ -343,7 +349,7 @@ struct ChannelsController {
         let channel = try await loadChannel(context, to: .send)
         var request = request
         let body = try await request.decodeJSON(SendRequest.self)
-        let author = try context.requireActingUser(named: body.message.user?.id ?? body.message.userID ?? body.userID)
+        let author = try context.requireActingUser(named: body.message.user?.id, body.message.userID, body.userID)
         guard let config = try await store.channelType(named: channel.type) else {
             throw APIError.notFound("channel type '\(channel.type)' does not exist")
         }
@@ -408,7 +414,7 @@ struct ChannelsController {
         _ = try context.requirePrincipal()
         var request = request
         let body = try await request.decodeJSON(MarkReadRequest.self)
-        let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
+        let reader = try context.requireActingUser(named: body.user?.id, body.userID)
         let event = try await marking(context) {
             if let threadID = body.threadID {
                 return try await receipts.markThreadRead(reader, in: ChannelID(type: type, id: id), parentID: threadID)
@@ -445,7 +451,7 @@ struct ChannelsController {
         let channel = try await loadChannel(context, to: .mark)
         var request = request
         let body = try await request.decodeJSON(MarkReadRequest.self)
-        let reader = try context.requireActingUser(named: body.user?.id ?? body.userID)
+        let reader = try context.requireActingUser(named: body.user?.id, body.userID)
         guard let messageID = body.messageID else { throw APIError.input("message_id is required") }
         try requireValidID(messageID, "message_id")
         let outcome = try await marking(context) {
@@ -458,7 +464,7 @@ struct ChannelsController {
     @Sendable func markAllRead(_ request: Request, context: TicksRequestContext) async throws -> Response {
         var request = request
         let body = try await request.decodeJSON(ActingUserFields.self)
-        let reader = try context.requireActingUser(named: body.named)
+        let reader = try context.requireActingUser(named: body.user?.id, body.userID)
         for outcome in try await store.markAllRead(reader, audience: events.audience, now: .now()) {
             try events.cursorMoved(outcome)
         }
@@ -485,7 +491,7 @@ struct ChannelsController {
         if let queryUser, let named, queryUser != named {
             throw APIError.input("user_id in the query ('\(queryUser)') and the body ('\(named)') differ")
         }
-        let reader = try context.requireActingUser(named: named ?? queryUser)
+        let reader = try context.requireActingUser(named: body.userID, body.user?.id, queryUser)
         if let scope = context.deliveryOnly,
             let other = body.latestDeliveredMessages.first(where: { $0.cid != scope.description })
         {
@@ -512,12 +518,8 @@ struct ChannelsController {
     // MARK: Helpers
 
     func channelPath(_ context: TicksRequestContext) throws -> (type: String, id: String) {
-        let type = try context.pathParameter("type")
-        let id = try context.pathParameter("id")
-        guard Identifier.isValidTypeName(type) else { throw APIError.input("channel type '\(type.prefix(64))' is not valid") }
-        guard Identifier.isValidChannelID(id) else {
-            throw APIError.input("channel id '\(id.prefix(64))' is not valid: 1-255 characters of a-z, A-Z, 0-9, @, _, - and !")
-        }
+        let type = try requireID(try context.pathParameter("type"), Identifier.channelTypeName, "channel type")
+        let id = try requireID(try context.pathParameter("id"), Identifier.channelID, "channel id")
         return (type, id)
     }
 

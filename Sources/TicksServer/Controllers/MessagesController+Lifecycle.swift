@@ -43,9 +43,9 @@ extension MessagesController {
     @Sendable func getMany(_ request: Request, context: TicksRequestContext) async throws -> Response {
         let type = try context.pathParameter("type")
         let id = try context.pathParameter("id")
-        guard let cid = ChannelID(cid: "\(type):\(id)") else {
-            throw APIError.input("channel \(type.prefix(64)):\(id.prefix(64)) is not a valid cid")
-        }
+        let cid = ChannelID(
+            type: try requireID(type, Identifier.channelTypeName, "channel type"),
+            id: try requireID(id, Identifier.channelID, "channel id"))
         guard let list = request.queryParameter("ids"), !list.isEmpty else {
             throw APIError.input("ids is required: ?ids=id1,id2")
         }
@@ -74,7 +74,8 @@ extension MessagesController {
             throw APIError.input("message.id '\(named.prefix(64))' is not the id in the path '\(id)'")
         }
         let input = body.message
-        let target = try await editable(id, actingAs: input.user?.id ?? input.userID, context)
+        if let parentID = input.parentID { try requireValidID(parentID, "message.parent_id") }
+        let target = try await editable(id, actingAs: [input.user?.id, input.userID], context)
         let text = input.text ?? ""
         try requireText(text, config: target.config)
         try requireCustomData(input.custom, of: "message '\(id)'", limits: limits)
@@ -101,7 +102,7 @@ extension MessagesController {
         }
         var customChange = update
         customChange.set["text"] = nil
-        let target = try await editable(id, actingAs: body.acting.named, context)
+        let target = try await editable(id, actingAs: [body.acting.user?.id, body.acting.userID], context)
         if let newText { try requireText(newText, config: target.config) }
         try requireCustomData(customChange.applied(to: target.message.custom), of: "message '\(id)'", limits: limits)
         let change = customChange
@@ -123,7 +124,7 @@ extension MessagesController {
             throw APIError.input("delete_for_me is not supported: a deleted message is deleted for everyone")
         }
         let deletedBy = request.queryParameter("deleted_by")
-        let target = try await editable(id, actingAs: deletedBy, context, deleting: true)
+        let target = try await editable(id, actingAs: [deletedBy], context, deleting: true)
         let deleted = try await store.deleteMessage(id: id, hard: hard, now: .now())
         return try await announce(
             deleted, in: target.channel, as: .messageDeleted, by: target.actor, hardDelete: hard, context: context)
@@ -134,10 +135,9 @@ extension MessagesController {
     /// admin member (edits), the channel's managers (deletes). A user token
     /// may not name another user.
     func editable(
-        _ id: String, actingAs named: String?, _ context: TicksRequestContext, deleting: Bool = false
+        _ id: String, actingAs named: [String?], _ context: TicksRequestContext, deleting: Bool = false
     ) async throws -> Editable {
-        let actor = try context.actingUser(named: named)
-        if let named, actor != nil { try requireValidID(named, "user id") }
+        let actor = try context.actingUser(among: named)
         guard let message = try await store.message(id: id), let cid = ChannelID(cid: message.cid),
             let channel = try await store.channel(type: cid.type, id: cid.id)
         else { throw APIError.notFound("message '\(id)' does not exist") }

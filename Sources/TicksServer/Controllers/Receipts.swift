@@ -80,10 +80,7 @@ struct Receipts: Sendable {
         }
         let targets = try entries.map { entry in
             try requireValidID(entry.id, "message id")
-            guard let channel = ChannelID(cid: entry.cid) else {
-                throw APIError.input("cid '\(entry.cid.prefix(64))' is not valid: it is type:id")
-            }
-            return DeliveredTarget(channel: channel, messageID: entry.id)
+            return DeliveredTarget(channel: try requireCID(entry.cid, "cid"), messageID: entry.id)
         }
         for outcome in try await store.markDelivered(reader, targets, audience: events.audience, now: .now()) {
             try events.cursorMoved(outcome)

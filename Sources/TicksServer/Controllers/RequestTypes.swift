@@ -41,7 +41,9 @@ struct ActingUserFields: Decodable {
         case userID = "user_id"
     }
 
+    /// The user named: `user.id` before `user_id`.
     var named: String? { user?.id ?? userID }
+
 }
 
 /// A Stream filter value on one field: `"x"`, `{"$eq": "x"}` or `{"$in": ["x", "y"]}`.
@@ -79,13 +81,15 @@ extension ChannelFilter {
     init(conditions: [String: FilterValue], limits: ServerLimits) throws {
         self.init()
         for (field, value) in conditions {
-            let values = try filterValues(value.values, of: field, limits: limits)
+            func values(_ rule: IDRule) throws -> [String] {
+                try filterValues(value.values, of: field, rule: rule, limits: limits)
+            }
             switch field {
-            case "members": memberIn = values
-            case "cid": cids = values
-            case "type": types = values
-            case "id": ids = values
-            default: throw APIError.input("filtering channels on '\(field.prefix(64))' is not supported")
+            case "members": memberIn = try values(Identifier.id)
+            case "cid": cids = try values(Identifier.cid)
+            case "type": types = try values(Identifier.channelTypeName)
+            case "id": ids = try values(Identifier.channelID)
+            default: throw APIError.input("filtering channels on \(Identifier.quoted(field)) is not supported")
             }
         }
     }

@@ -54,7 +54,7 @@ struct SyncController {
     @Sendable func sync(_ request: Request, context: TicksRequestContext) async throws -> Response {
         var request = request
         let body = try await request.decodeJSON(SyncRequest.self)
-        let userID = try context.requireActingUser(named: body.userID ?? request.queryParameter("user_id"))
+        let userID = try context.requireActingUser(named: body.userID, request.queryParameter("user_id"))
         let cids = try Self.channels(body.channelCIDs)
         let now = Timestamp.now()
         let since = try Self.since(body.lastSyncAt, now: now)

@@ -158,7 +158,8 @@ struct UsersController {
         if let unsupported = query.filterConditions.keys.first(where: { $0 != "id" }) {
             throw APIError.input("filtering users on '\(unsupported.prefix(64))' is not supported; filter on id")
         }
-        let ids = try filterValues(query.filterConditions["id"]?.values ?? [], of: "id", limits: limits)
+        let ids = try filterValues(
+            query.filterConditions["id"]?.values ?? [], of: "id", rule: Identifier.id, limits: limits)
         let found = try await store.users(ids: ids)
         return try context.respond(UserList(users: ids.uniqued().compactMap { found[$0] }))
     }

@@ -1,12 +1,33 @@
 import Foundation
 import TicksProtocol
 
-/// Checks of what clients send, shared by the controllers: each failure is a
-/// 400 in Stream's format naming the field and the limit.
-func requireValidID(_ id: String, _ what: String) throws {
-    guard Identifier.isValid(id) else {
-        throw APIError.input("\(what) '\(id.prefix(64))' is not valid: use 1–255 characters of a-z, A-Z, 0-9, @, _ and -")
+// Checks of what clients send, shared by the controllers: each failure is a
+// 400 in Stream's format naming the field and the limit.
+
+/// The one check of an id a request carries, whatever its kind (`Identifier`'s
+/// rules): 400 naming the field and the rule unless it is valid. Every id a
+/// request names passes here (or through `ChannelID(cid:)`, which applies the
+/// same rules) before a store sees it, so an id no one could have made gets
+/// the same answer on every store.
+@discardableResult
+func requireID(_ id: String, _ rule: IDRule, _ what: String) throws -> String {
+    guard rule.isValid(id) else {
+        throw APIError.input("\(what) \(Identifier.quoted(id)) is not valid: use \(rule)")
     }
+    return id
+}
+
+/// A user, message or task id (`Identifier.id`).
+func requireValidID(_ id: String, _ what: String) throws {
+    try requireID(id, Identifier.id, what)
+}
+
+/// A channel's `type:id`, parsed (400 unless both parts are valid).
+func requireCID(_ text: String, _ what: String) throws -> ChannelID {
+    guard let cid = ChannelID(cid: text) else {
+        throw APIError.input("\(what) \(Identifier.quoted(text)) is not valid: use \(Identifier.cid)")
+    }
+    return cid
 }
 
 /// Custom data must fit `ServerLimits.maxCustomDataBytes` as JSON.
@@ -18,15 +39,15 @@ func requireCustomData(_ custom: [String: JSONValue], of what: String, limits: S
     }
 }
 
-/// The values of a `$in` (or other) list that can match, within
-/// `ServerLimits.maxFilterValues`. A value holding U+0000 is dropped: no id,
-/// cid or type name can contain it, and PostgreSQL's text cannot carry it,
-/// so it matches nothing on every store alike.
-func filterValues(_ values: [String], of field: String, limits: ServerLimits) throws -> [String] {
+/// The values of a filter on ids (a value, `$eq` or `$in`), within
+/// `ServerLimits.maxFilterValues`, each valid by `rule` (400 otherwise, as
+/// the same id anywhere else in a request).
+func filterValues(_ values: [String], of field: String, rule: IDRule, limits: ServerLimits) throws -> [String] {
     guard values.count <= limits.maxFilterValues else {
         throw APIError.input("the filter on '\(field)' has \(values.count) values; at most \(limits.maxFilterValues)")
     }
-    return values.filter { !$0.unicodeScalars.contains("\0") }
+    try values.forEach { try requireID($0, rule, "the filter on '\(field)': value") }
+    return values
 }
 
 /// Text a store keeps as it is (a message's text) must not hold U+0000,
@@ -46,9 +67,7 @@ enum UserInput {
         if let name = user.name { freeForm["name"] = .string(name) }
         if let image = user.image { freeForm["image"] = .string(image) }
         try requireCustomData(freeForm, of: "user '\(user.id)'", limits: limits)
-        if let role = user.role, !Identifier.isValid(role) {
-            throw APIError.input("role '\(role.prefix(64))' of user '\(user.id)' is not valid")
-        }
+        if let role = user.role { try requireID(role, Identifier.id, "role of user '\(user.id)'") }
     }
 }
 

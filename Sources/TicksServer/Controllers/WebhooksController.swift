@@ -98,9 +98,7 @@ struct WebhooksController {
         let body = try await request.decodeJSON(RetryRequest.self)
         if let ids = body.deliveryIDs {
             guard ids.count <= 1_000 else { throw APIError.input("delivery_ids: at most 1,000 at a time") }
-            for id in ids where id.isEmpty || id.utf8.count > 64 {
-                throw APIError.input("delivery_ids: '\(id.prefix(64))' is not a delivery id")
-            }
+            try ids.forEach { try requireID($0, Identifier.deliveryID, "delivery_ids: delivery id") }
         }
         let retried = try await store.retryDeadCalls(body.deliveryIDs, now: .now())
         return try context.respond(RetryResponse(retried: retried))

@@ -71,6 +71,7 @@ struct ConnectController {
         } catch let error as DecodingError {
             throw APIError.input("json: \(error.readableDescription)")
         }
+        try requireValidID(parameters.userID, "user_id")
         guard parameters.userID == tokenUser else {
             throw APIError.forbidden("the token is for '\(tokenUser)', not '\(parameters.userID)'")
         }

@@ -51,7 +51,7 @@ extension APIError {
         case .notMember: self = .forbidden(error.description)
         case .inconsistent: self = APIError(status: .internalServerError, code: .internalError, "internal error")
         case .unknownChannelType, .unknownChannel, .unknownUser, .messageNotInChannel, .messageIDInOtherChannel,
-            .tooManyMembers, .parentNotFound, .nestedReply:
+            .tooManyMembers, .parentNotFound, .nestedReply, .unstorableText:
             self = .input(error.description)
         }
     }

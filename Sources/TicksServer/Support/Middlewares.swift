@@ -18,6 +18,7 @@ struct StreamErrorMiddleware: RouterMiddleware {
         -> Response
     {
         do {
+            try request.requireDecodableQuery()
             return try await next(request, context)
         } catch {
             return response(for: error, to: request, context: context)

@@ -57,26 +57,36 @@ public struct TicksRequestContext: RequestContext, WebSocketRequestContext {
 
     /// The user a request acts as (docs/api.md, "Acting as a user"): a user token acts as its own user
     /// only; a server token acts as whichever user the request names, which
-    /// must be a valid user id (400 otherwise, before any store sees it).
-    func actingUser(named: String?) throws -> String? {
-        switch try requirePrincipal() {
-        case .server:
-            if let named { try requireValidID(named, "user id") }
-            return named
-        case .user(let own):
-            if let named, named != own {
-                throw APIError.forbidden("user '\(own)' cannot act for user '\(named)'")
-            }
-            return own
-        }
+    /// must be a valid user id (400 otherwise, before any store sees it,
+    /// whichever the token). A request may name its user in several places
+    /// (`user_id`, `user.id`, ...): the first named counts, and every one
+    /// must be a valid id.
+    func actingUser(named first: String?, _ others: String?...) throws -> String? {
+        try actingUser(among: [first] + others)
     }
 
     /// Like `actingUser(named:)`, for calls that must act as someone.
-    func requireActingUser(named: String?) throws -> String {
-        guard let userID = try actingUser(named: named) else {
+    func requireActingUser(named first: String?, _ others: String?...) throws -> String {
+        guard let userID = try actingUser(among: [first] + others) else {
             throw APIError.input("name the user: user.id or user_id is required with a server token")
         }
         return userID
+    }
+
+    /// `actingUser(named:)` of a list.
+    func actingUser(among candidates: [String?]) throws -> String? {
+        let principal = try requirePrincipal()
+        let named = candidates.compactMap { $0 }
+        try named.forEach { try requireValidID($0, "user id") }
+        switch principal {
+        case .server:
+            return named.first
+        case .user(let own):
+            if let first = named.first, first != own {
+                throw APIError.forbidden("user '\(own)' cannot act for user '\(first)'")
+            }
+            return own
+        }
     }
 }
 
@@ -161,6 +171,18 @@ extension Request {
             return parts.count == 2 ? Self.formDecode(parts[1]) : ""
         }
         return nil
+    }
+
+    /// 400 unless every name and value of the query decodes (its escapes
+    /// are UTF-8): a parameter that cannot be decoded must not read as absent.
+    func requireDecodableQuery() throws {
+        guard let query = uri.query else { return }
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+            for part in pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            where Self.formDecode(part) == nil {
+                throw APIError.input("the query is not validly percent-encoded UTF-8")
+            }
+        }
     }
 
     static func formDecode(_ text: Substring) -> String? {

@@ -163,21 +163,56 @@ struct BadInputTests {
         }
     }
 
-    @Test("a filter value holding U+0000 matches nothing, on every store (PostgreSQL's text cannot carry it)")
-    func nulInFilters() async throws {
+    @Test("a channel type name or a delivery id holding U+0000 is 400, on every store (PostgreSQL answered 500)")
+    func nulInTypeNamesAndDeliveryIDs() async throws {
+        try await TestServer.run { server in
+            try await server.call(.get, "/channeltypes/a%00b").expectError(400, code: 4)
+            try await server.call(.put, "/channeltypes/a%00b", body: #"{"max_message_length": 10}"#)
+                .expectError(400, code: 4)
+            try await server.call(.post, "/webhooks/failed/retry", body: #"{"delivery_ids": ["a\u0000b"]}"#)
+                .expectError(400, code: 4)
+            try await server.call(.get, "/channeltypes/m%D0%B5ssaging").expectError(400, code: 4)  // Cyrillic е
+            try await server.call(.get, "/channeltypes/messaging%FF").expectError(400, code: 4)
+            // Well-formed ids that name nothing answer as before.
+            try await server.call(.get, "/channeltypes/nope").expectError(404, code: 16)
+            let retried = try await server.ok(
+                .post, "/webhooks/failed/retry", #"{"delivery_ids": ["3f1c2a9e-0000-4000-8000-000000000000"]}"#)
+            #expect(retried["retried"].array.isEmpty)
+            let messaging = try await server.ok(.get, "/channeltypes/messaging")
+            #expect(messaging["name"].string == "messaging")
+            #expect(messaging["max_message_length"].int == 5000)
+        }
+    }
+
+    @Test("a filter value that is not a valid id (U+0000, a look-alike, too long) is 400, on every store")
+    func invalidIDsInFilters() async throws {
         try await TestServer.run { server in
             try await setUp(server)
             // {"filter_conditions": {"id": {"$in": ["alice", "a\u0000"]}}}
-            let users = try await server.ok(
-                .get, "/users?payload=%7B%22filter_conditions%22%3A%7B%22id%22%3A%7B%22%24in%22%3A%5B%22alice%22%2C%22a%5Cu0000%22%5D%7D%7D%7D")
-            #expect(users["users"].array.map { $0["id"].string } == ["alice"])
-            let none = try await server.ok(
-                .post, "/channels", #"{"filter_conditions": {"members": {"$in": ["alice\u0000"]}}, "user_id": "alice"}"#)
-            #expect(none["channels"].array.isEmpty)
-            let some = try await server.ok(
+            try await server.call(
+                .get, "/users?payload=%7B%22filter_conditions%22%3A%7B%22id%22%3A%7B%22%24in%22%3A%5B%22alice%22%2C%22a%5Cu0000%22%5D%7D%7D%7D"
+            ).expectError(400, code: 4)
+            try await server.call(
+                .post, "/channels", body: #"{"filter_conditions": {"members": {"$in": ["alice\u0000"]}}, "user_id": "alice"}"#
+            ).expectError(400, code: 4)
+            try await server.call(
                 .post, "/channels",
-                #"{"filter_conditions": {"cid": {"$in": ["messaging:x", "messaging:\u0000"]}}, "user_id": "alice"}"#)
-            #expect(some["channels"].array.map { $0["channel"]["cid"].string } == ["messaging:x"])
+                body: #"{"filter_conditions": {"cid": {"$in": ["messaging:x", "messaging:\u0000"]}}, "user_id": "alice"}"#
+            ).expectError(400, code: 4)
+            try await server.call(
+                .post, "/channels", body: #"{"filter_conditions": {"type": "mеssaging"}, "user_id": "alice"}"#  // Cyrillic е
+            ).expectError(400, code: 4)
+            try await server.call(
+                .post, "/channels", body: #"{"filter_conditions": {"id": {"$eq": "x "}}, "user_id": "alice"}"#
+            ).expectError(400, code: 4)
+            let long = String(repeating: "a", count: 256)
+            try await server.call(.get, "/members?payload=" + #"{"type":"messaging","id":"x","filter_conditions":{"user_id":"\#(long)"}}"#
+                .addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            ).expectError(400, code: 4)
+            // Valid ids that name nothing still match nothing.
+            let users = try await server.ok(
+                .get, "/users?payload=%7B%22filter_conditions%22%3A%7B%22id%22%3A%7B%22%24in%22%3A%5B%22alice%22%2C%22nobody%22%5D%7D%7D%7D")
+            #expect(users["users"].array.map { $0["id"].string } == ["alice"])
         }
     }
 

@@ -193,6 +193,16 @@ struct SQLiteStoreTests {
         try await check(150)
     }
 
+    @Test("every store refuses text holding U+0000 before its database sees it", arguments: StoreKind.all)
+    func unstorableText(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            _ = try await store.upsertUsers([User(id: "a")], now: .now())
+            await #expect(throws: StoreError.unstorableText) { try await store.channelType(named: "a\u{0}b") }
+            await #expect(throws: StoreError.unstorableText) { try await store.users(ids: ["a", "b\u{0}"]) }
+            #expect(try await store.users(ids: ["a"])["a"]?.id == "a")
+        }
+    }
+
     @Test("the member count kept on the channel follows adds and removes", arguments: StoreKind.all)
     func memberCount(kind: StoreKind) async throws {
         try await kind.withStore { store in

@@ -24,6 +24,7 @@ struct PostgresSession {
 
     func rows(_ query: StoreQuery) async throws -> [PostgresRandomAccessRow] {
         let (text, bindings) = SQLDialect.postgres.render(query)
+        try bindings.requireStorable()
         var binds = PostgresBindings(capacity: bindings.count)
         for binding in bindings {
             switch binding {

@@ -21,6 +21,7 @@ struct SQLiteSession {
 
     func rows(_ query: StoreQuery) throws -> [Row] {
         let (text, bindings) = SQLDialect.sqlite.render(query)
+        try bindings.requireStorable()
         let reusable = query.parts.allSatisfy { part in
             if case .list(_, let values) = part { return values.count <= 1 }
             return true

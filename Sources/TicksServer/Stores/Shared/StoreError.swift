@@ -32,6 +32,12 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case inconsistent(String)
     /// Adding the members would pass the channel's limit.
     case tooManyMembers(cid: String, members: Int, adding: Int, limit: Int)
+    /// A statement was to bind text holding U+0000, which PostgreSQL's text
+    /// cannot carry (SQLite's can): every store refuses it before the database
+    /// sees it. Requests are checked before they reach a store (ids by their
+    /// rules, texts by `requireStorableText`); this is the backstop that keeps
+    /// the stores' answers the same when a check is missing.
+    case unstorableText
 
     public var description: String {
         switch self {
@@ -50,6 +56,7 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
         case .inconsistent(let what): "internal inconsistency: \(what)"
         case .tooManyMembers(let cid, let members, let adding, let limit):
             "channel \(cid) has \(members) members; adding \(adding) would pass the limit of \(limit)"
+        case .unstorableText: "a value holds the character U+0000, which no id or text may contain"
         }
     }
 }

@@ -92,6 +92,22 @@ enum SQLBinding: Sendable, Equatable {
     case array(SQLArray)
 }
 
+extension [SQLBinding] {
+    /// Throws `StoreError.unstorableText` when a value holds U+0000: both
+    /// engines call it on what they are about to bind, so that text
+    /// PostgreSQL cannot carry is refused alike by SQLite.
+    func requireStorable() throws {
+        func storable(_ text: String) -> Bool { !text.utf8.contains(0) }
+        for binding in self {
+            switch binding {
+            case .value(.text(let text)): guard storable(text) else { throw StoreError.unstorableText }
+            case .array(.texts(let texts)): guard texts.allSatisfy(storable) else { throw StoreError.unstorableText }
+            case .value(.int), .value(.null), .array(.ints): continue
+            }
+        }
+    }
+}
+
 /// Where the two databases write the same statement differently.
 enum SQLDialect: Sendable {
     case sqlite
