@@ -32,7 +32,7 @@ public struct TicksServerConfiguration: Sendable {
     /// for `.postgres` storage; nil with one node.
     public var eventBus: (any EventBus)?
     /// The clock of the server's own waits: the webhook sender's retries,
-    /// pauses, lease and call timeout, the event bus's reconnections. The
+    /// pauses, lease and call timeout, the event bus's reconnections, the rate limits' windows. The
     /// header and idle timeouts are NIO's, on the event loops' real clock.
     public var time: TimeSource = .system
     /// Called once the server listens, with the port it got (useful with port 0).
@@ -108,7 +108,7 @@ public func buildApplication(
     let authority = await TokenAuthority(credentials: configuration.credentials, cacheBytes: limits.cacheBytes / 4)
     let services = TicksServices(
         store: store, hub: hub, metrics: metrics, authority: authority,
-        rateLimiter: RateLimiter(limits: configuration.rateLimits))
+        rateLimiter: RateLimiter(limits: configuration.rateLimits, time: configuration.time))
     var webhookServices: [any Service] = []
     if configuration.webhooks.isEnabled, let store = store as? SQLStore {
         let sender = WebhookSender(

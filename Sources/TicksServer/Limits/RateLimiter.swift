@@ -1,4 +1,5 @@
 import Foundation
+import TicksProtocol
 import Synchronization
 
 /// Counts calls against `RateLimits` with a sliding-window counter: the
@@ -58,9 +59,13 @@ public final class RateLimiter: Sendable {
     private static let shardCount = 16
     private let shards: [LockedShard]
 
-    public init(limits: RateLimits, maxKeys: Int = 100_000) {
+    /// The wall clock the windows are read from (a test's clock in tests).
+    private let time: TimeSource
+
+    public init(limits: RateLimits, maxKeys: Int = 100_000, time: TimeSource = .system) {
         self.limits = limits
         self.maxKeys = maxKeys
+        self.time = time
         shards = (0..<Self.shardCount).map { _ in LockedShard() }
     }
 
@@ -68,15 +73,18 @@ public final class RateLimiter: Sendable {
         max(limits.window.inSeconds, 0.001)
     }
 
-    /// Counts a call of `endpoint` by `identity` at `now` if the limit allows it.
-    public func check(_ endpoint: APIEndpoint?, by identity: Identity, at now: Date = Date()) -> Decision {
+    /// Counts a call of `endpoint` by `identity` at `now` (by default the
+    /// limiter's clock) if the limit allows it.
+    public func check(_ endpoint: APIEndpoint?, by identity: Identity, at now: Date? = nil) -> Decision {
+        let now = now ?? time.wallNow.date
         let limit = limitValue(endpoint, identity)
         return update(endpoint, identity, limit: limit, at: now, counting: true)
     }
 
     /// What `identity` has left of `endpoint`, without counting a call.
-    public func peek(_ endpoint: APIEndpoint, by identity: Identity, at now: Date = Date()) -> Decision {
-        update(endpoint, identity, limit: limitValue(endpoint, identity), at: now, counting: false)
+    public func peek(_ endpoint: APIEndpoint, by identity: Identity, at now: Date? = nil) -> Decision {
+        let now = now ?? time.wallNow.date
+        return update(endpoint, identity, limit: limitValue(endpoint, identity), at: now, counting: false)
     }
 
     private func limitValue(_ endpoint: APIEndpoint?, _ identity: Identity) -> Int {

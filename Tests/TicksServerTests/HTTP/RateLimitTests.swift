@@ -37,14 +37,16 @@ struct RateLimitTests {
     func userLimit() async throws {
         try await TestServer.run(rateLimits: Self.tight) { server in
             try await setUp(server)
-            let now = Int64(Date().timeIntervalSince1970)
             for expected in [2, 1, 0] {
+                // The window ends within a minute of the call, however long the call took.
+                let sent = Int64(Date().timeIntervalSince1970)
                 let reply = try await markRead(server, as: "bob")
+                let answered = Int64(Date().timeIntervalSince1970)
                 #expect(reply.status == 200, "\(reply.body)")
                 #expect(reply.headers[Self.limit] == "3")
                 #expect(reply.headers[Self.remaining] == String(expected))
                 let reset = try #require(reply.headers[Self.reset].flatMap { Int64($0) })
-                #expect(reset > now && reset <= now + 61)
+                #expect(reset > sent && reset <= answered + 61)
             }
             let refused = try await markRead(server, as: "bob")
             try refused.expectError(429, code: 9)
