@@ -99,7 +99,7 @@ struct ReadTrackingTests {
             try await channel.send("are you there?", id: "p1")
             try await channel.wait("p1 sent") { $0.message(withID: "p1")?.deliveryStatus == .sent }
 
-            let delivery = PushDelivery(baseURL: server.baseURL, apiKey: LiveServer.apiKey)
+            let delivery = PushDelivery(baseURL: server.baseURL, apiKey: LiveServer.apiKey, timeout: .seconds(60))
             let stream: [AnyHashable: Any] = [
                 "aps": ["alert": ["title": "Alice", "body": "are you there?"]],
                 "stream": ["sender": "stream.chat", "type": "message.new", "version": "v2", "id": "p1", "cid": "messaging:rt"],

@@ -104,7 +104,8 @@ final class LiveServer: Sendable {
         _ userID: String, outbox: OutboxLocation = .inMemory, configure: (inout ChatClientConfiguration) -> Void = { _ in }
     ) async throws -> ChatClient {
         var configuration = ChatClientConfiguration(baseURL: baseURL, apiKey: Self.apiKey, outbox: outbox)
-        configuration.requestTimeout = .seconds(5)
+        // Generous: a loaded machine may take seconds to answer (a test that wants a timeout sets its own).
+        configuration.requestTimeout = .seconds(30)
         configuration.sendBackoff = Backoff(initialDelay: .milliseconds(50), maxDelay: .milliseconds(200))
         configuration.reconnectBackoff = Backoff(initialDelay: .milliseconds(50), maxDelay: .milliseconds(300))
         configure(&configuration)
@@ -143,7 +144,7 @@ final class LiveServer: Sendable {
         request.headers.add(name: "Authorization", value: token)
         request.headers.add(name: "stream-auth-type", value: "jwt")
         if let body { request.body = .bytes(ByteBuffer(string: body)) }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
         let bytes = try await response.body.collect(upTo: 16 << 20)
         let text = String(buffer: bytes)
         guard (200..<300).contains(Int(response.status.code)) else {
