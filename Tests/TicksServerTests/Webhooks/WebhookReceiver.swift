@@ -32,7 +32,8 @@ final class WebhookReceiver: Sendable {
 
     private let calls = Mutex<[Call]>([])
     private let arrivals = Mutex<[Call]>([])
-    private let released = Atomic<Bool>(false)
+    /// Released or not, and the held answers waiting for the release.
+    private let gate = Mutex<(released: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
     private let answer = Mutex<Answer>({ _, _, _ in (.ok, false) })
 
     func answer(with answer: @escaping Answer) {
@@ -47,7 +48,24 @@ final class WebhookReceiver: Sendable {
 
     /// Lets every held answer go, now and from now on.
     func release() {
-        released.store(true, ordering: .relaxed)
+        let waiting = gate.withLock { gate in
+            gate.released = true
+            defer { gate.waiting = [] }
+            return gate.waiting
+        }
+        for answer in waiting { answer.resume() }
+    }
+
+    /// Returns once `release()` has been called (at once if it has).
+    private func released() async {
+        await withCheckedContinuation { continuation in
+            let now = gate.withLock { gate in
+                if gate.released { return true }
+                gate.waiting.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
     }
 
     /// The calls delivered (answered 2xx), each delivery id once, in the order they arrived.
@@ -85,7 +103,7 @@ final class WebhookReceiver: Sendable {
             let (status, held) = self.answer.withLock { $0 }(request.uri.path, attempt, json)
             let call = Call(path: request.uri.path, headers: request.headers, body: data, status: Int(status.code))
             self.arrivals.withLock { $0.append(call) }
-            while held, !self.released.load(ordering: .relaxed) { try await Task.sleep(for: .milliseconds(10)) }
+            if held { await self.released() }
             self.calls.withLock { $0.append(call) }
             return Response(status: status)
         }
