@@ -156,20 +156,9 @@ struct RateLimitTests {
     static func connect(
         port: Int, as user: String, token: String, until done: (String) -> Bool = { $0.hasSuffix("}") }
     ) async throws -> String {
-        let json = #"{"user_id": "\#(user)"}"#.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-        let request = """
-            GET /connect?api_key=\(TestKeys.apiKey)&authorization=\(token)&json=\(json) HTTP/1.1\r
-            Host: 127.0.0.1\r
-            Upgrade: websocket\r
-            Connection: Upgrade\r
-            Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r
-            Sec-WebSocket-Version: 13\r
-            \r
-
-            """
         let connection = try RawConnection(port: port)
         defer { connection.close() }
-        #expect(connection.send(Array(request.utf8)))
+        #expect(connection.send(RawConnection.connectRequest(userID: user, token: token)))
         var answer = ""
         while !done(answer) {
             let more = await connection.read(within: .seconds(10))

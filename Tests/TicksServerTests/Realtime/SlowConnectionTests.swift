@@ -134,18 +134,7 @@ struct RawNonReadingClient {
 
     init(port: Int, token: String, userID: String) throws {
         connection = try RawConnection(port: port, receiveBufferBytes: 4096)
-        let json = #"{"user_id":"\#(userID)"}"#.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-        let request = """
-            GET /connect?api_key=\(TestKeys.apiKey)&json=\(json)&authorization=\(token) HTTP/1.1\r
-            Host: 127.0.0.1\r
-            Upgrade: websocket\r
-            Connection: Upgrade\r
-            Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r
-            Sec-WebSocket-Version: 13\r
-            \r
-
-            """
-        try #require(connection.send(Array(request.utf8)))
+        try #require(connection.send(RawConnection.connectRequest(userID: userID, token: token)))
         // Read the 101 answer and the first frame, then stop reading for good.
         var buffer = [UInt8](repeating: 0, count: 1024)
         let received = read(connection.descriptor, &buffer, buffer.count)

@@ -100,3 +100,21 @@ final class RawConnection {
         _ = Glibc.close(descriptor)
     }
 }
+
+extension RawConnection {
+    /// The bytes of `GET /connect` as a client sends it, asking to upgrade to a WebSocket.
+    static func connectRequest(userID: String, token: String) -> [UInt8] {
+        let json = #"{"user_id": "\#(userID)"}"#.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let request = """
+            GET /connect?api_key=\(TestKeys.apiKey)&authorization=\(token)&json=\(json) HTTP/1.1\r
+            Host: 127.0.0.1\r
+            Upgrade: websocket\r
+            Connection: Upgrade\r
+            Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r
+            Sec-WebSocket-Version: 13\r
+            \r
+
+            """
+        return Array(request.utf8)
+    }
+}
