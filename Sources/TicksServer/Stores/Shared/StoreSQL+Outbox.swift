@@ -35,12 +35,13 @@ extension StoreSQL {
         "DELETE FROM webhook_outbox WHERE id = \(id)"
     }
 
-    /// A failed attempt: tried again at `nextAt`, or dead (`deadAt`) when it was the last.
+    /// A failed attempt: tried again at `nextAt`, or dead (`deadAt`) when it was the last. A call that
+    /// died while it was being tried (a trim dropped it, or it expired) stays dead.
     static func failOutbox(id: Int64, attempts: Int, nextAt: Int64, deadAt: Int64?, error: String) -> StoreQuery {
         """
         UPDATE webhook_outbox SET attempts = \(attempts), next_attempt_at = \(nextAt), dead_at = \(deadAt),
           last_error = \(error)
-        WHERE id = \(id)
+        WHERE id = \(id) AND dead_at IS NULL
         """
     }
 
