@@ -11,7 +11,7 @@ struct Ticks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ticks",
         abstract: "Ticks: message delivery and read receipts, speaking Stream Chat's API.",
-        subcommands: [Serve.self, Token.self],
+        subcommands: [Serve.self, Token.self, Backup.self, Restore.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -102,11 +102,15 @@ struct Serve: AsyncParsableCommand {
         configuration.rateLimits = try limitOptions.rateLimits()
         configuration.webhooks = try webhookOptions.settings()
         let database: String
+        // A SQLite folder has one server at a time, and no restore under it (`ticks restore`).
+        var folderLock: DataDirectoryLock?
+        defer { folderLock?.release() }
         if let url = postgresURL ?? ProcessInfo.processInfo.environment["TICKS_POSTGRES_URL"] {
             configuration.storage = .postgres(url: url)
             database = try PostgresLocation(url: url).redacted
         } else {
             try FileManager.default.createDirectory(at: credentialOptions.dataURL, withIntermediateDirectories: true)
+            folderLock = try DataDirectoryLock(directory: credentialOptions.dataURL)
             database = credentialOptions.dataURL.appendingPathComponent("ticks.sqlite").path
             configuration.storage = .sqlite(path: database)
         }

@@ -1,0 +1,65 @@
+import ArgumentParser
+import Foundation
+import TicksServer
+
+/// `ticks backup`: a consistent copy of a running server's SQLite database.
+struct Backup: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Copy the SQLite database of a data folder, while its server runs (docs/operations.md).")
+
+    @Option(name: .customLong("data-dir"), help: "The server's data folder.") var dataDirectory: String = ".ticks"
+    @Option(name: .customLong("to"), help: "The backup file to write (replaced when it exists).") var destination: String
+    @Option(help: "Database pages copied per step (4 KiB each); the copy is consistent whatever the steps.")
+    var pagesPerStep: Int32 = 1_024
+    @Flag(help: "No progress, only the summary.") var quiet = false
+
+    func validate() throws {
+        guard pagesPerStep > 0 else { throw ValidationError("--pages-per-step must be positive") }
+    }
+
+    func run() throws {
+        let started = ContinuousClock.now
+        let terminal = !quiet && isatty(STDERR_FILENO) == 1
+        var shown = -1
+        var steps = 0
+        let summary = try SQLiteBackup.backup(
+            dataDirectory: URL(fileURLWithPath: dataDirectory, isDirectory: true),
+            to: URL(fileURLWithPath: destination), pagesPerStep: pagesPerStep
+        ) { progress in
+            steps += 1
+            let percent = Int(progress.fraction * 100)
+            guard terminal, percent != shown else { return }
+            shown = percent
+            FileHandle.standardError.write(
+                Data("\rbacking up: \(percent)% (\(progress.copiedPages) of \(progress.totalPages) pages)".utf8))
+        }
+        if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+        let elapsed = ContinuousClock.now - started
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        print(
+            "backed up \(summary.bytes) bytes (schema \(summary.schema)) to \(destination) in \(steps) steps, "
+                + String(format: "%.2f s", seconds))
+    }
+}
+
+/// `ticks restore`: puts a backup in place as a data folder's database.
+struct Restore: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Put a backup in place as the database of a data folder whose server is stopped.")
+
+    @Option(name: .customLong("from"), help: "The backup file (made by ticks backup).") var source: String
+    @Option(name: .customLong("data-dir"), help: "The data folder to restore into.") var dataDirectory: String = ".ticks"
+    @Flag(help: "Replace a database that is there (kept beside it as ticks.sqlite.before-restore).")
+    var replace = false
+
+    func run() throws {
+        let summary = try SQLiteBackup.restore(
+            from: URL(fileURLWithPath: source), dataDirectory: URL(fileURLWithPath: dataDirectory, isDirectory: true),
+            replace: replace)
+        print(
+            """
+            restored \(summary.bytes) bytes (schema \(summary.schema)) into \(dataDirectory)/ticks.sqlite
+            start the server with the same API key and secret as the backed-up one (its tokens are signed with them)
+            """)
+    }
+}
