@@ -110,6 +110,7 @@ public func buildApplication(
         store: store, hub: hub, metrics: metrics, authority: authority,
         rateLimiter: RateLimiter(limits: configuration.rateLimits, time: configuration.time))
     var webhookServices: [any Service] = []
+    var webhookSender: WebhookSender?
     if configuration.webhooks.isEnabled, let store = store as? SQLStore {
         let sender = WebhookSender(
             store: store, settings: configuration.webhooks, authority: authority, metrics: metrics,
@@ -118,8 +119,10 @@ public func buildApplication(
             with: WebhookRecorder(
                 settings: configuration.webhooks, offline: { hub.unconnected(among: $0) }, wake: { sender.wake() }))
         webhookServices.append(sender)
+        webhookSender = sender
     }
-    let router = buildRouter(services: services, configuration: configuration, logger: logger)
+    let router = buildRouter(
+        services: services, configuration: configuration, webhookSender: webhookSender, logger: logger)
     let webSocketResponder = WebSocketUpgradeResponder(base: router.buildResponder())
     var application = Application(
         router: router,
@@ -147,9 +150,9 @@ public func buildApplication(
 /// API needs a token; demo mode adds the web client. Middleware, outermost
 /// first: metrics (sees every answer), rate limits (headers on every answer),
 /// Stream's error format.
-func buildRouter(services: TicksServices, configuration: TicksServerConfiguration, logger: Logger)
-    -> Router<TicksRequestContext>
-{
+func buildRouter(
+    services: TicksServices, configuration: TicksServerConfiguration, webhookSender: WebhookSender?, logger: Logger
+) -> Router<TicksRequestContext> {
     let router = Router(context: TicksRequestContext.self)
     let errors = StreamErrorMiddleware(
         served: Set(APIEndpoint.allCases.filter { $0 != .demoToken || configuration.demo }))
@@ -182,6 +185,10 @@ func buildRouter(services: TicksServices, configuration: TicksServerConfiguratio
         webhooks: configuration.webhooks
     ).addRoutes(to: api)
     if let store = services.store as? SQLStore { WebhooksController(store: store).addRoutes(to: api) }
+    StatusController(
+        store: services.store, hub: services.hub, storage: configuration.storage, bus: configuration.eventBus,
+        webhooks: webhookSender, time: configuration.time, startedAt: configuration.time.wallNow
+    ).addRoutes(to: api)
     UsersController(store: services.store, limits: configuration.limits).addRoutes(to: api)
     UnreadController(store: services.store).addRoutes(to: api)
     SyncController(store: services.store, limits: configuration.limits).addRoutes(to: api)

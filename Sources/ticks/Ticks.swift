@@ -11,7 +11,7 @@ struct Ticks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ticks",
         abstract: "Ticks: message delivery and read receipts, speaking Stream Chat's API.",
-        subcommands: [Serve.self, Token.self, Backup.self, Restore.self],
+        subcommands: [Serve.self, Token.self, Backup.self, Restore.self, Status.self],
         defaultSubcommand: Serve.self)
 }
 

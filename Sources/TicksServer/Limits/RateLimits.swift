@@ -59,7 +59,7 @@ public struct RateLimits: Sendable, Equatable {
                     .updateMemberPartial, .getTask:
                     Limit(user: 60, serverSide: 1_000)
                 case .createChannelType, .listChannelTypes, .getChannelType, .updateChannelType, .getApp,
-                    .getRateLimits, .listFailedWebhooks, .retryFailedWebhooks:
+                    .getRateLimits, .listFailedWebhooks, .retryFailedWebhooks, .getStatus:
                     Limit(user: 60, serverSide: 1_000)
                 case .connect, .demoToken:
                     Limit(user: 60, serverSide: 60)

@@ -64,6 +64,8 @@ public final class ConnectionHub: Sendable {
     public let maxConnectionsPerUser: Int
     let metrics: ServerMetrics
     private let logger: Logger
+    /// Connections closed as too slow since the start (`GET /admin/status`; the metric counts them too).
+    let slowClosed = Atomic<Int>(0)
 
     init(bufferBytes: Int, maxConnectionsPerUser: Int, metrics: ServerMetrics, logger: Logger) {
         self.bufferBytes = bufferBytes
@@ -138,6 +140,7 @@ public final class ConnectionHub: Sendable {
                         "queued_bytes": "\(queued - cost)",
                     ])
                 metrics.slowConnectionsClosed.increment()
+                slowClosed.add(1, ordering: .relaxed)
             }
             return false
         }
@@ -164,6 +167,12 @@ public final class ConnectionHub: Sendable {
 
     /// The number of open connections.
     public var connectionCount: Int { connections.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+
+    /// Users with at least one connection here.
+    var connectedUserCount: Int { connections.withLock { $0.values.count { !$0.isEmpty } } }
+
+    /// Connections closed as too slow since the start.
+    var slowClosedCount: Int { slowClosed.load(ordering: .relaxed) }
 
     /// Ends every connection's frame stream (graceful shutdown, or a node that may have missed events).
     func closeAll() {

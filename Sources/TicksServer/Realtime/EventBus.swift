@@ -8,4 +8,26 @@ public protocol EventBus: Sendable {
     func publish(_ event: EncodedEvent, to userIDs: [String])
     /// Until cancelled: hands what the other nodes publish to `hub`.
     func run(hub: ConnectionHub) async throws
+    /// How the bus is doing now (`GET /admin/status`).
+    var status: EventBusStatus { get }
+}
+
+/// An event bus's state, for the status view.
+public struct EventBusStatus: Sendable, Encodable, Equatable {
+    /// This node's name on the bus.
+    public var node: String
+    /// Whether the node hears the other nodes now.
+    public var listening: Bool
+    /// Events waiting to be published, and their size.
+    public var queuedEvents: Int
+    public var queuedBytes: Int
+    /// Events that could not reach the other nodes since the start (their users resynced).
+    public var eventsLost: Int
+
+    enum CodingKeys: String, CodingKey {
+        case node, listening
+        case queuedEvents = "queued_events"
+        case queuedBytes = "queued_bytes"
+        case eventsLost = "events_lost"
+    }
 }

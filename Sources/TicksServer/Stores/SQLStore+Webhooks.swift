@@ -81,6 +81,28 @@ extension SQLStore {
         return retried
     }
 
+    /// One receiver's calls in the outbox (`GET /admin/status`).
+    public struct OutboxTarget: Sendable, Equatable {
+        public var target: String
+        public var kind: String
+        public var waiting: Int
+        public var dead: Int
+        public var oldestWaiting: Timestamp?
+    }
+
+    /// The outbox per receiver that has calls in it, waiting or dead.
+    public func outboxTargets() async throws -> [OutboxTarget] {
+        try await engine.readOne {
+            Step.rows(StoreSQL.outboxByTarget).map { rows in
+                try rows.map { row in
+                    OutboxTarget(
+                        target: try row.text(0), kind: try row.text(1), waiting: Int(try row.int(2)),
+                        dead: Int(try row.int(3)), oldestWaiting: try row.optionalInt(4).map(Timestamp.init(microseconds:)))
+                }
+            }
+        }
+    }
+
     /// Calls waiting and dead (`/metrics`).
     public func outboxCounts() async throws -> (waiting: Int, dead: Int) {
         try await engine.readOne {

@@ -46,6 +46,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case sync = "Sync"
     case listFailedWebhooks = "ListFailedWebhooks"
     case retryFailedWebhooks = "RetryFailedWebhooks"
+    case getStatus = "GetStatus"
     case connect = "Connect"
     case demoToken = "DemoToken"
 
@@ -53,7 +54,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         switch self {
         case .health, .metrics, .openAPI, .getApp, .getRateLimits, .queryUsers, .listChannelTypes, .getChannelType,
             .getMessage, .getReceipts, .getReplies, .connect, .getTask, .queryMembers, .getManyMessages, .unreadCounts,
-            .listFailedWebhooks:
+            .listFailedWebhooks, .getStatus:
             .get
         case .updateChannelType, .updateMessagePartial: .put
         case .updateUsersPartial, .updateChannelPartial, .updateMemberPartial: .patch
@@ -97,6 +98,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .sync: "/sync"
         case .listFailedWebhooks: "/webhooks/failed"
         case .retryFailedWebhooks: "/webhooks/failed/retry"
+        case .getStatus: "/admin/status"
         case .connect: "/connect"
         case .demoToken: "/demo/token"
         }

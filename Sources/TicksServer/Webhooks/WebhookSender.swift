@@ -39,6 +39,9 @@ final class WebhookSender: Service, Sendable {
     private let leaseUntil = Atomic<Int64>(0)
     private let state = Mutex(State())
 
+    /// Whether this node holds the lease now: it is the one sending.
+    var isSending: Bool { time.wallNow.microseconds < leaseUntil.load(ordering: .relaxed) }
+
     private struct QueueKey: Hashable {
         var target: String
         var cid: String

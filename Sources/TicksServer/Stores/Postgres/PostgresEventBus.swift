@@ -56,6 +56,10 @@ public final class PostgresEventBus: EventBus {
         var resyncEveryone = false
         /// The local hub, once running (its metrics count lost events).
         var hub: ConnectionHub?
+        /// Whether the listener's connection is up.
+        var listening = false
+        /// Events lost since the start.
+        var eventsLost = 0
 
         mutating func lost(_ entries: some Sequence<Entry>) -> Int {
             var count = 0
@@ -144,8 +148,19 @@ public final class PostgresEventBus: EventBus {
         }
     }
 
+    public var status: EventBusStatus {
+        state.withLock { state in
+            EventBusStatus(
+                node: node, listening: state.listening, queuedEvents: state.queue.count,
+                queuedBytes: state.queuedBytes, eventsLost: state.eventsLost)
+        }
+    }
+
     private func recordLost(_ count: Int, reason: String) {
-        let hub = state.withLock { $0.hub }
+        let hub = state.withLock { state in
+            state.eventsLost += count
+            return state.hub
+        }
         hub?.metrics.busEventsLost.increment(by: count)
         logger.error(
             "events could not reach the other nodes; their users' connections there will be closed to resync",
@@ -326,6 +341,7 @@ public final class PostgresEventBus: EventBus {
                 let ended: any Error
                 do {
                     try await connection.listen(on: channel) { notifications in
+                        state.withLock { $0.listening = true }
                         if lostBefore {
                             closeAll(hub, because: "the event bus listener is back after it was lost")
                         }
@@ -338,6 +354,7 @@ public final class PostgresEventBus: EventBus {
                 } catch {
                     ended = error
                 }
+                state.withLock { $0.listening = false }
                 await close(connection)  // also when cancelled
                 throw ended
             } catch is CancellationError {

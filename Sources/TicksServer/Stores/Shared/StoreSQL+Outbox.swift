@@ -95,6 +95,13 @@ extension StoreSQL {
             """ + chosen + " RETURNING delivery_id"
     }
 
+    /// Per receiver: calls waiting, dead, and when the oldest waiting one was written.
+    static let outboxByTarget: StoreQuery = """
+        SELECT target, kind, COUNT(*) FILTER (WHERE dead_at IS NULL), COUNT(*) FILTER (WHERE dead_at IS NOT NULL),
+          MIN(created_at) FILTER (WHERE dead_at IS NULL)
+        FROM webhook_outbox GROUP BY target, kind ORDER BY target, kind
+        """
+
     /// Calls waiting, and dead.
     static let outboxCounts: StoreQuery = """
         SELECT COUNT(*) FILTER (WHERE dead_at IS NULL), COUNT(*) FILTER (WHERE dead_at IS NOT NULL)

@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+import TicksProtocol
+import TicksTestSupport
+
+@testable import TicksServer
+
+/// `GET /admin/status` (docs/operations.md, "Watch it"): what the node reports
+/// follows what happens on it, and only a server token sees it.
+@Suite("Status view")
+struct StatusTests {
+    @Test("a server token sees the node's status; a user token is refused (403), no token too (401)", arguments: StoreKind.all)
+    func access(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await server.upsert("alice")
+            let status = try await server.ok(.get, "/admin/status")
+            #expect(status["version"].string == BuildInfo.version)
+            #expect(status["commit"].string == BuildInfo.commit)
+            #expect(status["store"]["kind"].string == (kind == .postgres ? "postgres" : "memory"))
+            #expect((status["store"]["size_bytes"].int ?? 0) > 0)
+            #expect(status["uptime_seconds"].int.map { $0 >= 0 } == true)
+            #expect(status["webhooks"]["enabled"].bool == false)
+            #expect(!status["bus"].exists)
+            try await server.call(.get, "/admin/status", token: try await server.token("alice"))
+                .expectError(403, code: 17)
+            try await server.call(.get, "/admin/status", token: "not.a.jwt").expectError(401, code: 5)
+        }
+    }
+
+    @Test("connections open on this node and those closed as too slow are counted", arguments: StoreKind.all)
+    func connections(kind: StoreKind) async throws {
+        var limits = ServerLimits()
+        limits.connectionBufferBytes = 2 * (128 + 64)
+        try await TestServer.run(kind, limits: limits) { server in
+            let hub = server.services.hub
+            let (_, aliceFrames) = try hub.register(userID: "alice")
+            let (_, aliceAgain) = try hub.register(userID: "alice")
+            let (bob, bobFrames) = try hub.register(userID: "bob")
+            var status = try await server.ok(.get, "/admin/status")
+            #expect(status["connections"]["open"].int == 3)
+            #expect(status["connections"]["users"].int == 2)
+            #expect(status["connections"]["slow_closed"].int == 0)
+            // Nobody reads: the third frame passes every buffer's bound.
+            for index in 0..<3 {
+                hub.send(EncodedEvent(Data((String(index) + String(repeating: ".", count: 99)).utf8)), to: ["bob"])
+            }
+            #expect(bob.isOverflowed)
+            hub.unregister(bob)
+            status = try await server.ok(.get, "/admin/status")
+            #expect(status["connections"]["open"].int == 2)
+            #expect(status["connections"]["users"].int == 1)
+            #expect(status["connections"]["slow_closed"].int == 1)
+            withExtendedLifetime((aliceFrames, aliceAgain, bobFrames)) {}
+        }
+    }
+
+    @Test("the webhook outbox is shown per receiver: calls waiting, the oldest's time, this node sending", arguments: StoreKind.all)
+    func webhooks(kind: StoreKind) async throws {
+        // Nothing answers there; on a clock nobody advances, the first call hangs and the rest wait.
+        let hook = URL(string: "http://127.0.0.1:9/hook")!
+        let clock = ManualClock()
+        var settings = WebhookTests.clockSettings(webhook: hook)
+        settings.webhooks[0].eventTypes = [.messageNew]
+        try await TestServer.run(kind, webhooks: settings, time: clock.timeSource) { server in
+            try await server.upsert("alice", "bob")
+            try await server.createChannel("messaging:w", members: ["alice", "bob"])
+            let before = Timestamp.now()
+            for index in 1...3 { try await server.send("messaging:w", id: "w\(index)", from: "alice") }
+            try await WebhookTests.eventually {
+                try await server.ok(.get, "/admin/status")["webhooks"]["sending"].bool == true
+            }
+            let status = try await server.ok(.get, "/admin/status")
+            let webhooks = status["webhooks"]
+            #expect(webhooks["enabled"].bool == true)
+            #expect(webhooks["waiting"].int == 3 && webhooks["dead"].int == 0)
+            let receivers = webhooks["receivers"].array
+            #expect(receivers.count == 1)
+            #expect(receivers.first?["url"].string == hook.absoluteString)
+            #expect(receivers.first?["hook"].string == "webhook")
+            #expect(receivers.first?["waiting"].int == 3)
+            let oldest = try #require(receivers.first?["oldest_waiting"].string.flatMap(Timestamp.init(rfc3339:)))
+            #expect(oldest >= before && oldest <= .now())
+        }
+    }
+}
