@@ -186,7 +186,7 @@ func buildRouter(
     ).addRoutes(to: api)
     if let store = services.store as? SQLStore { WebhooksController(store: store).addRoutes(to: api) }
     StatusController(
-        store: services.store, hub: services.hub, storage: configuration.storage, bus: configuration.eventBus,
+        store: services.store, hub: services.hub, bus: configuration.eventBus,
         webhooks: webhookSender, time: configuration.time, startedAt: configuration.time.wallNow
     ).addRoutes(to: api)
     UsersController(store: services.store, limits: configuration.limits).addRoutes(to: api)

@@ -10,7 +10,6 @@ import TicksProtocol
 struct StatusController {
     let store: any TicksStore
     let hub: ConnectionHub
-    let storage: Storage
     let bus: (any EventBus)?
     let webhooks: WebhookSender?
     let time: TimeSource
@@ -40,7 +39,7 @@ struct StatusController {
     }
 
     struct Store: Encodable {
-        /// `sqlite`, `postgres` or `memory`.
+        /// `sqlite` or `postgres`.
         var kind: String
         var sizeBytes: Int64
 
@@ -103,7 +102,7 @@ struct StatusController {
         let status = Status(
             version: BuildInfo.version, commit: BuildInfo.commit, startedAt: startedAt,
             uptimeSeconds: max(0, (now.microseconds - startedAt.microseconds) / 1_000_000),
-            store: Store(kind: Self.kind(of: storage), sizeBytes: try await store.storageBytes()),
+            store: Store(kind: Self.kind(of: store), sizeBytes: try await store.storageBytes()),
             connections: Connections(
                 open: hub.connectionCount, users: hub.connectedUserCount, slowClosed: hub.slowClosedCount),
             webhooks: Webhooks(
@@ -118,11 +117,10 @@ struct StatusController {
         return try context.respond(status)
     }
 
-    static func kind(of storage: Storage) -> String {
-        switch storage {
-        case .sqlite: "sqlite"
-        case .memory: "memory"
+    static func kind(of store: any TicksStore) -> String {
+        switch (store as? SQLStore)?.engine.dialect {
         case .postgres: "postgres"
+        case .sqlite, nil: "sqlite"
         }
     }
 }

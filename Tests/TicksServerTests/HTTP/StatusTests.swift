@@ -16,7 +16,7 @@ struct StatusTests {
             let status = try await server.ok(.get, "/admin/status")
             #expect(status["version"].string == BuildInfo.version)
             #expect(status["commit"].string == BuildInfo.commit)
-            #expect(status["store"]["kind"].string == (kind == .postgres ? "postgres" : "memory"))
+            #expect(status["store"]["kind"].string == (kind == .postgres ? "postgres" : "sqlite"))
             #expect((status["store"]["size_bytes"].int ?? 0) > 0)
             #expect(status["uptime_seconds"].int.map { $0 >= 0 } == true)
             #expect(status["webhooks"]["enabled"].bool == false)
