@@ -10,13 +10,14 @@ import json
 import os
 import secrets
 import signal
+import subprocess
 import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import POSTGRES_URL, TicksProcess, psql
+from conftest import POSTGRES_URL, TICKS_BIN, TicksProcess, psql
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 from wire import Ticks
@@ -241,3 +242,42 @@ def test_a_lost_listener_makes_clients_reconnect_and_events_flow_again(cluster):
         except AssertionError:
             assert time.monotonic() < deadline, "events never flowed again after the listener came back"
     alice_again.close()
+
+
+def status_of(node):
+    """The node's `ticks status --json` (GET /admin/status), through the command an operator runs."""
+    env = dict(os.environ, TICKS_API_KEY=node.api_key, TICKS_API_SECRET=node.api_secret)
+    result = subprocess.run(
+        [TICKS_BIN, "status", "--url", node.base_url, "--json"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_each_node_shows_its_own_sockets_and_a_listening_bus(cluster):
+    a, b, via_a, via_b, channel = two_nodes_and_a_pair(cluster, "watch")
+    alice_on_b = Socket(b, via_b, "alice")
+    bob_on_b = Socket(b, via_b, "bob")
+    try:
+        # The listener connects beside the server's start: wait for it, however busy the machine.
+        deadline = time.monotonic() + 60
+        while not all(status_of(node)["bus"]["listening"] for node in (a, b)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        status_a, status_b = status_of(a), status_of(b)
+        assert (status_a["connections"]["open"], status_b["connections"]["open"]) == (0, 2)
+        assert status_b["connections"]["users"] == 2
+        for status in (status_a, status_b):
+            assert status["store"]["kind"] == "postgres" and status["store"]["size_bytes"] > 0
+            assert status["bus"]["listening"] is True and status["bus"]["events_lost"] == 0
+        assert status_a["bus"]["node"] != status_b["bus"]["node"]
+        # For a person: the same facts, in lines.
+        env = dict(os.environ, TICKS_API_KEY=b.api_key, TICKS_API_SECRET=b.api_secret)
+        shown = subprocess.run(
+            [TICKS_BIN, "status", "--url", b.base_url], capture_output=True, text=True, env=env, timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        assert "connections  2 open (2 users)" in shown.stdout and "listening" in shown.stdout, shown.stdout
+    finally:
+        alice_on_b.close()
+        bob_on_b.close()
+    # A user's token is refused.
+    refused = via_a.raw("GET", "/admin/status", token=via_a.user_token("alice"))
+    assert refused.status_code == 403 and refused.json()["code"] == 17
