@@ -35,6 +35,9 @@ public struct TicksServerConfiguration: Sendable {
     /// pauses, lease and call timeout, the event bus's reconnections, the rate limits' windows. The
     /// header and idle timeouts are NIO's, on the event loops' real clock.
     public var time: TimeSource = .system
+    /// PostgreSQL: the last migration this node applies (all when nil). The rolling-upgrade test
+    /// plays the previous release with it (docs/operations.md, "Upgrade a cluster").
+    public var migrationsUpTo: String?
     /// Called once the server listens, with the port it got (useful with port 0).
     public var onServerRunning: @Sendable (_ port: Int) async -> Void = { _ in }
 
@@ -82,7 +85,7 @@ public func buildApplication(
     case .postgres(let url):
         let location = try PostgresLocation(url: url)
         let client = PostgresClient(configuration: location.clientConfiguration(), backgroundLogger: logger)
-        store = SQLStore.postgres(client: client, logger: logger)
+        store = SQLStore.postgres(client: client, logger: logger, migrationsUpTo: configuration.migrationsUpTo)
         services.append(client)
         prepare = { try await store.prepare() }
         configuration.eventBus = PostgresEventBus(

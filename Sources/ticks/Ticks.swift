@@ -63,6 +63,12 @@ struct Serve: AsyncParsableCommand {
             postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=require][&schema=NAME]
             """)
     var postgresURL: String?
+    @Option(
+        name: .customLong("migrations-up-to"),
+        help: ArgumentHelp(
+            "PostgreSQL: apply the schema's migrations only up to this one (how the upgrade test plays an older release).",
+            visibility: .hidden))
+    var migrationsUpTo: String?
     @Flag(help: "Serve the web demo at / and hand out user tokens to anyone who asks (never in production).")
     var demo = false
     @Flag(
@@ -101,6 +107,7 @@ struct Serve: AsyncParsableCommand {
         configuration.limits = limitOptions.limits
         configuration.rateLimits = try limitOptions.rateLimits()
         configuration.webhooks = try webhookOptions.settings()
+        configuration.migrationsUpTo = migrationsUpTo
         let database: String
         // A SQLite folder has one server at a time, and no restore under it (`ticks restore`).
         var folderLock: DataDirectoryLock?

@@ -58,7 +58,7 @@ def free_port() -> int:
 class TicksProcess:
     """One `ticks serve` process on loopback."""
 
-    def __init__(self, data_dir, api_key=None, api_secret=None, extra_args=(), port=None):
+    def __init__(self, data_dir, api_key=None, api_secret=None, extra_args=(), port=None, binary=None):
         self.data_dir = str(data_dir)
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -74,7 +74,7 @@ class TicksProcess:
         os.makedirs(self.data_dir, exist_ok=True)
         self._stdout = open(self.stdout_path, "a")
         self.process = subprocess.Popen(
-            [TICKS_BIN, "serve", "--port", str(self.port), "--data-dir", self.data_dir, "--log-level", "warning",
+            [binary or TICKS_BIN, "serve", "--port", str(self.port), "--data-dir", self.data_dir, "--log-level", "warning",
              *extra_args],
             stdout=self._stdout,
             stderr=subprocess.STDOUT,

@@ -139,8 +139,11 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     }
 
     /// PostgreSQL through `client`; `prepare()` once it runs, before the first request.
-    public static func postgres(client: PostgresClient, logger: Logger) -> SQLStore {
-        SQLStore(engine: PostgresEngine(transactions: PostgresTransactions(client: client, logger: logger)))
+    /// `migrationsUpTo`: the last migration `prepare` applies (all when nil).
+    public static func postgres(client: PostgresClient, logger: Logger, migrationsUpTo: String? = nil) -> SQLStore {
+        SQLStore(
+            engine: PostgresEngine(
+                transactions: PostgresTransactions(client: client, logger: logger), migrationsUpTo: migrationsUpTo))
     }
 
     /// Brings the schema up to date and adds the built-in channel types (PostgreSQL;

@@ -16,15 +16,18 @@ import PostgresNIO
 final class PostgresEngine: StoreEngine {
     let transactions: PostgresTransactions
     let dialect = SQLDialect.postgres
+    /// The last migration to apply; all when nil.
+    let migrationsUpTo: String?
 
     /// Applies the migrations and seeds the built-in channel types; the client must be running.
     func prepare() async throws {
-        try await PostgresSchema.migrate(transactions)
+        try await PostgresSchema.migrate(transactions, upTo: migrationsUpTo)
         try await write { StoreSetUp.builtInChannelTypes() }
     }
 
-    init(transactions: PostgresTransactions) {
+    init(transactions: PostgresTransactions, migrationsUpTo: String? = nil) {
         self.transactions = transactions
+        self.migrationsUpTo = migrationsUpTo
     }
 
     func write<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {

@@ -99,7 +99,20 @@ enum PostgresSchema {
     /// An arbitrary constant: the advisory lock that serialises migrations.
     static let migrationLock: Int64 = 0x7469_636B_735F_6D67
 
-    static func migrate(_ transactions: PostgresTransactions) async throws {
+    /// Applies the migrations not yet applied, in order, up to `last` (all when nil), under the
+    /// advisory lock. Migrations applied by a newer node that this binary does not know are left
+    /// alone: they are additive (docs/operations.md, "Upgrade a cluster"), so this node keeps working
+    /// until it is replaced.
+    static func migrate(_ transactions: PostgresTransactions, upTo last: String? = nil) async throws {
+        let wanted: ArraySlice<Migration>
+        if let last {
+            guard let index = migrations.firstIndex(where: { $0.name == last }) else {
+                throw PostgresSchemaError.unknownMigration(last, known: migrations.map(\.name))
+            }
+            wanted = migrations[...index]
+        } else {
+            wanted = migrations[...]
+        }
         try await transactions.run(.write) { session in
             // Held until this transaction ends; a second node waits here.
             try await session.execute("SELECT pg_advisory_xact_lock(\(migrationLock))")
@@ -108,13 +121,30 @@ enum PostgresSchema {
                 CREATE TABLE IF NOT EXISTS ticks_migration (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())
                 """)
             let applied = Set(try await session.run(Fetch.texts("SELECT name FROM ticks_migration")))
-            for migration in migrations where !applied.contains(migration.name) {
+            for migration in wanted where !applied.contains(migration.name) {
                 for statement in migration.statements {
                     try await session.execute(StoreQuery(stringLiteral: statement))
                 }
                 try await session.execute("INSERT INTO ticks_migration (name) VALUES (\(migration.name))")
                 transactions.logger.info("applied migration", metadata: ["migration": "\(migration.name)"])
             }
+            let newer = applied.subtracting(wanted.map(\.name))
+            if !newer.isEmpty {
+                transactions.logger.notice(
+                    "the schema has migrations of a newer Ticks; this node runs against it until it is replaced",
+                    metadata: ["migrations": "\(newer.sorted().joined(separator: ", "))"])
+            }
+        }
+    }
+}
+
+enum PostgresSchemaError: Error, CustomStringConvertible {
+    case unknownMigration(String, known: [String])
+
+    var description: String {
+        switch self {
+        case .unknownMigration(let name, let known):
+            "no migration is named '\(name)'; this binary knows \(known.joined(separator: ", "))"
         }
     }
 }
