@@ -228,8 +228,11 @@ def test_a_rolling_upgrade_loses_no_receipt_and_the_old_node_works_on_the_new_sc
 def test_nodes_starting_together_apply_each_migration_once(tmp_path, schema):
     keys = {"api_key": "upkey", "api_secret": secrets.token_urlsafe(48)}
     with ThreadPoolExecutor(3) as pool:
-        nodes = list(pool.map(lambda name: node(tmp_path, name, schema, keys), ["n1", "n2", "n3"]))
+        starts = [pool.submit(node, tmp_path, name, schema, keys) for name in ["n1", "n2", "n3"]]
+    nodes = [start.result() for start in starts if start.exception() is None]
     try:
+        for start in starts:
+            assert start.exception() is None, start.exception()
         applied = migrations(schema)
         outputs = "".join(n.output() for n in nodes)
         assert outputs.count("applied migration") == len(applied), outputs
