@@ -11,6 +11,7 @@ struct Ticks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ticks",
         abstract: "Ticks: message delivery and read receipts, speaking Stream Chat's API.",
+        version: "ticks \(BuildInfo.version) (commit \(BuildInfo.commit))",
         subcommands: [Serve.self, Token.self, Backup.self, Restore.self, Status.self],
         defaultSubcommand: Serve.self)
 }
