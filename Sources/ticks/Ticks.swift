@@ -71,6 +71,7 @@ struct Serve: AsyncParsableCommand {
     var demoAllowRemote = false
     @OptionGroup(title: "Limits") var limitOptions: LimitOptions
     @OptionGroup(title: "Webhooks") var webhookOptions: WebhookOptions
+    @OptionGroup(title: "Receipt log") var retentionOptions: RetentionOptions
 
     func validate() throws {
         if demo, !Self.isLoopback(host), !demoAllowRemote {
@@ -101,6 +102,7 @@ struct Serve: AsyncParsableCommand {
         configuration.limits = limitOptions.limits
         configuration.rateLimits = try limitOptions.rateLimits()
         configuration.webhooks = try webhookOptions.settings()
+        configuration.receiptLogRetention = try retentionOptions.retention()
         let database: String
         if let url = postgresURL ?? ProcessInfo.processInfo.environment["TICKS_POSTGRES_URL"] {
             configuration.storage = .postgres(url: url)
