@@ -122,7 +122,10 @@ struct Prune: AsyncParsableCommand {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         let store = try SQLStore.sqlite(path: path)
         let now = Timestamp.now()
-        let plans = try await Self.channels(channels, in: store, now: now)
+        // Made at the start of the backdated span, so the log's ids follow its times from the first
+        // row, as a server's log does (the pruner walks it by id).
+        let plans = try await Self.channels(
+            channels, in: store, now: Timestamp(microseconds: now.microseconds - Int64(days) * 86_400_000_000))
 
         let seedStart = ContinuousClock.now
         try Self.seed(moves, over: days, endingAt: now, channels: plans, path: path)
@@ -202,7 +205,7 @@ struct Prune: AsyncParsableCommand {
     static func seed(_ count: Int, over days: Int, endingAt end: Timestamp, channels: [Plan], path: String) throws {
         let queue = try DatabaseQueue(path: path)
         let span = Int64(days) * 86_400_000_000
-        let start = end.microseconds - span
+        let start = end.microseconds - span + 1
         var written = 0
         while written < count {
             let chunk = min(100_000, count - written)
