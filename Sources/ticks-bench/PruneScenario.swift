@@ -215,7 +215,7 @@ struct Prune: AsyncParsableCommand {
                 for index in written..<(written + chunk) {
                     let plan = channels[index % channels.count]
                     let user = index / channels.count % 4 < 2 ? plan.reader : plan.sender
-                    let at = start + span * Int64(index) / Int64(count)
+                    let at = start + Int64(Double(span) * Double(index) / Double(count))
                     try insert.execute(arguments: [plan.pk, user, index % 2, 1 + (index / 2) % 2, at])
                 }
             }

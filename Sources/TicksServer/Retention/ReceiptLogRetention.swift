@@ -14,7 +14,8 @@ public struct ReceiptLogRetention: Sendable, Equatable, CustomStringConvertible 
     public var interval: Duration = .seconds(60)
     /// Moves looked at, and at most deleted, in one transaction.
     public var batchSize = 1000
-    /// Wait between two batches of a round, so receipts get the writer in between.
+    /// Wait between two batches of a round, so receipts get the writer in between; never
+    /// shorter than the batch before it took (unless zero).
     public var pause: Duration = .milliseconds(5)
 
     /// 90 days: a quarter of exact receipt times, past what people look up
