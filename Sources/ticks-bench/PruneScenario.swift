@@ -77,7 +77,7 @@ struct Prune: AsyncParsableCommand {
         guard window.isEnabled else { throw ValidationError("--retention must not be off") }
         var results: [Run] = []
         for number in 1...runs {
-            let run = try await once(window: window)
+            let run = try await once(window: window, number: number)
             results.append(run)
             FileHandle.standardError.write(Data("run \(number): \(Self.describe(run))\n".utf8))
         }
@@ -116,9 +116,10 @@ struct Prune: AsyncParsableCommand {
         """
     }
 
-    func once(window: ReceiptLogRetention) async throws -> Run {
+    func once(window: ReceiptLogRetention, number: Int) async throws -> Run {
         try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
-        let path = (dataDir as NSString).appendingPathComponent("prune.sqlite")
+        // A file of its own for each run: the last run's connections may still be closing.
+        let path = (dataDir as NSString).appendingPathComponent("prune-\(number).sqlite")
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         let store = try SQLStore.sqlite(path: path)
         let now = Timestamp.now()
@@ -141,7 +142,7 @@ struct Prune: AsyncParsableCommand {
             ReceiptLogPruner(store: store, retention: settings, time: .system, metrics: ServerMetrics(), logger: logger)
         )
 
-        return try await withThrowingTaskGroup(of: Void.self) { services in
+        let (quiet, busy, round, roundSeconds) = try await withThrowingTaskGroup(of: Void.self) { services in
             // The store's WAL checkpointer, as `ticks serve` runs it.
             for service in store.services { services.addTask { try await service.run() } }
             defer { services.cancelAll() }
@@ -154,21 +155,22 @@ struct Prune: AsyncParsableCommand {
                 pruning.withLock { $0 = round }
             })
             let roundSeconds = (ContinuousClock.now - roundStart).seconds
-            let round = try requireValue(pruning.withLock { $0 })
-            let after = try Self.measure(path)
-            let vacuumStart = ContinuousClock.now
-            let vacuumed = try Self.vacuum(path)
-            return Run(
-                moves_before: before.moves, moves_after: after.moves, deleted: round.deleted,
-                batches: round.batches.count, round_seconds: (roundSeconds * 100).rounded() / 100,
-                deleted_per_second: (Double(round.deleted) / roundSeconds).rounded(),
-                slowest_batch_ms: (round.slowestBatch.seconds * 100_000).rounded() / 100,
-                file_bytes_before: before.bytes, file_bytes_after: after.bytes, free_bytes_after: after.free,
-                file_bytes_after_vacuum: vacuumed.bytes,
-                vacuum_seconds: ((ContinuousClock.now - vacuumStart).seconds * 100).rounded() / 100,
-                receipts_without_pruning: quiet.latency, receipts_while_pruning: busy.latency,
-                receipt_errors: quiet.errors + busy.errors, seed_seconds: (seedSeconds * 10).rounded() / 10)
+            return (quiet, busy, try requireValue(pruning.withLock { $0 }), roundSeconds)
         }
+        // Measured once the checkpointer has stopped, so nothing else touches the file.
+        let after = try Self.measure(path)
+        let vacuumStart = ContinuousClock.now
+        let vacuumed = try Self.vacuum(path)
+        return Run(
+            moves_before: before.moves, moves_after: after.moves, deleted: round.deleted,
+            batches: round.batches.count, round_seconds: (roundSeconds * 100).rounded() / 100,
+            deleted_per_second: (Double(round.deleted) / roundSeconds).rounded(),
+            slowest_batch_ms: (round.slowestBatch.seconds * 100_000).rounded() / 100,
+            file_bytes_before: before.bytes, file_bytes_after: after.bytes, free_bytes_after: after.free,
+            file_bytes_after_vacuum: vacuumed.bytes,
+            vacuum_seconds: ((ContinuousClock.now - vacuumStart).seconds * 100).rounded() / 100,
+            receipts_without_pruning: quiet.latency, receipts_while_pruning: busy.latency,
+            receipt_errors: quiet.errors + busy.errors, seed_seconds: (seedSeconds * 10).rounded() / 10)
     }
 
     /// A channel of two: its pk (for the seeded rows), its id, its sender and reader.
@@ -203,7 +205,7 @@ struct Prune: AsyncParsableCommand {
     /// straight into the log: the shape the server writes (a member's read or
     /// delivered cursor to message 1 or 2), 100,000 a transaction.
     static func seed(_ count: Int, over days: Int, endingAt end: Timestamp, channels: [Plan], path: String) throws {
-        let queue = try DatabaseQueue(path: path)
+        let queue = try Self.queue(path)
         let span = Int64(days) * 86_400_000_000
         let start = end.microseconds - span + 1
         var written = 0
@@ -224,6 +226,13 @@ struct Prune: AsyncParsableCommand {
         try queue.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
     }
 
+    /// A connection of the benchmark's own, which waits while the store's checkpointer works.
+    static func queue(_ path: String) throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(60)
+        return try DatabaseQueue(path: path, configuration: configuration)
+    }
+
     struct Size {
         var moves: Int
         var bytes: Int
@@ -232,7 +241,7 @@ struct Prune: AsyncParsableCommand {
 
     /// The log's rows and the file's size, the write-ahead log checkpointed into it first.
     static func measure(_ path: String) throws -> Size {
-        let queue = try DatabaseQueue(path: path)
+        let queue = try Self.queue(path)
         return try queue.writeWithoutTransaction { db in
             _ = try db.checkpoint(.truncate)
             let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
@@ -244,7 +253,7 @@ struct Prune: AsyncParsableCommand {
     }
 
     static func vacuum(_ path: String) throws -> Size {
-        let queue = try DatabaseQueue(path: path)
+        let queue = try Self.queue(path)
         try queue.writeWithoutTransaction { db in try db.execute(sql: "VACUUM") }
         return try measure(path)
     }
