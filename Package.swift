@@ -92,12 +92,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The load generator: drives a running Ticks (or Synapse) over real HTTP and WebSocket.
+        // The load generator: drives a running Ticks (or Synapse) over real HTTP and WebSocket;
+        // `prune` runs the server's store in process (TicksServer, GRDB).
         .executableTarget(
             name: "ticks-bench",
             dependencies: [
                 "TicksProtocol",
                 "TicksClient",
+                "TicksServer",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),

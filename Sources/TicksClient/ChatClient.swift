@@ -596,7 +596,9 @@ public actor ChatClient {
         // The server's notification.mark_unread brings the new cursor and counts.
     }
 
-    /// Every member's receipt for the message, with exact times (Ticks' receipts endpoint).
+    /// Every member's receipt for the message (Ticks' receipts endpoint): exact
+    /// times, or upper bounds flagged by `MessageReceipt.readAtIsExact` and
+    /// `deliveredAtIsExact` once the server pruned the moves from its receipt log.
     public func receipts(for messageId: String) async throws -> MessageReceipts {
         guard let session else { throw TicksClientError.notConnected }
         let response = try await session.api.receipts(for: messageId)
@@ -607,7 +609,8 @@ public actor ChatClient {
                 MessageReceipt(
                     messageId: messageId, cid: cid, user: ChatUser(receipt.user),
                     receiptType: receipt.readAt != nil ? .read : .delivered,
-                    deliveredAt: receipt.deliveredAt?.date, readAt: receipt.readAt?.date)
+                    deliveredAt: receipt.deliveredAt?.date, readAt: receipt.readAt?.date,
+                    deliveredAtIsExact: receipt.deliveredAtExact ?? true, readAtIsExact: receipt.readAtExact ?? true)
             }, readCount: response.readCount, deliveredCount: response.deliveredCount)
     }
 

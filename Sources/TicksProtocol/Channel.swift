@@ -383,17 +383,31 @@ public struct Receipt: Codable, Sendable, Equatable {
     public var user: User
     public var deliveredAt: Timestamp?
     public var readAt: Timestamp?
+    /// With `deliveredAt`: false when the receipt log no longer holds the move
+    /// that delivered the message (it was pruned, `--receipt-log-retention`),
+    /// so `deliveredAt` is an upper bound — the message had been delivered by
+    /// then. Nil from servers that do not send it: exact.
+    public var deliveredAtExact: Bool?
+    /// The same for `readAt`: false when it is an upper bound ("read by").
+    public var readAtExact: Bool?
 
-    public init(user: User, deliveredAt: Timestamp?, readAt: Timestamp?) {
+    public init(
+        user: User, deliveredAt: Timestamp?, readAt: Timestamp?, deliveredAtExact: Bool? = nil,
+        readAtExact: Bool? = nil
+    ) {
         self.user = user
         self.deliveredAt = deliveredAt
         self.readAt = readAt
+        self.deliveredAtExact = deliveredAtExact
+        self.readAtExact = readAtExact
     }
 
     enum CodingKeys: String, CodingKey {
         case user
         case deliveredAt = "delivered_at"
         case readAt = "read_at"
+        case deliveredAtExact = "delivered_at_exact"
+        case readAtExact = "read_at_exact"
     }
 }
 

@@ -24,6 +24,8 @@ public struct TicksServerConfiguration: Sendable {
     public var largeChannelMembers = 100
     /// Webhooks and the push hook (docs/webhooks.md); none by default.
     public var webhooks = WebhookSettings()
+    /// How long the receipt log keeps cursor moves (`ReceiptLogPruner`); 90 days by default.
+    public var receiptLogRetention = ReceiptLogRetention()
     /// Serves the web demo at `/` and hands out user tokens at `/demo/token` to anyone (`ticks serve --demo`).
     public var demo = false
     /// Where the state is kept (`buildApplication(configuration:logger:)` opens it).
@@ -32,7 +34,8 @@ public struct TicksServerConfiguration: Sendable {
     /// for `.postgres` storage; nil with one node.
     public var eventBus: (any EventBus)?
     /// The clock of the server's own waits: the webhook sender's retries,
-    /// pauses, lease and call timeout, the event bus's reconnections, the rate limits' windows. The
+    /// pauses, lease and call timeout, the event bus's reconnections, the rate limits' windows,
+    /// the receipt log pruner's rounds and its cutoff. The
     /// header and idle timeouts are NIO's, on the event loops' real clock.
     public var time: TimeSource = .system
     /// PostgreSQL: the last migration this node applies (all when nil). The rolling-upgrade test
@@ -58,12 +61,14 @@ public struct TicksServices: Sendable {
     public let metrics: ServerMetrics
     public let authority: TokenAuthority
     public let rateLimiter: RateLimiter
+    /// Deletes the receipt log's old moves; nil when retention is off or the store is not an `SQLStore`.
+    let receiptLogPruner: ReceiptLogPruner?
 }
 
 /// Builds the application the `ticks serve` binary runs, with the store its
 /// configuration names and everything that store needs running beside the
 /// server: PostgreSQL's connection pool and event bus, SQLite's WAL
-/// checkpointer — services of the application's group, started with it and
+/// checkpointer, the receipt log's pruner — services of the application's group, started with it and
 /// stopped gracefully with it. PostgreSQL's schema is migrated before the
 /// server takes its first request.
 public func buildApplication(
@@ -109,9 +114,14 @@ public func buildApplication(
     // The caches share one budget: decoded users get three quarters, verified tokens the rest.
     StoredJSON.budget(bytes: limits.cacheBytes / 4 * 3)
     let authority = await TokenAuthority(credentials: configuration.credentials, cacheBytes: limits.cacheBytes / 4)
+    let pruner = (store as? SQLStore).flatMap { store in
+        ReceiptLogPruner(
+            store: store, retention: configuration.receiptLogRetention, time: configuration.time, metrics: metrics,
+            logger: logger)
+    }
     let services = TicksServices(
         store: store, hub: hub, metrics: metrics, authority: authority,
-        rateLimiter: RateLimiter(limits: configuration.rateLimits, time: configuration.time))
+        rateLimiter: RateLimiter(limits: configuration.rateLimits, time: configuration.time), receiptLogPruner: pruner)
     var webhookServices: [any Service] = []
     var webhookSender: WebhookSender?
     if configuration.webhooks.isEnabled, let store = store as? SQLStore {
@@ -141,7 +151,7 @@ public func buildApplication(
                 headerTimeout: limits.headerTimeout)
         },
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ticks"),
-        services: storeServices + [ConnectionShutdown(hub: hub)] + webhookServices
+        services: storeServices + [ConnectionShutdown(hub: hub)] + webhookServices + (pruner.map { [$0] } ?? [])
             + (configuration.eventBus.map { [EventBusService(bus: $0, hub: hub)] } ?? []),
         onServerRunning: { channel in await configuration.onServerRunning(channel.localAddress?.port ?? 0) },
         logger: logger)

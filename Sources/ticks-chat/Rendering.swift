@@ -82,14 +82,16 @@ struct Renderer {
         }
     }
 
-    /// Who read and who only received a message, with exact times.
+    /// Who read and who only received a message, with exact times (or, where
+    /// the server pruned its receipt log, the time by which it had happened).
     func receipts(_ receipts: MessageReceipts, number: Int) -> [String] {
         var lines = ["receipts of [\(number)]: read by \(receipts.readCount), delivered to \(receipts.deliveredCount)"]
         for receipt in receipts.readBy {
-            lines.append("  read by \(receipt.user.displayName) at \(Self.exact(receipt.readAt))")
+            lines.append("  read by \(receipt.user.displayName) \(Self.when(receipt.readAt, exact: receipt.readAtIsExact))")
         }
         for receipt in receipts.deliveredOnlyTo {
-            lines.append("  delivered to \(receipt.user.displayName) at \(Self.exact(receipt.deliveredAt))")
+            lines.append(
+                "  delivered to \(receipt.user.displayName) \(Self.when(receipt.deliveredAt, exact: receipt.deliveredAtIsExact))")
         }
         if receipts.receipts.isEmpty { lines.append("  nobody has received it yet") }
         return lines
@@ -110,6 +112,19 @@ struct Renderer {
         let fraction = String(min(micros, 999_999))
         return day.string(from: whole) + "." + String(repeating: "0", count: 6 - fraction.count) + fraction
     }
+
+    /// `at 2026-11-22 20:23:01.662518`, or `by 2026-11-22 20:24` when the time
+    /// is only an upper bound (rounded up to the minute, so it stays one).
+    static func when(_ date: Date?, exact: Bool) -> String {
+        guard !exact, let date else { return "at \(Self.exact(date))" }
+        return "by " + minute.string(from: Date(timeIntervalSince1970: (date.timeIntervalSince1970 / 60).rounded(.up) * 60))
+    }
+
+    static let minute: DateFormatter = {
+        let formatter = DateFormatter()
+        formatter.dateFormat = "yyyy-MM-dd HH:mm"
+        return formatter
+    }()
 
     static let day: DateFormatter = {
         let formatter = DateFormatter()

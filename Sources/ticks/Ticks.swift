@@ -78,6 +78,7 @@ struct Serve: AsyncParsableCommand {
     var demoAllowRemote = false
     @OptionGroup(title: "Limits") var limitOptions: LimitOptions
     @OptionGroup(title: "Webhooks") var webhookOptions: WebhookOptions
+    @OptionGroup(title: "Receipt log") var retentionOptions: RetentionOptions
 
     func validate() throws {
         if demo, !Self.isLoopback(host), !demoAllowRemote {
@@ -109,6 +110,7 @@ struct Serve: AsyncParsableCommand {
         configuration.rateLimits = try limitOptions.rateLimits()
         configuration.webhooks = try webhookOptions.settings()
         configuration.migrationsUpTo = migrationsUpTo
+        configuration.receiptLogRetention = try retentionOptions.retention()
         let database: String
         // A SQLite folder has one server at a time, and no restore under it (`ticks restore`).
         var folderLock: DataDirectoryLock?

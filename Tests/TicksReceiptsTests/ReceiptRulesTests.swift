@@ -106,6 +106,65 @@ struct ReceiptLogTests {
         #expect(ReceiptRules.reachedAt(4, moves: again) == 300)
         #expect(ReceiptRules.reachedAt(2, moves: again) == 100)
     }
+
+    @Test("a pruned log: the time is exact while the move that reached M is surely kept, else an upper bound")
+    func prunedLog() {
+        // Moves to 2 at 100, to 5 at 200, back to 1 at 300, to 6 at 400; pruned before 250.
+        let kept = [move(3, 1, 300), move(4, 6, 400)]
+        // M = 3: the kept move to 1 left the cursor before it, so the move to 6 is the one that reached it.
+        #expect(ReceiptRules.reached(3, moves: kept, since: 0, prunedBefore: 250, cursorAt: 400) == .init(at: 400, exact: true))
+        // M = 1: reached at 100 (pruned); the first kept move at or past it is only an upper bound.
+        #expect(ReceiptRules.reached(1, moves: kept, since: 0, prunedBefore: 250, cursorAt: 400) == .init(at: 300, exact: false))
+        // Unless M came after the cutoff: no cursor passed it before it was sent.
+        #expect(ReceiptRules.reached(1, moves: kept, since: 260, prunedBefore: 250, cursorAt: 400) == .init(at: 300, exact: true))
+        // Nothing kept: the cursor's own time.
+        #expect(ReceiptRules.reached(1, moves: [], since: 0, prunedBefore: 250, cursorAt: 400) == .init(at: 400, exact: false))
+        // Never pruned: reachedAt, exact.
+        #expect(ReceiptRules.reached(1, moves: [move(1, 2, 100)], since: 0, prunedBefore: nil, cursorAt: 100) == .init(at: 100, exact: true))
+    }
+
+    @Test("random logs pruned at any time: an exact time is the true one, an upper bound is never earlier")
+    func prunedLogsAgreeWithTheWholeLog() {
+        var state: UInt64 = 0x5EED
+        func next(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(bound))
+        }
+        var exact = 0
+        var bounds = 0
+        for _ in 0..<500 {
+            // A member's moves of one kind: forward mostly, sometimes back (mark unread).
+            var moves: [LoggedMove] = []
+            var seq: Seq = 0
+            var at: Int64 = 1_000
+            for id in 1...Int64(1 + next(12)) {
+                seq = next(4) == 0 ? Seq(next(Int(seq) + 1)) : seq + Seq(1 + next(3))
+                at += Int64(1 + next(50))
+                moves.append(move(id, seq, at))
+            }
+            let cursorAt = moves.last!.at
+            for target in 1...max(seq, 1) where target <= seq {
+                guard let truth = ReceiptRules.reachedAt(target, moves: moves) else { continue }
+                // The message was sent before any move first passed it.
+                let first = moves.first { $0.seq >= target }!.at
+                let sent = Int64(next(Int(first - 999)) + 999)
+                for cutoff in stride(from: Int64(1_000), through: at + 1, by: 7) {
+                    let kept = moves.filter { $0.at >= cutoff }
+                    let found = ReceiptRules.reached(
+                        target, moves: kept, since: sent, prunedBefore: cutoff, cursorAt: cursorAt)
+                    if found.exact {
+                        exact += 1
+                        #expect(found.at == truth, "\(moves) \(target) \(cutoff)")
+                    } else {
+                        bounds += 1
+                        #expect(found.at >= truth, "\(moves) \(target) \(cutoff)")
+                        #expect(found.at <= cursorAt)
+                    }
+                }
+            }
+        }
+        #expect(exact > 1000 && bounds > 1000)
+    }
 }
 
 @Suite("Delivery status as the sender sees it")

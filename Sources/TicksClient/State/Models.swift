@@ -142,9 +142,18 @@ public struct MessageReceipt: Sendable, Equatable {
     public var receiptType: ReceiptType
     public var deliveredAt: Date?
     public var readAt: Date?
+    /// False when the server's receipt log no longer holds the move that
+    /// delivered the message (`ticks serve --receipt-log-retention`):
+    /// `deliveredAt` is then an upper bound, the time by which it had been
+    /// delivered. Show it as "delivered by 14:02", not "at 14:02:31".
+    public var deliveredAtIsExact = true
+    /// The same for `readAt`: false means "read by then" (an upper bound), not the moment it was read.
+    public var readAtIsExact = true
 }
 
-/// Every member's receipt for one message, with exact times (`GET /messages/{id}/receipts`).
+/// Every member's receipt for one message (`GET /messages/{id}/receipts`):
+/// exact times, or upper bounds where the server pruned its receipt log
+/// (`MessageReceipt.readAtIsExact`).
 public struct MessageReceipts: Sendable, Equatable {
     /// Most recent first; `.read` entries also carry when the message was delivered.
     public var receipts: [MessageReceipt]

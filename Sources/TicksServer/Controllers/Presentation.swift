@@ -90,7 +90,9 @@ enum Presenter {
             let readAt = visibility.readVisible(entry.userID) ? entry.readAt : nil
             let deliveredAt = visibility.deliveredVisible(entry.userID) ? entry.deliveredAt : nil
             guard readAt != nil || deliveredAt != nil else { return nil }
-            return Receipt(user: user(entry.userID, receipts.users), deliveredAt: deliveredAt, readAt: readAt)
+            return Receipt(
+                user: user(entry.userID, receipts.users), deliveredAt: deliveredAt, readAt: readAt,
+                deliveredAtExact: deliveredAt.map { _ in entry.deliveredExact }, readAtExact: readAt.map { _ in entry.readExact })
         }.sorted { lhs, rhs in
             let left = lhs.readAt ?? lhs.deliveredAt!
             let right = rhs.readAt ?? rhs.deliveredAt!

@@ -25,12 +25,17 @@ extension SQLStore {
         }
     }
 
-    /// When each member's cursor of `kind` reached the message, by user (microseconds).
-    static func reachedTimes(_ kind: CursorKind, of message: MessageRecord) -> StoreProgram<[String: Int64]> {
+    /// When each member's cursor of `kind` reached the message, by user: the
+    /// time of the move, or an upper bound where the log was pruned past it
+    /// (`ReceiptRules.reached`).
+    static func reachedTimes(_ kind: CursorKind, of message: MessageRecord) -> StoreProgram<[String: ReachedTime]> {
         Step.rows(StoreSQL.reachedTimes(kind: kind, seq: message.seq, in: message.channelPK)).map { rows in
-            var times: [String: Int64] = [:]
+            var times: [String: ReachedTime] = [:]
             for row in rows {
-                if let at = try row.optionalInt(1) { times[try row.text(0)] = at }
+                times[try row.text(0)] = ReceiptRules.reached(
+                    logged: try row.optionalInt(1), anchored: try row.optionalInt(2) != nil,
+                    since: max(message.createdAt.microseconds, try row.int(3)), prunedBefore: try row.optionalInt(5),
+                    cursorAt: try row.int(4))
             }
             return times
         }

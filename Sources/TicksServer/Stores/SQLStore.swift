@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import ServiceLifecycle
 import Synchronization
 import TicksProtocol
 import TicksReceipts
@@ -151,6 +152,11 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     public func prepare() async throws {
         try await engine.prepare()
     }
+
+    /// What must run beside a server on this store: SQLite's WAL checkpointer
+    /// for a database on disk (`buildApplication(configuration:logger:)` runs them;
+    /// give them to `buildApplication(configuration:store:logger:services:)`).
+    public var services: [any Service] { (engine as? SQLiteEngine)?.services ?? [] }
 
     public func storageBytes() async throws -> Int64 {
         try await engine.storageBytes()

@@ -96,6 +96,19 @@ public struct NewMessage: Sendable {
     /// no read state — Stream keeps read state for members only.
     public var byServer = false
 
+    public init(
+        id: String, userID: String, text: String, custom: [String: JSONValue], parentID: String? = nil,
+        showInChannel: Bool = false, byServer: Bool = false
+    ) {
+        self.id = id
+        self.userID = userID
+        self.text = text
+        self.custom = custom
+        self.parentID = parentID
+        self.showInChannel = showInChannel
+        self.byServer = byServer
+    }
+
     /// A reply shown only in its thread: it never counts in the channel.
     var threadOnly: Bool { parentID != nil && !showInChannel }
 }
@@ -245,19 +258,29 @@ public struct MessageReceipts: Sendable {
     public var channel: ChannelRecord
     public var config: ChannelConfig
     /// Every current member but the author who has received or read the message.
-    public var entries: [(userID: String, deliveredAt: Timestamp?, readAt: Timestamp?)]
+    public var entries: [Entry]
     public var users: [String: User]
 
-    /// The entries from when each member's cursors reached the message (in
-    /// microseconds, by user), the author left out.
-    static func entries(read: [String: Int64], delivered: [String: Int64], author: String)
-        -> [(userID: String, deliveredAt: Timestamp?, readAt: Timestamp?)]
-    {
+    /// One member's receipt: when each cursor reached the message.
+    public struct Entry: Sendable, Equatable {
+        public var userID: String
+        public var deliveredAt: Timestamp?
+        public var readAt: Timestamp?
+        /// False when the receipt log no longer holds the move that delivered
+        /// the message: `deliveredAt` is then an upper bound (`ReceiptRules.reached`).
+        public var deliveredExact = true
+        /// The same for `readAt`.
+        public var readExact = true
+    }
+
+    /// The entries from when each member's cursors reached the message (by
+    /// user), the author left out.
+    static func entries(read: [String: ReachedTime], delivered: [String: ReachedTime], author: String) -> [Entry] {
         Set(read.keys).union(delivered.keys).subtracting([author]).map { userID in
-            (
-                userID: userID, deliveredAt: delivered[userID].map(Timestamp.init(microseconds:)),
-                readAt: read[userID].map(Timestamp.init(microseconds:))
-            )
+            Entry(
+                userID: userID, deliveredAt: delivered[userID].map { Timestamp(microseconds: $0.at) },
+                readAt: read[userID].map { Timestamp(microseconds: $0.at) },
+                deliveredExact: delivered[userID]?.exact ?? true, readExact: read[userID]?.exact ?? true)
         }
     }
 }
@@ -472,6 +495,10 @@ public protocol TicksStore: Sendable {
         async throws -> [CursorOutcome]
     func unreadTotals(of userID: String) async throws -> UnreadTotals
     func receipts(forMessage id: String) async throws -> MessageReceipts?
+    /// The time of the oldest move the receipt log still holds (the first in
+    /// log order); nil when it is empty. Retention (`ReceiptLogPruner`) keeps
+    /// it within the window.
+    func oldestReceiptMove() async throws -> Timestamp?
     /// What changed in the channel after `since`, in one snapshot; at most
     /// about `limit` of each kind of change (`tooMany` says when there were more).
     func changes(in cid: ChannelID, for userID: String, since: Timestamp, limit: Int) async throws -> ChannelChanges

@@ -26,6 +26,10 @@ public struct ServerMetrics: Sendable {
     let serverErrors: CoreMetrics.Counter
     /// Events another node could not be sent (publish failed or queue full): their users were told to resync.
     let busEventsLost: CoreMetrics.Counter
+    /// Moves the receipt log's retention deleted (`ReceiptLogPruner`).
+    let receiptLogPruned: CoreMetrics.Counter
+    /// The time of the oldest move the receipt log keeps, in seconds since 1970; 0 while it is empty.
+    let oldestReceiptMove: CoreMetrics.Gauge
 
     public init() {
         let registry = PrometheusCollectorRegistry()
@@ -51,6 +55,9 @@ public struct ServerMetrics: Sendable {
         clientErrors = CoreMetrics.Counter(label: "ticks_http_errors_total", dimensions: [("class", "4xx")], factory: factory)
         serverErrors = CoreMetrics.Counter(label: "ticks_http_errors_total", dimensions: [("class", "5xx")], factory: factory)
         busEventsLost = CoreMetrics.Counter(label: "ticks_bus_events_lost_total", dimensions: [], factory: factory)
+        receiptLogPruned = CoreMetrics.Counter(label: "ticks_receipt_log_pruned_total", dimensions: [], factory: factory)
+        oldestReceiptMove = CoreMetrics.Gauge(
+            label: "ticks_receipt_log_oldest_move_timestamp_seconds", dimensions: [], factory: factory)
     }
 
     func rateLimited(_ endpoint: APIEndpoint?) -> CoreMetrics.Counter {
@@ -80,6 +87,10 @@ public struct ServerMetrics: Sendable {
         CoreMetrics.Gauge(label: "ticks_webhook_outbox_calls", dimensions: [("state", state)], factory: factory)
     }
 
+    func recordOldestReceiptMove(_ time: Timestamp?) {
+        oldestReceiptMove.record(Double(time?.microseconds ?? 0) / 1_000_000)
+    }
+
     func requestCounter(route: String, method: String, status: Int) -> CoreMetrics.Counter {
         CoreMetrics.Counter(
             label: "ticks_http_requests_total",
@@ -99,6 +110,7 @@ extension ServerMetrics {
         if let resident = Self.residentMemoryBytes() { residentMemory.record(resident) }
         cpuSeconds.record(Self.cpuSeconds())
         if let size = try? await store.storageBytes() { storeSize.record(size) }
+        if let oldest = try? await store.oldestReceiptMove() { recordOldestReceiptMove(oldest) }
         if let store = store as? SQLStore, let counts = try? await store.outboxCounts() {
             outboxCalls("waiting").record(counts.waiting)
             outboxCalls("dead").record(counts.dead)

@@ -60,6 +60,7 @@ struct TestServer: Sendable {
         _ kind: StoreKind = .standard, _ setup: TestingSetup = .router, limits: ServerLimits = ServerLimits(),
         rateLimits: RateLimits = RateLimits(), largeChannelMembers: Int = 100, demo: Bool = false,
         webhooks: WebhookSettings = WebhookSettings(), time: TimeSource = .system,
+        receiptLogRetention: ReceiptLogRetention = ReceiptLogRetention(),
         _ body: @Sendable (TestServer) async throws -> Value
     ) async throws -> Value {
         var logger = Logger(label: "ticks-test")
@@ -73,6 +74,7 @@ struct TestServer: Sendable {
         configuration.demo = demo
         configuration.webhooks = webhooks
         configuration.time = time
+        configuration.receiptLogRetention = receiptLogRetention
         return try await kind.withStore { store in
             let (application, services) = await buildApplication(
                 configuration: configuration, store: store, logger: logger)

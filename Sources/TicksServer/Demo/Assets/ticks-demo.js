@@ -13,13 +13,12 @@ import {
   avatar,
   displayName,
   element,
-  exactTime,
   historyElement,
   keepScroll,
   messageElement,
+  receiptTimeElement,
   reconcile,
   scrollAnchor,
-  timeElement,
 } from "./views.js";
 
 const $ = (id) => document.getElementById(id);
@@ -625,22 +624,22 @@ class DemoApp {
       return;
     }
     if (messageID !== this.receiptsMessageID) return;
-    const person = (receipt, at) =>
+    const person = (receipt, at, exact) =>
       element(
         "li",
         { "data-user-id": receipt.user.id },
         avatar(receipt.user),
         element("span", { className: "who" }, displayName(receipt.user)),
-        timeElement(at, exactTime),
+        receiptTimeElement(at, exact),
       );
     const nobody = (text) => element("li", { className: "nobody" }, text);
     const read = answer.receipts.filter((receipt) => receipt.read_at).sort((a, b) => Date.parse(b.read_at) - Date.parse(a.read_at));
     const delivered = answer.receipts
       .filter((receipt) => !receipt.read_at && receipt.delivered_at)
       .sort((a, b) => Date.parse(b.delivered_at) - Date.parse(a.delivered_at));
-    $("read-by").replaceChildren(...(read.length ? read.map((receipt) => person(receipt, receipt.read_at)) : [nobody("Nobody yet")]));
+    $("read-by").replaceChildren(...(read.length ? read.map((receipt) => person(receipt, receipt.read_at, receipt.read_at_exact)) : [nobody("Nobody yet")]));
     $("delivered-to").replaceChildren(
-      ...(delivered.length ? delivered.map((receipt) => person(receipt, receipt.delivered_at)) : [nobody("Nobody else")]),
+      ...(delivered.length ? delivered.map((receipt) => person(receipt, receipt.delivered_at, receipt.delivered_at_exact)) : [nobody("Nobody else")]),
     );
   }
 

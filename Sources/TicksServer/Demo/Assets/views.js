@@ -54,6 +54,31 @@ export function timeElement(iso, format) {
   return element("time", { datetime: iso, title: iso }, format.format(new Date(iso)));
 }
 
+/** A receipt log pruned past a message keeps only an upper bound: the minute, no seconds. */
+const approximateTime = new Intl.DateTimeFormat(undefined, {
+  year: "numeric",
+  month: "short",
+  day: "numeric",
+  hour: "2-digit",
+  minute: "2-digit",
+});
+
+/**
+ * A receipt's time: exact ("Nov 26, 14:02:31.123"), or — when the server says the
+ * move that made it was pruned from its receipt log (`read_at_exact: false`) —
+ * "by Nov 26, 14:02", an upper bound, never shown as if it were the moment.
+ */
+export function receiptTimeElement(iso, exact) {
+  if (exact !== false) return timeElement(iso, exactTime);
+  // Rounded up to the minute, so "by 14:02" stays true for a time of 14:01:31.
+  const bound = new Date(Math.ceil(Date.parse(iso) / 60_000) * 60_000);
+  return element(
+    "time",
+    { datetime: iso, title: `at the latest ${iso}: the exact time is no longer kept`, "data-approximate": true },
+    `by ${approximateTime.format(bound)}`,
+  );
+}
+
 /** The indicator element: its `data-status` and `data-read-count` are for people and tests alike. */
 function indicatorElement(indicator, messageID) {
   const common = {

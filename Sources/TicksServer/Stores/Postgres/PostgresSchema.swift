@@ -94,6 +94,8 @@ enum PostgresSchema {
         Migration(name: "v8-sync", statements: StoreMigrations.sync(integer: "BIGINT")),
         Migration(
             name: "v9-webhooks", statements: StoreMigrations.webhooks(integer: "BIGINT", key: "BIGSERIAL PRIMARY KEY")),
+        Migration(
+            name: "v10-receipt-log-retention", statements: StoreMigrations.receiptLogRetention(integer: "BIGINT")),
     ]
 
     /// An arbitrary constant: the advisory lock that serialises migrations.

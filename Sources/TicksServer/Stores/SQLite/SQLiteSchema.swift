@@ -101,6 +101,9 @@ enum SQLiteSchema {
             let key = "INTEGER PRIMARY KEY AUTOINCREMENT"
             for statement in StoreMigrations.webhooks(integer: "INTEGER", key: key) { try db.execute(sql: statement) }
         }
+        migrator.registerMigration("v10-receipt-log-retention") { db in
+            for statement in StoreMigrations.receiptLogRetention(integer: "INTEGER") { try db.execute(sql: statement) }
+        }
         return migrator
     }
 }

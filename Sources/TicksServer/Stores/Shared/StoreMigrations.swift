@@ -150,3 +150,23 @@ extension StoreMigrations {
         ]
     }
 }
+
+extension StoreMigrations {
+    /// Retention of the receipt log (`ticks serve --receipt-log-retention`):
+    /// one row, written by the pruner in the transaction of each batch it
+    /// deletes, saying that moves older than `pruned_before` may be gone.
+    /// `GET /messages/{id}/receipts` reads it to tell an exact time from an
+    /// upper bound (`ReceiptRules.reached`); no row means nothing was ever
+    /// pruned. The pruner finds old moves by `id` (the log's order), so no
+    /// index on `at` is added.
+    static func receiptLogRetention(integer: String) -> [String] {
+        [
+            """
+            CREATE TABLE receipt_log_pruned (
+              id \(integer) PRIMARY KEY NOT NULL,
+              pruned_before \(integer) NOT NULL
+            )
+            """
+        ]
+    }
+}

@@ -516,22 +516,32 @@ enum StoreSQL {
 
     // MARK: Receipts
 
-    /// For each member whose cursor of `kind` is at or past `seq` now, when it
-    /// got there (`ReceiptRules.reachedAt` as one query over the receipt log):
-    /// user id, time (null when the log lacks it).
+    /// For each member whose cursor of `kind` is at or past `seq` now, what
+    /// the receipt log tells of when it got there (`ReceiptRules.reached` as
+    /// one query): 0 user id; 1 the time of the first move at or past `seq`
+    /// after the last move before it (null when the log holds none); 2 that
+    /// last move's id (null when the log holds none: the log may have been
+    /// pruned past it); 3 when the member joined; 4 the cursor's own time (its
+    /// latest move); 5 the time before which moves may have been pruned (null
+    /// when the log never was).
     static func reachedTimes(kind: CursorKind, seq: Seq, in channelPK: Int64) -> StoreQuery {
-        let column = kind == .read ? "read_seq" : "delivered_seq"
+        let column = kind == .read ? "read" : "delivered"
         let kindValue = Int64(kind.rawValue)
         return """
-            SELECT m.user_id,
+            SELECT a.user_id,
               (SELECT l.at FROM cursor_move l
-                WHERE l.channel_pk = m.channel_pk AND l.user_id = m.user_id AND l.kind = \(kindValue)
-                  AND l.seq >= \(seq)
-                  AND l.id > COALESCE((SELECT MAX(b.id) FROM cursor_move b
-                                        WHERE b.channel_pk = m.channel_pk AND b.user_id = m.user_id
-                                          AND b.kind = \(kindValue) AND b.seq < \(seq)), 0)
-                ORDER BY l.id LIMIT 1) AS at
-            FROM member m WHERE m.channel_pk = \(channelPK) AND m.\(raw: column) >= \(seq)
+                WHERE l.channel_pk = a.channel_pk AND l.user_id = a.user_id AND l.kind = \(kindValue)
+                  AND l.seq >= \(seq) AND l.id > COALESCE(a.anchor, 0)
+                ORDER BY l.id LIMIT 1) AS at,
+              a.anchor, a.created_at, a.cursor_at,
+              (SELECT p.pruned_before FROM receipt_log_pruned p WHERE p.id = 1)
+            FROM (
+              SELECT m.channel_pk, m.user_id, m.created_at, m.\(raw: column)_at AS cursor_at,
+                (SELECT MAX(b.id) FROM cursor_move b
+                  WHERE b.channel_pk = m.channel_pk AND b.user_id = m.user_id
+                    AND b.kind = \(kindValue) AND b.seq < \(seq)) AS anchor
+              FROM member m WHERE m.channel_pk = \(channelPK) AND m.\(raw: column)_seq >= \(seq)
+            ) a
             """
     }
 

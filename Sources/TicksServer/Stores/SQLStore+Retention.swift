@@ -1,0 +1,52 @@
+import TicksProtocol
+
+/// Retention of the receipt log: what `ReceiptLogPruner` runs, and what the
+/// status view and `/metrics` read.
+extension SQLStore {
+    /// What one batch of pruning did.
+    struct PrunedBatch: Sendable, Equatable {
+        /// Moves deleted.
+        var deleted: Int
+        /// The last id the batch looked at: the next batch starts after it.
+        var through: Int64
+    }
+
+    /// One batch: among the next `limit` moves of the log after `afterID` (in
+    /// id order, the order they were logged in), deletes those older than
+    /// `cutoff`, and records in the same transaction that moves before
+    /// `cutoff` may be gone (`ReceiptRules.reached` reads it). nil when those
+    /// moves hold none older than the cutoff: the log is pruned up to it.
+    ///
+    /// The moves are looked at outside any write; the write is one delete by
+    /// a range of the primary key and a one-row upsert, through the same
+    /// path as every other write (SQLite: `GroupCommitter`; PostgreSQL: a
+    /// short transaction of its own).
+    func pruneReceiptLog(before cutoff: Timestamp, after afterID: Int64, limit: Int) async throws -> PrunedBatch? {
+        let at = cutoff.microseconds
+        let window = try await engine.readOne {
+            Step.row(StoreSQL.receiptLogWindow(after: afterID, limit: limit, olderThan: at)).map { row in
+                (through: try row?.optionalInt(0), old: try row?.int(1) ?? 0)
+            }
+        }
+        guard let through = window.through, window.old > 0 else { return nil }
+        let deleted = try await engine.write {
+            Step.rows(StoreSQL.pruneReceiptLog(after: afterID, through: through, olderThan: at)).then { rows in
+                Step.execute(StoreSQL.recordReceiptLogPruned(before: at)).map { rows.count }
+            }
+        }
+        return PrunedBatch(deleted: deleted, through: through)
+    }
+
+    public func oldestReceiptMove() async throws -> Timestamp? {
+        try await engine.readOne {
+            Step.row(StoreSQL.oldestReceiptMove).map { try $0.map { Timestamp(microseconds: try $0.int(0)) } }
+        }
+    }
+
+    /// Before when moves may have been pruned; nil when the log never was.
+    public func receiptLogPrunedBefore() async throws -> Timestamp? {
+        try await engine.readOne {
+            Step.row(StoreSQL.receiptLogPrunedBefore).map { try $0.map { Timestamp(microseconds: try $0.int(0)) } }
+        }
+    }
+}
