@@ -200,7 +200,8 @@ func buildRouter(
     if let store = services.store as? SQLStore { WebhooksController(store: store).addRoutes(to: api) }
     StatusController(
         store: services.store, hub: services.hub, bus: configuration.eventBus,
-        webhooks: webhookSender, time: configuration.time, startedAt: configuration.time.wallNow
+        webhooks: webhookSender, retention: configuration.receiptLogRetention, time: configuration.time,
+        startedAt: configuration.time.wallNow
     ).addRoutes(to: api)
     UsersController(store: services.store, limits: configuration.limits).addRoutes(to: api)
     UnreadController(store: services.store).addRoutes(to: api)

@@ -73,9 +73,13 @@ struct Status: AsyncParsableCommand {
         struct Store: Decodable {
             var kind: String
             var sizeBytes: Int64
+            var oldestReceiptMove: Timestamp?
+            var receiptLogRetentionSeconds: Int64?
             enum CodingKeys: String, CodingKey {
                 case kind
                 case sizeBytes = "size_bytes"
+                case oldestReceiptMove = "oldest_receipt_move"
+                case receiptLogRetentionSeconds = "receipt_log_retention_seconds"
             }
         }
 
@@ -135,6 +139,9 @@ struct Status: AsyncParsableCommand {
         var lines = [
             "Ticks \(status.version) (\(status.commit)) at \(url), up \(duration(status.uptimeSeconds)) since \(status.startedAt)",
             "store        \(status.store.kind), \(bytes(status.store.sizeBytes))",
+            "receipt log  "
+                + (status.store.oldestReceiptMove.map { "oldest move \($0)" } ?? "empty") + ", "
+                + (status.store.receiptLogRetentionSeconds.map { "kept \(duration($0))" } ?? "kept forever"),
             "connections  \(status.connections.open) open (\(status.connections.users) users), "
                 + "\(status.connections.slowClosed) closed as too slow since the start",
         ]

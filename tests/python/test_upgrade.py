@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(
     reason="TICKS_TEST_POSTGRES_URL is not set (scripts/test sets it when PostgreSQL is installed)")
 
 # The newest migration of the previous release: raise it when a release adds one.
-PREVIOUS_RELEASE_MIGRATION = "v8-sync"
+PREVIOUS_RELEASE_MIGRATION = "v9-webhooks"
 OLD_BIN = os.environ.get("TICKS_OLD_BIN")
 # Readers, and the writer of every message (a reader's own message would move their read cursor, R4).
 MEMBERS = ["up0", "up1", "up2", "up3"]
@@ -46,7 +46,8 @@ def schema():
 def node(tmp_path, name, schema, keys, old=False):
     arguments = ["--postgres-url", f"{POSTGRES_URL}?schema={schema}", "--log-level", "info"]
     if old and OLD_BIN is None:
-        arguments += ["--migrations-up-to", PREVIOUS_RELEASE_MIGRATION]
+        # The previous release had no receipt-log pruner (it came with v10-receipt-log-retention).
+        arguments += ["--migrations-up-to", PREVIOUS_RELEASE_MIGRATION, "--receipt-log-retention", "off"]
     process = TicksProcess(tmp_path / name, extra_args=arguments, **keys, **({"binary": OLD_BIN} if old and OLD_BIN else {}))
     process.release = "old" if old else "new"
     return process

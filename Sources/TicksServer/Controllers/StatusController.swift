@@ -12,6 +12,7 @@ struct StatusController {
     let hub: ConnectionHub
     let bus: (any EventBus)?
     let webhooks: WebhookSender?
+    let retention: ReceiptLogRetention
     let time: TimeSource
     let startedAt: Timestamp
 
@@ -42,10 +43,16 @@ struct StatusController {
         /// `sqlite` or `postgres`.
         var kind: String
         var sizeBytes: Int64
+        /// The oldest move the receipt log keeps; absent when it is empty.
+        var oldestReceiptMove: Timestamp?
+        /// How long moves are kept (`--receipt-log-retention`), in seconds; absent when forever.
+        var receiptLogRetentionSeconds: Int64?
 
         enum CodingKeys: String, CodingKey {
             case kind
             case sizeBytes = "size_bytes"
+            case oldestReceiptMove = "oldest_receipt_move"
+            case receiptLogRetentionSeconds = "receipt_log_retention_seconds"
         }
     }
 
@@ -102,7 +109,10 @@ struct StatusController {
         let status = Status(
             version: BuildInfo.version, commit: BuildInfo.commit, startedAt: startedAt,
             uptimeSeconds: max(0, (now.microseconds - startedAt.microseconds) / 1_000_000),
-            store: Store(kind: Self.kind(of: store), sizeBytes: try await store.storageBytes()),
+            store: Store(
+                kind: Self.kind(of: store), sizeBytes: try await store.storageBytes(),
+                oldestReceiptMove: try await store.oldestReceiptMove(),
+                receiptLogRetentionSeconds: retention.window?.components.seconds),
             connections: Connections(
                 open: hub.connectionCount, users: hub.connectedUserCount, slowClosed: hub.slowClosedCount),
             webhooks: Webhooks(
