@@ -13,7 +13,7 @@ public protocol EventBus: Sendable {
 }
 
 /// An event bus's state, for the status view.
-public struct EventBusStatus: Sendable, Encodable, Equatable {
+public struct EventBusStatus: Sendable, Codable, Equatable {
     /// This node's name on the bus.
     public var node: String
     /// Whether the node hears the other nodes now.
