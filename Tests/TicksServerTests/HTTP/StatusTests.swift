@@ -74,7 +74,7 @@ struct StatusTests {
             try await server.createChannel("messaging:w", members: ["alice", "bob"])
             let before = Timestamp.now()
             for index in 1...3 { try await server.send("messaging:w", id: "w\(index)", from: "alice") }
-            try await WebhookTests.eventually {
+            try await eventually {
                 try await server.ok(.get, "/admin/status")["webhooks"]["sending"].bool == true
             }
             let status = try await server.ok(.get, "/admin/status")

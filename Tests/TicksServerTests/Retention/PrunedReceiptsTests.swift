@@ -229,7 +229,7 @@ struct PrunedReceiptsTests {
             let pruner = try #require(server.services.receiptLogPruner)
             #expect(pruner.retention.window == ReceiptLogRetention.defaultWindow)
             // The first round comes one interval after start.
-            try await ReceiptLogPruningTests.eventually { clock.deadlines.contains(pruner.retention.interval) }
+            try await eventually { clock.deadlines.contains(pruner.retention.interval) }
             clock.advance(by: pruner.retention.interval)
             var rounds = pruner.rounds.makeAsyncIterator()
             let round = try #require(await rounds.next())

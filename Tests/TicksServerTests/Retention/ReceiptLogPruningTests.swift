@@ -151,7 +151,7 @@ struct ReceiptLogPruningTests {
             var made: [Move] = []
             var gaps = 0
             while true {
-                try await Self.eventually { clock.sleepers > 0 || finished.value.load(ordering: .acquiring) }
+                try await eventually { clock.sleepers > 0 || finished.value.load(ordering: .acquiring) }
                 guard clock.sleepers > 0 else { break }
                 // Between two batches: c and d each make a receipt, at the same time.
                 gaps += 1
@@ -178,18 +178,5 @@ struct ReceiptLogPruningTests {
             let state = try #require(try await store.member("c", of: channel))
             #expect(state.cursors.read == (gaps % 2 == 1 ? 2 : 1))
         }
-    }
-
-    /// Polls until `condition` holds: a deadline for what never happens, not a measure of speed.
-    static func eventually(
-        sourceLocation: SourceLocation = #_sourceLocation, _ condition: @Sendable () async throws -> Bool
-    ) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(2))
-        }
-        Issue.record("the condition did not hold within 60 s", sourceLocation: sourceLocation)
-        throw CancellationError()
     }
 }

@@ -167,17 +167,17 @@ struct WebhookTests {
             }
             // a's call fails once: the receiver is paused for a backoff, and suspect.
             try await server.send("messaging:a", id: "a1", from: "alice")
-            try await Self.eventually { calling() == 1 }
+            try await eventually { calling() == 1 }
             clock.advance(by: Self.callTimeout)
-            try await Self.eventually { try await attempts()[0] == 1 }
+            try await eventually { try await attempts()[0] == 1 }
             try await server.send("messaging:b", id: "b1", from: "alice")
             try await server.send("messaging:c", id: "c1", from: "alice")
             // Each backoff that passes, one call probes the receiver (the oldest queue's), and only one.
             for round in 1...5 {
                 clock.advance(by: Self.backoff)
-                try await Self.eventually { calling() >= 1 }
+                try await eventually { calling() >= 1 }
                 clock.advance(by: Self.callTimeout)
-                try await Self.eventually { try await attempts()[0] == 1 + round }
+                try await eventually { try await attempts()[0] == 1 + round }
             }
             let calls = try await ["a", "b", "c"].asyncMap { try await Self.waiting(server, hook, "messaging:\($0)") }
             #expect(calls.map(\.count) == [1, 1, 1], "nothing was lost")
@@ -228,21 +228,21 @@ struct WebhookTests {
                     try await Self.waiting(server, hook, "messaging:g").first?.attempts
                 }
                 // Attempt 1 is refused; attempt 2 waits for the backoff, however long the machine takes.
-                try await Self.eventually { try await attempts() == 1 }
+                try await eventually { try await attempts() == 1 }
                 #expect(m1(receiver.arrived).map(\.attempt) == [1])
                 clock.advance(by: Self.backoff)
                 // Attempt 2 gets no answer: it fails when the call timeout passes on the clock.
                 try await receiver.wait(for: "attempt 2", arrived: true) { m1($0).count == 2 }
-                try await Self.eventually { clock.deadlines.contains(clock.now.offset + Self.callTimeout) }
+                try await eventually { clock.deadlines.contains(clock.now.offset + Self.callTimeout) }
                 #expect(try await attempts() == 1)
                 clock.advance(by: Self.callTimeout)
-                try await Self.eventually { try await attempts() == 2 }
+                try await eventually { try await attempts() == 2 }
                 // The backoff runs from the failure, not from the start of the attempt that timed out.
                 let retry = try #require(try await Self.waiting(server, hook, "messaging:g").first).nextAttemptAt
                 #expect(retry > clock.wallNow, "a call that timed out is retried without waiting")
                 clock.advance(by: Self.backoff)
                 // Attempt 3 is taken; the held answer to attempt 2 finishes after it.
-                try await Self.eventually { try await Self.waiting(server, hook, "messaging:g").isEmpty }
+                try await eventually { try await Self.waiting(server, hook, "messaging:g").isEmpty }
                 receiver.release()
                 try await receiver.wait(for: "the held answer finished") { m1($0).count == 3 }
                 let calls = m1(receiver.received)
@@ -328,7 +328,7 @@ struct WebhookTests {
                 try await server.send("messaging:g", id: "m1", from: "alice")
                 // Each attempt after a backoff on the clock; the third is the last.
                 for attempt in 1...2 {
-                    try await Self.eventually {
+                    try await eventually {
                         try await Self.waiting(server, base.appendingPathComponent("hook"), "messaging:g").first?
                             .attempts == attempt
                     }
@@ -336,7 +336,7 @@ struct WebhookTests {
                     clock.advance(by: Self.backoff)
                 }
                 try await receiver.wait(for: "3 attempts") { $0.count >= 3 }
-                try await Self.eventually { try await server.ok(.get, "/webhooks/failed")["calls"].array.count == 1 }
+                try await eventually { try await server.ok(.get, "/webhooks/failed")["calls"].array.count == 1 }
                 let failed = try await server.ok(.get, "/webhooks/failed")
                 let call = failed["calls"][0]
                 #expect(call["event_type"].string == "message.new")
@@ -359,7 +359,7 @@ struct WebhookTests {
                 try await receiver.wait(for: "the retried call") { calls in
                     calls.contains { $0.deliveryID == id && $0.delivered }
                 }
-                try await Self.eventually { try await server.ok(.get, "/webhooks/failed")["calls"].array.isEmpty }
+                try await eventually { try await server.ok(.get, "/webhooks/failed")["calls"].array.isEmpty }
                 let metrics = try await server.client.execute(uri: "/metrics", method: .get, headers: [:], body: nil)
                 let text = String(buffer: metrics.body)
                 #expect(text.contains(#"ticks_webhook_calls_total{kind="webhook",outcome="dead"} 1"#))
@@ -431,17 +431,5 @@ struct WebhookTests {
         // Expired: refused.
         let expired = try await authority.deliveryToken(for: "bob", in: channel, expiresIn: .seconds(-5))
         await #expect(throws: APIError.unauthorized("token has expired")) { try await authority.grant(for: expired) }
-    }
-
-    /// Polls `condition` for up to a minute (a loaded machine is slow; no test asserts how fast).
-    static func eventually(
-        sourceLocation: SourceLocation = #_sourceLocation, _ condition: @Sendable () async throws -> Bool
-    ) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        Issue.record("the condition did not hold within 60 s", sourceLocation: sourceLocation)
     }
 }
