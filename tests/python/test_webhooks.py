@@ -420,9 +420,10 @@ def test_webhook_settings_from_the_environment_choose_the_events_and_show_in_the
 ])
 def test_bad_webhook_settings_stop_the_server_from_starting(tmp_path, flags, complaint):
     """A webhook setting that cannot work is refused at start, saying why, rather than failing every call later."""
+    # `--api-secret=VALUE`: a random secret may begin with "-", which would read as a flag of its own.
     result = subprocess.run(
         [TICKS_BIN, "serve", "--port", "0", "--data-dir", str(tmp_path), "--api-key", "k",
-         "--api-secret", secrets.token_urlsafe(48), *flags],
+         f"--api-secret={secrets.token_urlsafe(48)}", *flags],
         capture_output=True, text=True, timeout=30)
     assert result.returncode != 0
     assert complaint in result.stdout + result.stderr, result.stdout + result.stderr
