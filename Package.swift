@@ -34,6 +34,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        // Spans in TicksServer go through the Tracing API only; without a bootstrapped tracer they are no-ops.
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         // DocC for TicksClient (`scripts/docs`): a command plugin only, no target depends on it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
@@ -62,6 +64,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             // The web demo's HTML, CSS and JavaScript, served by `ticks serve --demo`.
             resources: [.copy("Demo/Assets"), .copy("OpenAPI/openapi.json")],
