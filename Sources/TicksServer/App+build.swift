@@ -6,8 +6,8 @@ import Logging
 import NIOCore
 import PostgresNIO
 import ServiceLifecycle
-import Tracing
 import TicksProtocol
+import Tracing
 
 /// What a Ticks server needs to start.
 public struct TicksServerConfiguration: Sendable {

@@ -2,9 +2,9 @@ import Foundation
 import Logging
 import PostgresNIO
 import Synchronization
-import Tracing
 import TicksProtocol
 import TicksReceipts
+import Tracing
 
 /// A database that runs `StoreProgram`s: the I/O around the operations
 /// `SQLStore` writes once. SQLite (`SQLiteEngine`) and PostgreSQL
