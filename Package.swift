@@ -34,6 +34,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        // Spans in TicksServer go through the Tracing API only; without a bootstrapped tracer they are no-ops.
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        // The OTLP/HTTP exporter behind `ticks serve --otel-endpoint`; only the `ticks` executable links it.
+        // The gRPC exporter is left out (trait OTLPGRPC): it would build grpc-swift for nothing.
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
         // DocC for TicksClient (`scripts/docs`): a command plugin only, no target depends on it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
@@ -66,6 +71,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             // The web demo's HTML, CSS and JavaScript, served by `ticks serve --demo`.
             resources: [.copy("Demo/Assets"), .copy("OpenAPI/openapi.json")],
@@ -119,6 +125,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // `ticks status` asks a running server.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // `ticks serve --otel-endpoint`: exports the server's spans over OTLP/HTTP.
+                .product(name: "OTel", package: "swift-otel"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -7,6 +7,7 @@ import NIOCore
 import PostgresNIO
 import ServiceLifecycle
 import TicksProtocol
+import Tracing
 
 /// What a Ticks server needs to start.
 public struct TicksServerConfiguration: Sendable {
@@ -41,6 +42,13 @@ public struct TicksServerConfiguration: Sendable {
     /// PostgreSQL: the last migration this node applies (all when nil). The rolling-upgrade test
     /// plays the previous release with it (docs/operations.md, "Upgrade a cluster").
     public var migrationsUpTo: String?
+    /// Spans through the Tracing API (swift-distributed-tracing) for HTTP requests, the store's
+    /// transactions and statements, the event fan-out and, across the event bus, the other nodes'
+    /// socket writes (docs/operations.md, "Traces"). The caller bootstraps the tracer
+    /// (`ticks serve --otel-endpoint`); off, none of this is in the request path.
+    public var tracing = false
+    /// This node's name: on the event bus, in `GET /admin/status`, and in traces (`service.instance.id`).
+    public var nodeID = UUID().uuidString.lowercased()
     /// Called once the server listens, with the port it got (useful with port 0).
     public var onServerRunning: @Sendable (_ port: Int) async -> Void = { _ in }
 
@@ -70,32 +78,36 @@ public struct TicksServices: Sendable {
 /// server: PostgreSQL's connection pool and event bus, SQLite's WAL
 /// checkpointer, the receipt log's pruner — services of the application's group, started with it and
 /// stopped gracefully with it. PostgreSQL's schema is migrated before the
-/// server takes its first request.
+/// server takes its first request. `services` run in the group too, started
+/// first and stopped last (a tracer's exporter, which flushes the last spans).
 public func buildApplication(
-    configuration: TicksServerConfiguration, logger: Logger
+    configuration: TicksServerConfiguration, logger: Logger, services extraServices: [any Service] = []
 ) async throws -> (application: some ApplicationProtocol, services: TicksServices) {
     var configuration = configuration
     let store: SQLStore
-    var services: [any Service] = []
+    var services: [any Service] = extraServices
+    let traced = configuration.tracing
     var prepare: (@Sendable () async throws -> Void)?
     switch configuration.storage {
     case .memory:
-        store = try SQLStore.memory()
+        store = try SQLStore.memory(traced: traced)
     case .sqlite(let path):
         var checkpoints = SQLiteEngine.CheckpointPolicy()
         checkpoints.time = configuration.time
         let engine = try SQLiteEngine.open(path: path, checkpoints: checkpoints)
-        store = SQLStore(engine: engine)
+        store = SQLStore(engine: engine, traced: traced)
         services += engine.services
     case .postgres(let url):
         let location = try PostgresLocation(url: url)
         let client = PostgresClient(configuration: location.clientConfiguration(), backgroundLogger: logger)
-        store = SQLStore.postgres(client: client, logger: logger, migrationsUpTo: configuration.migrationsUpTo)
+        store = SQLStore.postgres(
+            client: client, logger: logger, migrationsUpTo: configuration.migrationsUpTo, traced: traced)
         services.append(client)
         prepare = { try await store.prepare() }
         configuration.eventBus = PostgresEventBus(
             client: client, configuration: try location.connectionConfiguration(), schema: location.schema,
-            queueBytes: configuration.limits.busQueueBytes, time: configuration.time, logger: logger)
+            queueBytes: configuration.limits.busQueueBytes, time: configuration.time, node: configuration.nodeID,
+            tracing: traced, logger: logger)
     }
     return await buildApplication(
         configuration: configuration, store: store, logger: logger, services: services, beforeServerStarts: prepare)
@@ -161,14 +173,22 @@ public func buildApplication(
 
 /// Every route: `/health`, `/metrics` and `/openapi.json` are open, the Stream
 /// API needs a token; demo mode adds the web client. Middleware, outermost
-/// first: metrics (sees every answer), rate limits (headers on every answer),
-/// Stream's error format.
+/// first: tracing when on (a span per request, the parent of the store's and
+/// the events' spans; it honours a client's W3C `traceparent`), metrics (sees
+/// every answer), rate limits (headers on every answer), Stream's error format.
 func buildRouter(
     services: TicksServices, configuration: TicksServerConfiguration, webhookSender: WebhookSender?, logger: Logger
 ) -> Router<TicksRequestContext> {
     let router = Router(context: TicksRequestContext.self)
     let errors = StreamErrorMiddleware(
         served: Set(APIEndpoint.allCases.filter { $0 != .demoToken || configuration.demo }))
+    if configuration.tracing {
+        // `/connect` carries the user's token in its query: never in a span.
+        router.add(
+            middleware: TracingMiddleware(
+                redactingQueryParameters: ["authorization", "api_key"],
+                attributes: ["ticks.node": .string(configuration.nodeID)]))
+    }
     router.add(middleware: RequestMetricsMiddleware(metrics: services.metrics))
     if configuration.rateLimits.enabled {
         router.add(
@@ -191,7 +211,8 @@ func buildRouter(
     let api = router.group().add(middleware: AuthMiddleware(authority: services.authority))
     let events = EventPublisher(
         hub: services.hub, bus: configuration.eventBus, metrics: services.metrics, logger: logger,
-        audience: ReceiptAudience(fullChannelLimit: configuration.largeChannelMembers))
+        audience: ReceiptAudience(fullChannelLimit: configuration.largeChannelMembers),
+        tracing: configuration.tracing)
     AppController(
         store: services.store, rateLimiter: services.rateLimiter, limits: configuration.limits,
         rateLimits: configuration.rateLimits, apiKey: configuration.credentials.apiKey,

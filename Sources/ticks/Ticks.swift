@@ -76,6 +76,13 @@ struct Serve: AsyncParsableCommand {
         name: .customLong("demo-allow-remote"),
         help: "Allow --demo on an address other hosts can reach (anyone there may act as any user).")
     var demoAllowRemote = false
+    @Option(
+        name: .customLong("otel-endpoint"),
+        help: """
+            Export OpenTelemetry traces over OTLP/HTTP to this collector (or TICKS_OTEL_ENDPOINT), \
+            e.g. http://127.0.0.1:4318; off when unset.
+            """)
+    var otelEndpoint: String?
     @OptionGroup(title: "Limits") var limitOptions: LimitOptions
     @OptionGroup(title: "Webhooks") var webhookOptions: WebhookOptions
     @OptionGroup(title: "Receipt log") var retentionOptions: RetentionOptions
@@ -89,6 +96,12 @@ struct Serve: AsyncParsableCommand {
         }
         _ = try limitOptions.rateLimits()
         _ = try webhookOptions.settings()
+        if let endpoint = otelEndpoint { _ = try Traces.tracesURL(for: endpoint) }
+    }
+
+    /// The flag, else the environment; an empty value is off.
+    var otelEndpointSetting: String? {
+        (otelEndpoint ?? ProcessInfo.processInfo.environment["TICKS_OTEL_ENDPOINT"]).flatMap { $0.isEmpty ? nil : $0 }
     }
 
     static func isLoopback(_ host: String) -> Bool {
@@ -128,7 +141,14 @@ struct Serve: AsyncParsableCommand {
     }
 
     func serve(configuration: TicksServerConfiguration, database: String, source: String, logger: Logger) async throws {
-        let (application, _) = try await buildApplication(configuration: configuration, logger: logger)
+        var configuration = configuration
+        var services: [any Service] = []
+        if let endpoint = otelEndpointSetting {
+            services.append(try Traces.bootstrap(endpoint: endpoint, nodeID: configuration.nodeID, logger: logger))
+            configuration.tracing = true
+        }
+        let (application, _) = try await buildApplication(
+            configuration: configuration, logger: logger, services: services)
         let tokenHint =
             credentialOptions.dataDirectory == ".ticks" ? "" : " --data-dir \(credentialOptions.dataDirectory)"
         // Straight to the file descriptor: a pipe or file sees it at once.
@@ -140,6 +160,7 @@ struct Serve: AsyncParsableCommand {
               API key:    \(configuration.credentials.apiKey)
               API secret: \(source)
               user token: swift run ticks token USER_ID\(tokenHint)
+            \(otelEndpointSetting.map { "  traces:     \($0) (node \(configuration.nodeID))\n" } ?? "")\
             \(demo ? demoBanner : "")
             """.utf8))
         // Application.runService handles SIGINT/SIGTERM: stop accepting, finish in-flight requests, close sockets.

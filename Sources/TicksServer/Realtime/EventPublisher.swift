@@ -1,6 +1,7 @@
 import Logging
 import TicksProtocol
 import TicksReceipts
+import Tracing
 
 /// Turns committed changes into WebSocket events and sends each only to the
 /// connections allowed to see it (docs/events.md, "Who receives what"; R8–R10 in docs/receipt-rules.md). Called after the store
@@ -13,6 +14,8 @@ struct EventPublisher: Sendable {
     let logger: Logger
     /// Who hears of receipts; the store applies it when it commits a move.
     let audience: ReceiptAudience
+    /// Whether each event is an `events.publish` span (`TicksServerConfiguration.tracing`).
+    var tracing = false
 
     /// `message.new` to every member, each with their own unread counts: the
     /// message is encoded once for all of them (`EncodedEvent`), and each
@@ -29,7 +32,8 @@ struct EventPublisher: Sendable {
                 #","unread_count":\#(recipient.channelUnread),"total_unread_count":\#(recipient.totals.messages),"#
                 + #""unread_channels":\#(recipient.totals.channels)"#
         }
-        try publish(EncodedEvent(object: JSONCoding.data(event), endings: endings), to: Array(endings.keys))
+        try publish(
+            EncodedEvent(object: JSONCoding.data(event), endings: endings), type: .messageNew, to: Array(endings.keys))
     }
 
     /// The `message.read` event for a read state (also the answer to mark read).
@@ -106,14 +110,27 @@ struct EventPublisher: Sendable {
     }
 
     func send(_ event: Event, to userIDs: some Sequence<String>) throws {
-        try publish(EncodedEvent(JSONCoding.data(event)), to: Array(userIDs))
+        try publish(EncodedEvent(JSONCoding.data(event)), type: event.type, to: Array(userIDs))
     }
 
-    /// To this node's connections, and through the bus to the other nodes'.
-    func publish(_ event: EncodedEvent, to userIDs: [String]) {
-        hub.send(event, to: userIDs)
-        bus?.publish(event, to: userIDs)
-        metrics.eventsPublished.increment()
+    /// To this node's connections, and through the bus to the other nodes'. In a trace, an
+    /// `events.publish` span: the bus carries its context, so the other nodes' `ws.fanout`
+    /// spans are its children.
+    func publish(_ event: EncodedEvent, type: EventType, to userIDs: [String]) {
+        guard tracing, ServiceContext.current != nil else {
+            hub.send(event, to: userIDs)
+            bus?.publish(event, to: userIDs)
+            metrics.eventsPublished.increment()
+            return
+        }
+        withSpan("events.publish", ofKind: .producer) { span in
+            let connections = hub.send(event, to: userIDs)
+            bus?.publish(event, to: userIDs)
+            metrics.eventsPublished.increment()
+            span.attributes["ticks.event.type"] = type.rawValue
+            span.attributes["ticks.event.recipients"] = userIDs.count
+            span.attributes["ticks.ws.connections"] = connections
+        }
     }
 }
 

@@ -8,10 +8,10 @@ extension SQLStore {
     ) async throws -> CursorOutcome {
         if let moveBatcher {
             // One statement with the receipts that arrive meanwhile: lock, move, log and read back.
-            let outcome = try await moveBatcher.submit(
+            let outcome = try await submit(
                 BatchedMove(
                     kind: .read, userID: userID, channelType: channel.type, channelID: channel.id,
-                    messageID: messageID, at: now, audience: audience))
+                    messageID: messageID, at: now, audience: audience), to: moveBatcher)
             guard let outcome else { throw StoreError.inconsistent("a read move without an outcome") }
             return outcome
         }
@@ -75,10 +75,10 @@ extension SQLStore {
     ) async throws -> [CursorOutcome] {
         if let moveBatcher, targets.count == 1, let entry = targets.first {
             // The common case (a device acknowledging one channel), batched as mark read is.
-            let outcome = try await moveBatcher.submit(
+            let outcome = try await submit(
                 BatchedMove(
                     kind: .delivered, userID: userID, channelType: entry.channel.type, channelID: entry.channel.id,
-                    messageID: entry.messageID, at: now, audience: audience))
+                    messageID: entry.messageID, at: now, audience: audience), to: moveBatcher)
             return outcome.map { [$0] } ?? []
         }
         return try await write({

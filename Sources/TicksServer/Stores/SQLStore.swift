@@ -5,6 +5,7 @@ import ServiceLifecycle
 import Synchronization
 import TicksProtocol
 import TicksReceipts
+import Tracing
 
 /// A database that runs `StoreProgram`s: the I/O around the operations
 /// `SQLStore` writes once. SQLite (`SQLiteEngine`) and PostgreSQL
@@ -56,15 +57,34 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         let value = Mutex<WebhookRecorder?>(nil)
     }
 
-    init(engine: any StoreEngine) {
-        self.engine = engine
+    /// Whether its operations are spans (`TracedEngine`; `TicksServerConfiguration.tracing`).
+    let traced: Bool
+
+    /// - Parameter traced: spans for the transactions and statements that are part of a trace.
+    init(engine: any StoreEngine, traced: Bool = false) {
+        self.engine = traced ? TracedEngine(engine) : engine
+        self.traced = traced
         let recorder = RecorderSlot()
         self.recorder = recorder
+        // A batch holds the receipts of several requests and runs in a task of its own: it is not
+        // any one request's child, so it runs untraced; each request's wait for it is its span
+        // (`submit(_:)`).
         moveBatcher =
             engine.dialect == .postgres
             ? MoveBatcher { moves in
                 try await Self.runBatch(moves, on: engine, hooks: recorder.value.withLock { $0 })
             } : nil
+    }
+
+    /// A receipt through the group commit: a `store.write` span in a trace, covering the wait
+    /// for the batch and the batch's statement.
+    func submit(_ move: BatchedMove, to batcher: MoveBatcher) async throws -> CursorOutcome? {
+        guard traced, ServiceContext.current != nil else { return try await batcher.submit(move) }
+        return try await withSpan("store.write", ofKind: .client) { span in
+            span.attributes["db.system"] = "postgresql"
+            span.attributes["ticks.store.unit"] = "batch"
+            return try await batcher.submit(move)
+        }
     }
 
     /// From now on every change writes the webhook calls it owes in its own transaction.
@@ -135,16 +155,19 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     }
 
     /// A private in-memory SQLite database (tests).
-    public static func memory() throws -> SQLStore {
-        SQLStore(engine: try SQLiteEngine.inMemory())
+    public static func memory(traced: Bool = false) throws -> SQLStore {
+        SQLStore(engine: try SQLiteEngine.inMemory(), traced: traced)
     }
 
     /// PostgreSQL through `client`; `prepare()` once it runs, before the first request.
     /// `migrationsUpTo`: the last migration `prepare` applies (all when nil).
-    public static func postgres(client: PostgresClient, logger: Logger, migrationsUpTo: String? = nil) -> SQLStore {
+    public static func postgres(
+        client: PostgresClient, logger: Logger, migrationsUpTo: String? = nil, traced: Bool = false
+    ) -> SQLStore {
         SQLStore(
             engine: PostgresEngine(
-                transactions: PostgresTransactions(client: client, logger: logger), migrationsUpTo: migrationsUpTo))
+                transactions: PostgresTransactions(client: client, logger: logger), migrationsUpTo: migrationsUpTo),
+            traced: traced)
     }
 
     /// Brings the schema up to date and adds the built-in channel types (PostgreSQL;

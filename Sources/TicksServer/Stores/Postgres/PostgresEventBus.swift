@@ -4,6 +4,7 @@ import NIOCore
 import PostgresNIO
 import Synchronization
 import TicksProtocol
+import Tracing
 
 /// The event bus of several nodes on one PostgreSQL database, with no broker
 /// but PostgreSQL itself: `NOTIFY` to publish, `LISTEN` to receive.
@@ -22,6 +23,13 @@ import TicksProtocol
 /// every reconnect). Likewise the listener: when its connection drops,
 /// notifications sent meanwhile are gone, so once it is back the node closes
 /// every WebSocket it holds.
+///
+/// Traced (`ticks serve --otel-endpoint`), each entry carries the W3C trace
+/// context of the span that published it, and the receiving node hands the
+/// frame to its sockets inside a `ws.fanout` span, that span's child: one
+/// trace from the request on one node to the socket writes on the others.
+/// The fields are optional, so nodes of the release before, which neither
+/// send nor read them, share the bus with traced ones (docs/storage.md).
 public final class PostgresEventBus: EventBus {
     /// Batches that did not fit a notification are kept this long for nodes to fetch.
     static let storedBatchLifetime: Duration = .seconds(600)
@@ -35,7 +43,9 @@ public final class PostgresEventBus: EventBus {
     /// The notification channel: one per database schema, so stores in other schemas never hear it.
     let channel: String
     /// This node, so it skips its own notifications.
-    let node = UUID().uuidString.lowercased()
+    let node: String
+    /// Whether entries carry their trace context and received ones are `ws.fanout` spans.
+    let tracing: Bool
     let logger: Logger
     /// What may wait to be published, in bytes (`ServerLimits.busQueueBytes`).
     let queueBytes: Int
@@ -82,6 +92,9 @@ public final class PostgresEventBus: EventBus {
         var users: [String]
         /// Each user's ending of the frame (same order as `users`).
         var endings: [String]?
+        /// The W3C trace context of the span that published it (traced nodes only).
+        var traceparent: String?
+        var tracestate: String?
     }
 
     struct Batch: Codable {
@@ -106,10 +119,15 @@ public final class PostgresEventBus: EventBus {
     ///   - schema: the store's schema; it names the notification channel.
     ///   - queueBytes: what may wait to be published; past it, events are lost and their users resync.
     ///   - time: the clock of the reconnection backoffs and the pruning of stored batches.
+    ///   - node: this node's name on the bus (`TicksServerConfiguration.nodeID`).
+    ///   - tracing: carry trace contexts to the other nodes and make `ws.fanout` spans of theirs.
     public init(
         client: PostgresClient, configuration: PostgresConnection.Configuration, schema: String,
-        queueBytes: Int = ServerLimits().busQueueBytes, time: TimeSource = .system, logger: Logger
+        queueBytes: Int = ServerLimits().busQueueBytes, time: TimeSource = .system,
+        node: String = UUID().uuidString.lowercased(), tracing: Bool = false, logger: Logger
     ) {
+        self.node = node
+        self.tracing = tracing
         self.time = time
         self.client = client
         self.configuration = configuration
@@ -121,9 +139,13 @@ public final class PostgresEventBus: EventBus {
 
     public func publish(_ event: EncodedEvent, to userIDs: [String]) {
         guard !userIDs.isEmpty else { return }
-        let entry = Entry(
+        var entry = Entry(
             frame: String(buffer: event.shared), users: userIDs,
             endings: event.personal.map { personal in userIDs.map { personal[$0].map { String(buffer: $0) } ?? "}" } })
+        if tracing, let trace = TraceContext.current() {
+            entry.traceparent = trace.traceparent
+            entry.tracestate = trace.tracestate
+        }
         let size = Self.encodedSize(of: entry)
         let dropped = state.withLock { state -> Int in
             guard state.queuedBytes + size <= queueBytes else { return state.lost([entry]) }
@@ -281,9 +303,10 @@ public final class PostgresEventBus: EventBus {
         func escaped(_ text: String) -> Int {
             text.utf8.count + text.utf8.count { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
         }
-        // {"frame":"…","users":["…",…],"endings":["…",…]},
+        // {"frame":"…","users":["…",…],"endings":["…",…],"traceparent":"…","tracestate":"…"},
         return 24 + escaped(entry.frame) + entry.users.reduce(0) { $0 + $1.utf8.count + 3 }
             + (entry.endings.map { 12 + $0.reduce(0) { $0 + escaped($1) + 3 } } ?? 0)
+            + (entry.traceparent.map { 17 + escaped($0) } ?? 0) + (entry.tracestate.map { 16 + escaped($0) } ?? 0)
     }
 
     /// One notification for `entries`; if they do not fit after all, two
@@ -409,7 +432,20 @@ public final class PostgresEventBus: EventBus {
                 personal = Dictionary(
                     zip(entry.users, endings.map { ByteBuffer(string: $0) }), uniquingKeysWith: { first, _ in first })
             }
-            hub.send(EncodedEvent(shared: shared, personal: personal), to: entry.users)
+            let event = EncodedEvent(shared: shared, personal: personal)
+            guard tracing, let traceparent = entry.traceparent else {
+                hub.send(event, to: entry.users)
+                continue
+            }
+            let parent = TraceContext(traceparent: traceparent, tracestate: entry.tracestate)
+            withSpan("ws.fanout", context: parent.serviceContext, ofKind: .consumer) { span in
+                let connections = hub.send(event, to: entry.users)
+                span.attributes["messaging.system"] = "postgresql"
+                span.attributes["messaging.destination.name"] = channel
+                span.attributes["ticks.bus.from_node"] = batch.node
+                span.attributes["ticks.event.recipients"] = entry.users.count
+                span.attributes["ticks.ws.connections"] = connections
+            }
         }
     }
 
