@@ -1,4 +1,4 @@
-"""Shared by bench/compare and bench/scenarios: build, start and stop servers, run ticks-bench."""
+"""Shared by the bench/ scripts: build, start and stop servers, run ticks-bench."""
 import json
 import os
 import resource
@@ -45,15 +45,15 @@ def wait_for(url, seconds, process):
     raise SystemExit(f"{url} did not answer within {seconds}s")
 
 
-def start_ticks(data_dir, extra_args=(), rate_limits=False):
+def start_ticks(data_dir, extra_args=(), rate_limits=False, binary=None):
     """A release Ticks server on TICKS_PORT with a fresh SQLite database in data_dir.
 
     Rate limits are off (`--rate-limits off`) unless asked for: the benchmarks
     measure what the server can do, and one generator plays thousands of users
-    at rates no single app would."""
+    at rates no single app would. `binary` replaces the checkout's release build."""
     limits = () if rate_limits else ("--rate-limits", "off")
     process = subprocess.Popen(
-        [os.path.join(ROOT, ".build/release/ticks"), "serve", "--port", str(TICKS_PORT), "--data-dir", data_dir,
+        [binary or os.path.join(ROOT, ".build/release/ticks"), "serve", "--port", str(TICKS_PORT), "--data-dir", data_dir,
          "--log-level", "warning", *limits, *extra_args],
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(data_dir, "log"), "w"))
     wait_for(f"{TICKS_URL}/health", 30, process)
@@ -69,9 +69,9 @@ def stop(process):
             process.kill()
 
 
-def bench(arguments, data_dir):
+def bench(arguments, data_dir, bin_dir=None):
     """One `ticks-bench … --json` run against the Ticks server; its JSON result."""
-    command = [os.path.join(ROOT, ".build/release/ticks-bench"), *arguments, "--json", "--url", TICKS_URL,
+    command = [os.path.join(bin_dir or os.path.join(ROOT, ".build/release"), "ticks-bench"), *arguments, "--json", "--url", TICKS_URL,
                "--data-dir", data_dir]
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if result.returncode != 0:
