@@ -42,6 +42,13 @@ struct Prune: AsyncParsableCommand {
     @Option(help: "Receipts per second, during both phases.") var rate = 500
     @Option(help: "Seconds of receipts without pruning.") var duration = 20.0
     @Option(help: "Runs, each on a fresh database; medians are reported.") var runs = 3
+    @Option(
+        help: """
+            Seconds of the steady state instead: a fresh log, receipts at --rate with the pruner running \
+            (a round every --interval seconds); the log's rows and the file's size sampled as it goes.
+            """)
+    var steady: Double?
+    @Option(help: "Seconds between two pruning rounds, with --steady.") var interval = 10.0
     @Flag(help: "Print one JSON object on stdout (the summary goes to stderr).") var json = false
 
     struct Run: Codable {
@@ -75,6 +82,10 @@ struct Prune: AsyncParsableCommand {
     func run() async throws {
         let window = try ReceiptLogRetention(parsing: retention)
         guard window.isEnabled else { throw ValidationError("--retention must not be off") }
+        if let steady {
+            try await steadyState(seconds: steady, window: window)
+            return
+        }
         var results: [Run] = []
         for number in 1...runs {
             let run = try await once(window: window, number: number)
@@ -171,6 +182,83 @@ struct Prune: AsyncParsableCommand {
             vacuum_seconds: ((ContinuousClock.now - vacuumStart).seconds * 100).rounded() / 100,
             receipts_without_pruning: quiet.latency, receipts_while_pruning: busy.latency,
             receipt_errors: quiet.errors + busy.errors, seed_seconds: (seedSeconds * 10).rounded() / 10)
+    }
+
+    /// One look at the log during the steady state.
+    struct Sample: Codable {
+        var seconds: Double
+        var moves: Int
+        /// `page_count × page_size` as the store sees it (the write-ahead log's pages counted in).
+        var file_bytes: Int
+        var free_bytes: Int
+    }
+
+    struct Steady: Codable {
+        var scenario = "prune-steady"
+        var params: [String: String]
+        var samples: [Sample]
+        var receipts: LatencySummary
+        var receipt_errors: Int
+        /// Bytes the file grew by over the second half of the run (flat: about zero).
+        var growth_over_second_half: Int
+    }
+
+    /// Receipts at a constant rate into a fresh log, the pruner running as `ticks serve`
+    /// runs it: once the window has passed, the log's rows and the file stop growing.
+    func steadyState(seconds: Double, window: ReceiptLogRetention) async throws {
+        try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+        let path = (dataDir as NSString).appendingPathComponent("prune-steady.sqlite")
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        let store = try SQLStore.sqlite(path: path)
+        let plans = try await Self.channels(channels, in: store, now: .now())
+        var settings = window
+        settings.batchSize = batch
+        settings.pause = .milliseconds(pauseMs)
+        settings.interval = .seconds(interval)
+        var logger = Logger(label: "ticks-bench")
+        logger.logLevel = .warning
+        let pruner = try requireValue(
+            ReceiptLogPruner(store: store, retention: settings, time: .system, metrics: ServerMetrics(), logger: logger)
+        )
+        let reader = try Self.queue(path)
+        let started = ContinuousClock.now
+        let samples = Locked<[Sample]>([])
+        let outcome = try await withThrowingTaskGroup(of: Void.self) { services in
+            for service in store.services { services.addTask { try await service.run() } }
+            services.addTask { try await pruner.run() }
+            services.addTask {
+                while true {
+                    let sample = try await reader.read { db in
+                        let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+                        return Sample(
+                            seconds: ((ContinuousClock.now - started).seconds * 10).rounded() / 10,
+                            moves: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cursor_move") ?? 0,
+                            file_bytes: (try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0) * pageSize,
+                            free_bytes: (try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0) * pageSize)
+                    }
+                    samples.withLock { $0.append(sample) }
+                    let line = "\(sample.seconds) s: \(sample.moves) moves, \(sample.file_bytes) bytes"
+                    FileHandle.standardError.write(Data("\(line) (\(sample.free_bytes) free)\n".utf8))
+                    try await Task.sleep(for: .seconds(interval / 2))
+                }
+            }
+            defer { services.cancelAll() }
+            return try await ReceiptLoad(store: store, channels: plans, rate: rate).run(for: .seconds(seconds))
+        }
+        let taken = samples.withLock { $0 }
+        let half = taken.first { $0.seconds >= seconds / 2 } ?? taken[0]
+        let result = Steady(
+            params: [
+                "retention": "\(window)", "interval": "\(interval)", "rate": "\(rate)", "seconds": "\(seconds)",
+                "batch": "\(batch)", "pause_ms": "\(pauseMs)", "channels": "\(channels)",
+            ],
+            samples: taken, receipts: outcome.latency, receipt_errors: outcome.errors,
+            growth_over_second_half: (taken.last?.file_bytes ?? 0) - half.file_bytes)
+        try report(
+            [
+                "steady state, \(rate) receipts/s for \(seconds) s, retention \(window), a round every \(interval) s:",
+                "  the file grew \(result.growth_over_second_half) bytes over the second half; receipts \(outcome.latency.text)",
+            ], json: result, asJSON: json)
     }
 
     /// A channel of two: its pk (for the seeded rows), its id, its sender and reader.

@@ -159,7 +159,7 @@ struct Serve: AsyncParsableCommand {
               database:   \(database)
               API key:    \(configuration.credentials.apiKey)
               API secret: \(source)
-              user token: swift run ticks token USER_ID\(tokenHint)
+              user token: \(Self.tokenCommand) token USER_ID\(tokenHint)
             \(otelEndpointSetting.map { "  traces:     \($0) (node \(configuration.nodeID))\n" } ?? "")\
             \(demo ? demoBanner : "")
             """.utf8))
@@ -169,6 +169,12 @@ struct Serve: AsyncParsableCommand {
 }
 
 extension Serve {
+    /// How to run `ticks` again, as this one was started: `swift run ticks` from a
+    /// checkout's build folder, plain `ticks` when installed (scripts/release, INSTALL.md).
+    static var tokenCommand: String {
+        CommandLine.arguments.first?.contains("/.build/") == true ? "swift run ticks" : "ticks"
+    }
+
     var demoBanner: String {
         """
           demo:       open http://\(host == "0.0.0.0" ? "127.0.0.1" : host):\(port)/ in two browser windows

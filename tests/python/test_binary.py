@@ -28,13 +28,24 @@ def test_first_start_generates_credentials_and_reuses_them(tmp_path):
     output = server.output()
     assert credentials["api_key"] in output
     assert str(credentials_path) in output
-    assert "ticks token USER_ID" in output
+    assert f"user token: swift run ticks token USER_ID --data-dir {data}\n" in output  # run from the build folder
     assert credentials["api_secret"] not in output
     assert server.stop() == 0
 
     again = TicksProcess(data)
     assert json.loads(credentials_path.read_text()) == credentials
     assert again.stop() == 0
+
+
+def test_an_installed_binary_names_itself_in_the_banner(tmp_path):
+    """Installed (here: a link outside the build folder), the banner says `ticks token`, not `swift run`."""
+    installed = tmp_path / "bin" / "ticks"
+    installed.parent.mkdir()
+    installed.symlink_to(TICKS_BIN)
+    server = TicksProcess(tmp_path / "data", binary=str(installed))
+    output = server.output()
+    assert server.stop() == 0
+    assert f"user token: ticks token USER_ID --data-dir {tmp_path / 'data'}\n" in output, output
 
 
 def test_a_short_secret_is_refused(tmp_path):
