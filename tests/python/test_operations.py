@@ -11,6 +11,7 @@ import time
 
 import pytest
 from conftest import POSTGRES_URL, TICKS_BIN, TicksProcess, psql
+from receipt_load import MarkLoad
 from wire import Ticks
 
 # Readers, and the writer of every message: a reader's own message would move their read cursor (R4).
@@ -45,51 +46,21 @@ def populate(api, channels, messages_per_channel):
     return order
 
 
-class ReceiptLoad:
-    """Threads marking messages read, member by member, forward in each
-    channel, and the writer sending a message now and then; every acknowledged
-    mark is recorded with the time its answer came."""
+def receipt_load(api, order):
+    """Marks going on through `api`, and the writer sending a message now and then; a client per thread."""
+    local = threading.local()
 
-    def __init__(self, api, order, threads=3):
-        self.api = api
-        self.order = order
-        self.acked = []  # (monotonic time of the answer, cid, user, index)
-        self.stop = threading.Event()
-        self.errors = []
-        self.lock = threading.Lock()
-        pairs = [(cid, user) for cid in order for user in MEMBERS]
-        self.threads = [
-            threading.Thread(target=self.run, args=(pairs[n::threads], n), daemon=True) for n in range(threads)]
+    def client():
+        if not hasattr(local, "client"):
+            local.client = Ticks(api.base_url, api.api_key, api.api_secret)
+        return local.client
 
-    def run(self, pairs, seed):
-        client = Ticks(self.api.base_url, self.api.api_key, self.api.api_secret)
-        position = {pair: 0 for pair in pairs}
-        step = 0
-        try:
-            while not self.stop.is_set():
-                for cid, user in pairs:
-                    index = position[(cid, user)]
-                    if index >= len(self.order[cid]):
-                        continue
-                    client.mark_read(cid, user, self.order[cid][index])
-                    with self.lock:
-                        self.acked.append((time.monotonic(), cid, user, index))
-                    position[(cid, user)] = index + 1
-                    step += 1
-                    if step % 7 == seed:
-                        client.send_message(cid, WRITER, "during the load")
-        except Exception as error:  # noqa: BLE001 - reported by the test
-            self.errors.append(error)
+    def send_now_and_then(step, thread, cid):
+        if step % 7 == thread:
+            client().send_message(cid, WRITER, "during the load")
 
-    def __enter__(self):
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=60)
+    return MarkLoad(lambda cid, user, message_id: client().mark_read(cid, user, message_id), order, MEMBERS,
+                    after_mark=send_now_and_then)
 
 
 def read_states(api, cid):
@@ -107,15 +78,12 @@ def test_a_backup_under_receipt_load_restores_every_acknowledged_receipt(tmp_pat
         api = Ticks(original.base_url, keys["api_key"], keys["api_secret"])
         order = populate(api, channels, 60)
         backup = tmp_path / "ticks-backup.sqlite"
-        with ReceiptLoad(api, order) as load:
-            while len(load.acked) < 40 and not load.errors:
-                time.sleep(0.01)
+        with receipt_load(api, order) as load:
+            load.wait_for(40)
             began = time.monotonic()
             # One page a step: hundreds of steps while the marks go on.
             result = ticks("backup", "--data-dir", original.data_dir, "--to", str(backup), "--pages-per-step", "1")
-            ended = time.monotonic()
-            while not [a for a in load.acked if a[0] > ended] and not load.errors:
-                time.sleep(0.01)
+            load.wait_for(1, after=time.monotonic())
         assert not load.errors, load.errors
         steps = int(result.stdout.split(" steps")[0].rsplit(" ", 1)[1])
         assert steps > 100, result.stdout
@@ -130,9 +98,9 @@ def test_a_backup_under_receipt_load_restores_every_acknowledged_receipt(tmp_pat
     try:
         api = Ticks(restored.base_url, keys["api_key"], keys["api_secret"])
         before = {}
-        for at, cid, user, index in load.acked:
-            if at < began:
-                before[(cid, user)] = max(before.get((cid, user), -1), index)
+        for ack in load.acks():
+            if ack.at < began:
+                before[(ack.cid, ack.user)] = max(before.get((ack.cid, ack.user), -1), ack.index)
         assert len(before) >= 6, before
         for cid in channels:
             messages, reads = read_states(api, cid)

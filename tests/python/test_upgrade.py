@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 from conftest import POSTGRES_URL, TicksProcess, psql
+from receipt_load import MarkLoad
 from test_nodes import Socket
 from wire import APIError, Ticks
 
@@ -94,58 +95,12 @@ class Balancer:
         raise AssertionError("no node answered")
 
 
-class Load:
-    """Threads marking messages read, forward, through the balancer; every
-    acknowledged mark is kept with the node and release that answered it."""
+def receipt_load(balancer, order):
+    """Marks going on through the balancer; each ack tagged with the release that answered it."""
+    def mark(cid, user, message_id):
+        return balancer.call(lambda client: client.mark_read(cid, user, message_id)).release
 
-    def __init__(self, balancer, order, threads=3):
-        self.balancer = balancer
-        self.order = order
-        self.acked = []
-        self.errors = []
-        self.stop = threading.Event()
-        self.lock = threading.Lock()
-        pairs = [(cid, user) for cid in order for user in MEMBERS]
-        self.threads = [threading.Thread(target=self.run, args=(pairs[n::threads],), daemon=True) for n in range(threads)]
-
-    def run(self, pairs):
-        position = {pair: 0 for pair in pairs}
-        try:
-            while not self.stop.is_set():
-                for cid, user in pairs:
-                    index = position[(cid, user)]
-                    if index >= len(self.order[cid]) or self.stop.is_set():
-                        continue
-                    message_id = self.order[cid][index]
-                    answered = self.balancer.call(lambda client: client.mark_read(cid, user, message_id))
-                    with self.lock:
-                        self.acked.append((cid, user, index, answered.release))
-                    position[(cid, user)] = index + 1
-                time.sleep(0.01)
-        except Exception as error:  # noqa: BLE001 - reported by the test
-            self.errors.append(error)
-
-    def count(self, release=None):
-        with self.lock:
-            return sum(1 for ack in self.acked if release is None or ack[3] == release)
-
-    def wait_for(self, more, release=None, timeout=120):
-        target = self.count(release) + more
-        deadline = time.monotonic() + timeout
-        while self.count(release) < target:
-            assert not self.errors, self.errors
-            assert time.monotonic() < deadline, f"the load made only {self.count(release)} of {target} marks"
-            time.sleep(0.02)
-
-    def __enter__(self):
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=120)
+    return MarkLoad(mark, order, MEMBERS, pause=0.01)
 
 
 def test_a_rolling_upgrade_loses_no_receipt_and_the_old_node_works_on_the_new_schema(tmp_path, schema):
@@ -167,7 +122,7 @@ def test_a_rolling_upgrade_loses_no_receipt_and_the_old_node_works_on_the_new_sc
         balancer.set_nodes([a, b])
         # up0 reads on node A: its socket goes down with A and comes back on the new A.
         watcher = Socket(a, api, "up0")
-        with Load(balancer, order) as load:
+        with receipt_load(balancer, order) as load:
             load.wait_for(40)
 
             # Node A: stopped, replaced by the new release, started. It migrates.
@@ -185,8 +140,8 @@ def test_a_rolling_upgrade_loses_no_receipt_and_the_old_node_works_on_the_new_sc
             balancer.set_nodes([a2, b])
 
             # The old node B works against the migrated schema: marks it answers are acknowledged.
-            load.wait_for(30, release="old")
-            load.wait_for(30, release="new")
+            load.wait_for(30, tag="old")
+            load.wait_for(30, tag="new")
 
             # Node B in turn.
             balancer.set_nodes([a2])
@@ -212,7 +167,7 @@ def test_a_rolling_upgrade_loses_no_receipt_and_the_old_node_works_on_the_new_sc
         for cid in order:
             reads = {r["user"]["id"]: r for r in api.query_channel(cid)["read"]}
             for user in MEMBERS:
-                acked = [index for c, u, index, _ in load.acked if (c, u) == (cid, user)]
+                acked = [ack.index for ack in load.acks() if (ack.cid, ack.user) == (cid, user)]
                 if acked:
                     position = order[cid].index(reads[user]["last_read_message_id"])
                     assert position >= max(acked), (cid, user, reads[user])

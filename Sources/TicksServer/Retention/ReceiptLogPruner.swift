@@ -71,16 +71,18 @@ public struct ReceiptLogPruner: Service {
 
     /// Deletes every move older than the window now, a batch at a time.
     public func round() async throws -> Round {
-        let started = ContinuousClock.now
+        let started = time.now
         let cutoff = time.wallNow - window
         var batches: [Int] = []
         var slowest = Duration.zero
         var after: Int64 = 0
+        var size = min(ReceiptLogRetention.firstBatch, retention.batchSize)
         while true {
-            let batchStarted = ContinuousClock.now
-            guard let batch = try await store.pruneReceiptLog(before: cutoff, after: after, limit: retention.batchSize)
+            let batchStarted = time.now
+            guard let batch = try await store.pruneReceiptLog(before: cutoff, after: after, limit: size)
             else { break }
-            let took = ContinuousClock.now - batchStarted
+            let took = time.now - batchStarted
+            size = retention.nextBatchSize(after: size, took: took)
             slowest = max(slowest, took)
             batches.append(batch.deleted)
             metrics.receiptLogPruned.increment(by: batch.deleted)
@@ -98,7 +100,7 @@ public struct ReceiptLogPruner: Service {
                 "deleted": "\(round.deleted)", "batches": "\(batches.count)", "cutoff": "\(cutoff.rfc3339)",
                 "oldest_kept": "\(oldest?.rfc3339 ?? "none")", "retention": "\(retention)",
                 "slowest_batch": "\(slowest)",
-                "took": "\(ContinuousClock.now - started)",
+                "took": "\(time.now - started)",
             ])
         return round
     }

@@ -12,11 +12,29 @@ public struct ReceiptLogRetention: Sendable, Equatable, CustomStringConvertible 
     public var window: Duration?
     /// Time between two pruning rounds (the first comes one interval after start).
     public var interval: Duration = .seconds(60)
-    /// Moves looked at, and at most deleted, in one transaction.
+    /// The most moves looked at (and so deleted) in one transaction.
     public var batchSize = 1000
+    /// How long a batch aims to take, from looking at its moves to its commit:
+    /// the batch size halves after a batch that took longer, and doubles after
+    /// one that took less than half of it (`nextBatchSize`), so how many rows
+    /// a transaction deletes follows what this machine and this log allow.
+    public var batchTarget: Duration = .milliseconds(2)
     /// Wait between two batches of a round, so receipts get the writer in between; never
     /// shorter than the batch before it took (unless zero).
     public var pause: Duration = .milliseconds(5)
+
+    /// The first batch of a round; never more than `batchSize`.
+    static let firstBatch = 50
+    /// The smallest batch the size comes down to (or `batchSize`, if smaller).
+    static let smallestBatch = 10
+
+    /// The batch size after a batch of `size` moves that took `took`.
+    func nextBatchSize(after size: Int, took: Duration) -> Int {
+        let smallest = min(Self.smallestBatch, batchSize)
+        if took > batchTarget { return max(size / 2, smallest) }
+        if took * 2 < batchTarget { return min(size * 2, batchSize) }
+        return min(max(size, smallest), batchSize)
+    }
 
     /// 90 days: a quarter of exact receipt times, past what people look up
     /// in a message's info (docs/storage.md, "Retention of the receipt log").

@@ -126,6 +126,24 @@ struct ReceiptLogPruningTests {
         }
     }
 
+    @Test(
+        "a round starts with a small batch and doubles it while batches take under half the target",
+        arguments: StoreKind.all)
+    func batchesGrowWhileQuick(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let clock = ManualClock()
+            let now = clock.wallNow
+            let channel = try await Self.channel(store, "growing", at: now - Self.day * 200)
+            try await Self.churn(store, channel, count: 200, from: now - Self.day * 120)
+            // On the test's clock no batch takes any time: each is twice the one before, up to batchSize.
+            let round = try await Self.pruner(store, clock: clock, batch: 1000).round()
+            #expect(round.deleted > 150)
+            #expect(Array(round.batches.prefix(2)) == [50, 100], "\(round.batches)")
+            #expect(round.batches.enumerated().allSatisfy { $1 <= 50 << $0 }, "\(round.batches)")
+            #expect(round.slowestBatch == .zero)
+        }
+    }
+
     final class Flag: Sendable {
         let value = Atomic<Bool>(false)
     }

@@ -71,4 +71,28 @@ struct ReceiptLogRetentionTests {
             }
         }
     }
+
+    @Test("a batch's size halves after a batch slower than the target, doubles after one under half of it")
+    func batchSizeFollowsTheTarget() {
+        var retention = ReceiptLogRetention()
+        retention.batchSize = 1000
+        retention.batchTarget = .milliseconds(2)
+        let cases: [(size: Int, took: Duration, next: Int)] = [
+            (50, .microseconds(500), 100),  // fast: doubles
+            (800, .microseconds(999), 1000),  // …up to batchSize
+            (1000, .zero, 1000),
+            (50, .microseconds(1500), 50),  // within the target: stays
+            (50, .milliseconds(2), 50),
+            (50, .microseconds(2001), 25),  // slow: halves
+            (15, .milliseconds(80), 10),  // …down to the smallest batch
+            (10, .seconds(1), 10),
+        ]
+        for (size, took, next) in cases {
+            #expect(retention.nextBatchSize(after: size, took: took) == next, "\(size) taking \(took)")
+        }
+        // A batchSize under the smallest batch is kept to.
+        retention.batchSize = 4
+        #expect(retention.nextBatchSize(after: 4, took: .seconds(1)) == 4)
+        #expect(retention.nextBatchSize(after: 4, took: .zero) == 4)
+    }
 }
