@@ -37,7 +37,7 @@ struct Prune: AsyncParsableCommand {
     @Option(help: "Days the moves are spread over, ending now.") var days = 365
     @Option(help: "The retention window.") var retention = "90d"
     @Option(help: "Moves looked at (and at most deleted) per transaction.") var batch = 1000
-    @Option(help: "Milliseconds between two batches.") var pauseMs = 5
+    @Option(help: "Milliseconds between two batches.") var pauseMs = 10
     @Option(help: "Channels of two (a sender and a reader).") var channels = 200
     @Option(help: "Receipts per second, during both phases.") var rate = 500
     @Option(help: "Seconds of receipts without pruning.") var duration = 20.0

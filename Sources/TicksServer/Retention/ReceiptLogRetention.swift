@@ -21,7 +21,7 @@ public struct ReceiptLogRetention: Sendable, Equatable, CustomStringConvertible 
     public var batchTarget: Duration = .milliseconds(2)
     /// Wait between two batches of a round, so receipts get the writer in between; never
     /// shorter than the batch before it took (unless zero).
-    public var pause: Duration = .milliseconds(5)
+    public var pause: Duration = .milliseconds(10)
 
     /// The first batch of a round; never more than `batchSize`.
     static let firstBatch = 50
