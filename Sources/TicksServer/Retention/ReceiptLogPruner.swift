@@ -5,8 +5,9 @@ import TicksProtocol
 /// Deletes the receipt log's moves older than the retention window
 /// (`ReceiptLogRetention`), beside the writer: every `interval` a round
 /// deletes them a batch at a time, each batch one short transaction through
-/// the store's ordinary write path, with a pause between batches so receipts
-/// keep going. A receipt never waits for more than one batch.
+/// the store's ordinary write path, sized to take `batchTarget`
+/// (`ReceiptLogRetention.nextBatchSize`), with a pause between batches so
+/// receipts keep going. A receipt never waits for more than one batch.
 ///
 /// A service of the application's group (`buildApplication`), when retention
 /// is on; it stops when the group shuts down. On PostgreSQL every node runs
