@@ -48,7 +48,7 @@ struct Prune: AsyncParsableCommand {
             (a round every --interval seconds); the log's rows and the file's size sampled as it goes.
             """)
     var steady: Double?
-    @Option(help: "Seconds between two pruning rounds, with --steady.") var interval = 10.0
+    @Option(help: "Seconds between two pruning rounds (with --steady; one round otherwise).") var interval = 10.0
     @Flag(help: "Print one JSON object on stdout (the summary goes to stderr).") var json = false
 
     struct Run: Codable {
@@ -127,12 +127,30 @@ struct Prune: AsyncParsableCommand {
         """
     }
 
-    func once(window: ReceiptLogRetention, number: Int) async throws -> Run {
+    /// A new database file `name` in the data folder (any old one removed), on the store `ticks serve` uses.
+    func freshStore(_ name: String) throws -> (path: String, store: SQLStore) {
         try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
-        // A file of its own for each run: the last run's connections may still be closing.
-        let path = (dataDir as NSString).appendingPathComponent("prune-\(number).sqlite")
+        let path = (dataDir as NSString).appendingPathComponent(name)
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-        let store = try SQLStore.sqlite(path: path)
+        return (path, try SQLStore.sqlite(path: path))
+    }
+
+    /// The server's pruner on `store`, with this run's batch, pause and interval.
+    func pruner(of store: SQLStore, window: ReceiptLogRetention) throws -> ReceiptLogPruner {
+        var settings = window
+        settings.batchSize = batch
+        settings.pause = .milliseconds(pauseMs)
+        settings.interval = .seconds(interval)
+        var logger = Logger(label: "ticks-bench")
+        logger.logLevel = .warning
+        return try requireValue(
+            ReceiptLogPruner(store: store, retention: settings, time: .system, metrics: ServerMetrics(), logger: logger)
+        )
+    }
+
+    func once(window: ReceiptLogRetention, number: Int) async throws -> Run {
+        // A file of its own for each run: the last run's connections may still be closing.
+        let (path, store) = try freshStore("prune-\(number).sqlite")
         let now = Timestamp.now()
         // Made at the start of the backdated span, so the log's ids follow its times from the first
         // row, as a server's log does (the pruner walks it by id).
@@ -144,14 +162,7 @@ struct Prune: AsyncParsableCommand {
         let seedSeconds = (ContinuousClock.now - seedStart).seconds
         let before = try Self.measure(path)
 
-        var settings = window
-        settings.batchSize = batch
-        settings.pause = .milliseconds(pauseMs)
-        var logger = Logger(label: "ticks-bench")
-        logger.logLevel = .warning
-        let pruner = try requireValue(
-            ReceiptLogPruner(store: store, retention: settings, time: .system, metrics: ServerMetrics(), logger: logger)
-        )
+        let pruner = try pruner(of: store, window: window)
 
         let (quiet, busy, round, roundSeconds) = try await withThrowingTaskGroup(of: Void.self) { services in
             // The store's WAL checkpointer, as `ticks serve` runs it.
@@ -206,20 +217,9 @@ struct Prune: AsyncParsableCommand {
     /// Receipts at a constant rate into a fresh log, the pruner running as `ticks serve`
     /// runs it: once the window has passed, the log's rows and the file stop growing.
     func steadyState(seconds: Double, window: ReceiptLogRetention) async throws {
-        try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
-        let path = (dataDir as NSString).appendingPathComponent("prune-steady.sqlite")
-        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-        let store = try SQLStore.sqlite(path: path)
+        let (path, store) = try freshStore("prune-steady.sqlite")
         let plans = try await Self.channels(channels, in: store, now: .now())
-        var settings = window
-        settings.batchSize = batch
-        settings.pause = .milliseconds(pauseMs)
-        settings.interval = .seconds(interval)
-        var logger = Logger(label: "ticks-bench")
-        logger.logLevel = .warning
-        let pruner = try requireValue(
-            ReceiptLogPruner(store: store, retention: settings, time: .system, metrics: ServerMetrics(), logger: logger)
-        )
+        let pruner = try pruner(of: store, window: window)
         let reader = try Self.queue(path)
         let started = ContinuousClock.now
         let samples = Locked<[Sample]>([])
