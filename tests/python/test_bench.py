@@ -96,3 +96,36 @@ def test_sdk_cache_opens_offline_and_catches_up(server):
     assert run["missed_events"] == 60 and run["affected_channels"] == 4
     assert run["missing"] == 0 and run["caught_up_ms"] > 0
     assert run["sync_calls"] >= 1
+
+
+def run_prune(tmp_path, *arguments):
+    """`ticks-bench prune` works in process on files of its own (no server)."""
+    result = subprocess.run([BENCH_BIN, "prune", "--data-dir", str(tmp_path), "--json", *arguments],
+                            capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_prune_deletes_the_moves_older_than_the_window_in_small_batches(tmp_path):
+    result = run_prune(tmp_path, "--moves", "3650", "--days", "365", "--channels", "5", "--rate", "50",
+                       "--duration", "1", "--runs", "1")
+    run = result["runs"][0]
+    # 3,650 moves evenly over 365 days (10 a day), plus the channels' own; 90 days kept.
+    assert 2740 <= run["deleted"] <= 2790, run
+    # What is left: the window's moves and those the receipts logged during the run (one or two each).
+    receipts = run["receipts_without_pruning"]["count"] + run["receipts_while_pruning"]["count"]
+    kept = run["moves_before"] - run["deleted"]
+    assert kept + receipts <= run["moves_after"] <= kept + 2 * receipts, run
+    assert run["batches"] > run["deleted"] / 1000  # sized batches start at 50 ids
+    assert run["receipt_errors"] == 0
+    assert run["file_bytes_after_vacuum"] < run["file_bytes_before"]
+
+
+def test_prune_steady_state_keeps_the_log_at_a_window_of_moves(tmp_path):
+    result = run_prune(tmp_path, "--steady", "8", "--retention", "2s", "--interval", "1", "--channels", "5",
+                       "--rate", "50")
+    samples = result["samples"]
+    assert len(samples) >= 8 and result["receipt_errors"] == 0
+    # 50 receipts/s for 8 s logged a move each (about 400); a 2 s window and 1 s rounds keep well under
+    # half of them (three quarters allows for rounds late on a busy machine; without pruning: all).
+    assert samples[-1]["moves"] < 0.75 * result["receipts"]["count"], samples
