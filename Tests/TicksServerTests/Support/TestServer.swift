@@ -49,8 +49,15 @@ enum TestKeys {
 /// A running test server and a client for it.
 struct TestServer: Sendable {
     let client: any TestClientProtocol
+    /// For `.live`: a client of its own whose read timeout allows a machine
+    /// saturated beside the tests (HummingbirdTesting's live client gives up
+    /// after a fixed 20 s without a byte); nil for `.router`.
+    let patient: TestClient?
     let services: TicksServices
     let serverToken: String
+
+    /// How long a live call may wait for its answer: the bar is a busy machine, not an idle one.
+    static let patience: Duration = .seconds(180)
 
     var store: any TicksStore { services.store }
 
@@ -80,7 +87,19 @@ struct TestServer: Sendable {
                 configuration: configuration, store: store, logger: logger)
             let serverToken = try await services.authority.serverToken()
             return try await application.test(setup) { client in
-                try await body(TestServer(client: client, services: services, serverToken: serverToken))
+                let patient = client.port.map {
+                    TestClient(host: "127.0.0.1", port: $0, configuration: .init(timeout: patience))
+                }
+                patient?.connect()
+                do {
+                    let value = try await body(
+                        TestServer(client: client, patient: patient, services: services, serverToken: serverToken))
+                    try await patient?.shutdown()
+                    return value
+                } catch {
+                    try? await patient?.shutdown()
+                    throw error
+                }
             }
         }
     }
@@ -107,8 +126,16 @@ struct TestServer: Sendable {
         headers[.contentType] = "application/json"
         var uri = path
         if let apiKey { uri += (path.contains("?") ? "&" : "?") + "api_key=\(apiKey)" }
-        let response = try await client.execute(
-            uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
+        let body = body.map { ByteBuffer(string: $0) }
+        if let patient {
+            headers[.connection] = "keep-alive"
+            let response = try await patient.execute(
+                TestClient.Request(uri, method: method, authority: "localhost", headers: headers, body: body))
+            return Reply(
+                status: Int(response.status.code), body: response.body.map { String(buffer: $0) } ?? "",
+                headers: response.headers)
+        }
+        let response = try await client.execute(uri: uri, method: method, headers: headers, body: body)
         return Reply(status: Int(response.status.code), body: String(buffer: response.body), headers: response.headers)
     }
 
