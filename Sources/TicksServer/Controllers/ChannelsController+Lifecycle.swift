@@ -66,10 +66,9 @@ extension ChannelsController {
 
     /// `channel.updated` to the members of the channel as `snapshot` has it.
     func announceUpdate(_ snapshot: ChannelSnapshot, by actingUserID: String?) throws {
-        var event = Event(
-            type: .channelUpdated, createdAt: snapshot.channel.updatedAt, cid: snapshot.channel.cid,
-            user: actingUserID.map { Presenter.user($0, snapshot.users) })
-        event.channel = Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users)
+        let event = ChangeEvents.channel(
+            .channelUpdated, snapshot.channel, config: snapshot.config, users: snapshot.users, by: actingUserID,
+            at: snapshot.channel.updatedAt)
         try events.send(event, to: snapshot.members.map(\.userID))
     }
 
@@ -112,13 +111,11 @@ extension ChannelsController {
         }
         let truncated = try await store.truncateChannel(channel, hard: body.hardDelete ?? false, now: .now())
         let snapshot = try await store.snapshot(of: truncated, messageLimit: 0, beforeMessageID: nil)
-        let presented = Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users)
-        var event = Event(
-            type: .channelTruncated, createdAt: truncated.truncatedAt ?? .now(), cid: channel.cid,
-            user: actingUserID.map { Presenter.user($0, snapshot.users) })
-        event.channel = presented
+        let event = ChangeEvents.channel(
+            .channelTruncated, snapshot.channel, config: snapshot.config, users: snapshot.users, by: actingUserID,
+            at: truncated.truncatedAt ?? .now())
         try events.send(event, to: snapshot.members.map(\.userID))
-        return try context.respond(ChannelResponse(channel: presented), status: .created)
+        return try context.respond(ChannelResponse(channel: event.channel!), status: .created)
     }
 
     /// `DELETE /channels/{type}/{id}[?hard_delete=true]`.
@@ -135,16 +132,10 @@ extension ChannelsController {
         let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
         let now = Timestamp.now()
         let members = try await store.deleteChannel(channel, hard: hard, now: now)
-        var presented = Presenter.channel(snapshot.channel, config: snapshot.config, users: snapshot.users)
-        presented.deletedAt = now
-        presented.truncatedAt = now
-        presented.memberCount = 0
-        var event = Event(
-            type: .channelDeleted, createdAt: now, cid: channel.cid,
-            user: actingUserID.map { Presenter.user($0, snapshot.users) })
-        event.channel = presented
+        let event = ChangeEvents.channel(
+            .channelDeleted, snapshot.channel, config: snapshot.config, users: snapshot.users, by: actingUserID, at: now)
         try events.send(event, to: members)
-        return presented
+        return event.channel!
     }
 
     struct DeleteChannelsRequest: Decodable {
@@ -397,8 +388,7 @@ extension ChannelsController {
         }
         let users = try await store.users(ids: [memberID])
         let member = Presenter.member(state, of: channel, users: users)
-        var event = Event(type: .memberUpdated, createdAt: .now(), cid: channel.cid, user: member.user)
-        event.member = member
+        let event = ChangeEvents.member(.memberUpdated, member, in: channel.cid, at: .now())
         try events.send(event, to: try await store.memberIDs(of: channel))
         return try context.respond(MemberResponse(channelMember: member))
     }

@@ -174,14 +174,8 @@ extension MessagesController {
         hardDelete: Bool? = nil, status: HTTPResponse.Status = .ok, context: TicksRequestContext
     ) async throws -> Response {
         let users = try await store.users(ids: [record.userID] + (actor.map { [$0] } ?? []))
-        let message = Presenter.message(record, users: users)
-        var event = Event(
-            type: type, createdAt: record.deletedAt ?? record.updatedAt ?? .now(), cid: record.cid,
-            user: actor.map { Presenter.user($0, users) })
-        event.message = message
-        event.messageID = record.id
-        event.hardDelete = hardDelete
+        let event = ChangeEvents.messageChanged(type, record, by: actor, hardDelete: hardDelete, users: users)
         try events.send(event, to: try await store.memberIDs(of: channel))
-        return try context.respond(MessageResponse(message: message), status: status)
+        return try context.respond(MessageResponse(message: event.message!), status: status)
     }
 }

@@ -42,7 +42,7 @@ struct Receipts: Sendable {
         let outcome = try await store.markRead(
             reader, in: channel, upTo: messageID, audience: events.audience, now: .now())
         try events.cursorMoved(outcome)
-        return EventPublisher.messageRead(outcome)
+        return CursorNotice.messageRead(outcome)
     }
 
     /// Marks the thread of `parentID` read for `reader` (their thread read
@@ -56,13 +56,12 @@ struct Receipts: Sendable {
         let read = try await store.markThreadRead(reader, in: channel, parentID: parentID, now: .now())
         let users = try await store.users(ids: [reader])
         let user = Presenter.user(reader, users)
-        var event = Event(type: .messageRead, createdAt: read.readAt, cid: channel.cid, user: user)
-        event.lastReadMessageID = read.lastReadMessageID
+        var event = ChangeEvents.messageRead(by: user, in: channel.cid, at: read.readAt, upTo: read.lastReadMessageID)
         event.thread = MessageThread(
             parentMessageID: read.parent.id, channelCID: channel.cid, createdByUserID: read.parent.userID,
             replyCount: read.parent.replyCount, createdAt: read.parent.createdAt)
         let config = try await store.channelType(named: channel.type)
-        let visible = config.map { ReceiptVisibility(config: $0, users: [reader: user], viewer: nil).readVisible(reader) } ?? false
+        let visible = config.map { ReceiptVisibility.othersSeeReads(of: user, config: $0) } ?? false
         let members = visible ? try await store.memberIDs(of: channel) : [reader]
         try events.send(event, to: members)
         return event

@@ -18,13 +18,9 @@ enum HookEvents {
         guard outcome.created, hooks.wants(.messageNew) else { return none() }
         let message = outcome.message
         return Fetch.users([message.userID]).map { users in
-            var event = Event(
-                type: .messageNew, createdAt: message.createdAt, cid: channel.cid,
-                user: Presenter.user(message.userID, users))
-            event.message = Presenter.message(message, users: users)
             let threadOnly = message.parentID != nil && !message.showInChannel
             let push = threadOnly ? [] : outcome.recipients.filter { $0.userID != message.userID }
-            return [HookEvent(event: event, pushCandidates: push)]
+            return [HookEvent(event: ChangeEvents.messageNew(message, users: users), pushCandidates: push)]
         }
     }
 
@@ -36,25 +32,18 @@ enum HookEvents {
     /// `notification.mark_unread`, which tells the member's read position:
     /// only when their reads are visible to the others (R8, R10).
     static func markedUnread(_ outcome: CursorOutcome) -> StoreProgram<[HookEvent]> {
-        let reader = outcome.reader
-        let visible = ReceiptVisibility(config: outcome.config, users: [reader.id: reader], viewer: nil)
-            .readVisible(reader.id)
-        return .done(outcome.update.changed && visible ? [HookEvent(event: EventPublisher.markedUnread(outcome))] : [])
+        .done(CursorNotice.markedUnreadToOthers(outcome).map { [HookEvent(event: $0)] } ?? [])
     }
 
-    /// `message.updated` / `message.deleted`.
+    /// `message.updated` / `message.deleted`. The store does not know who
+    /// made the change; the event names the author, who alone may edit (a
+    /// server token or a moderator deleting is told live as the actor).
     static func message(_ type: EventType, _ record: MessageRecord, hardDelete: Bool? = nil, _ hooks: WebhookRecorder)
         -> StoreProgram<[HookEvent]>
     {
         guard hooks.wants(type) else { return none() }
         return Fetch.users([record.userID]).map { users in
-            var event = Event(
-                type: type, createdAt: record.deletedAt ?? record.updatedAt ?? record.createdAt, cid: record.cid,
-                user: Presenter.user(record.userID, users))
-            event.message = Presenter.message(record, users: users)
-            event.messageID = record.id
-            event.hardDelete = hardDelete
-            return [HookEvent(event: event)]
+            [HookEvent(event: ChangeEvents.messageChanged(type, record, by: record.userID, hardDelete: hardDelete, users: users))]
         }
     }
 
@@ -67,10 +56,8 @@ enum HookEvents {
         guard !states.isEmpty, hooks.wants(.memberAdded) else { return none() }
         return Fetch.users(states.map(\.userID)).map { users in
             states.map { state in
-                let member = Presenter.member(state, of: channel, users: users)
-                var event = Event(type: .memberAdded, createdAt: at, cid: channel.cid, user: member.user)
-                event.member = member
-                return HookEvent(event: event)
+                HookEvent(event: ChangeEvents.member(
+                    .memberAdded, Presenter.member(state, of: channel, users: users), in: channel.cid, at: at))
             }
         }
     }
@@ -84,15 +71,14 @@ enum HookEvents {
         guard !userIDs.isEmpty, hooks.wants(.memberRemoved) else { return none() }
         return Fetch.users(userIDs).map { users in
             userIDs.map { userID in
-                let member = Member(user: Presenter.user(userID, users), createdAt: at)
-                var event = Event(type: .memberRemoved, createdAt: at, cid: channel.cid, user: member.user)
-                event.member = member
-                return HookEvent(event: event)
+                HookEvent(event: ChangeEvents.member(
+                    .memberRemoved, ChangeEvents.departed(userID, users: users, at: at), in: channel.cid, at: at))
             }
         }
     }
 
-    /// `channel.created` / `.updated` / `.truncated` / `.deleted`, with the channel as it is now.
+    /// `channel.created` / `.updated` / `.truncated` / `.deleted`, with the
+    /// channel as the change left it; the store does not know who made the change.
     static func channel(_ type: EventType, _ record: ChannelRecord, at: Timestamp, _ hooks: WebhookRecorder)
         -> StoreProgram<[HookEvent]>
     {
@@ -100,14 +86,7 @@ enum HookEvents {
         return Fetch.texts(StoreSQL.channelType(record.type)).then { configs in
             Fetch.users(record.createdBy.map { [$0] } ?? []).map { users in
                 guard let config = try configs.first.map(StoredJSON.config) else { return [] }
-                var channel = Presenter.channel(record, config: config, users: users)
-                if type == .channelDeleted {
-                    channel.deletedAt = at
-                    channel.memberCount = 0
-                }
-                var event = Event(type: type, createdAt: at, cid: record.cid)
-                event.channel = channel
-                return [HookEvent(event: event)]
+                return [HookEvent(event: ChangeEvents.channel(type, record, config: config, users: users, by: nil, at: at))]
             }
         }
     }

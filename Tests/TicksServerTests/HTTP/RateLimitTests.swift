@@ -345,4 +345,30 @@ struct RateLimiterTests {
         // Most of the thousand identities landed on full shards and shared the overflow counters.
         #expect(refused > 900)
     }
+
+    @Test("docs/limits.md's table of default limits names every endpoint once, with the limits it has")
+    func documentedDefaults() throws {
+        let docs = URL(filePath: #filePath).deletingLastPathComponent().appending(path: "../../../docs/limits.md")
+        let text = try String(contentsOf: docs, encoding: .utf8)
+        // The table that starts with "| endpoints |" and ends at the first line that is not a row.
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        let table = lines.drop { !$0.hasPrefix("| endpoints |") }.prefix { $0.hasPrefix("|") }
+        #expect(!table.isEmpty, "docs/limits.md has no table of endpoints")
+        var documented: [String: RateLimits.Limit] = [:]
+        for line in table where line.hasPrefix("| `") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count == 3, let user = Int(cells[1].replacing(",", with: "")),
+                let server = Int(cells[2].replacing(",", with: ""))
+            else { continue }
+            for name in cells[0].split(separator: ",") {
+                let name = name.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`"))
+                #expect(documented[name] == nil, "\(name) is in the table twice")
+                documented[name] = RateLimits.Limit(user: user, serverSide: server)
+            }
+        }
+        for endpoint in APIEndpoint.allCases {
+            #expect(documented[endpoint.rawValue] == RateLimits.defaults[endpoint], "\(endpoint.rawValue)")
+        }
+        #expect(Set(documented.keys) == Set(APIEndpoint.allCases.map(\.rawValue)))
+    }
 }

@@ -1,25 +1,6 @@
 import TicksProtocol
 import TicksReceipts
 
-/// Which members' receipts a viewer may see (R8, R10). A member always sees
-/// their own; others see them only when the channel type has read events and
-/// the member shares them.
-struct ReceiptVisibility {
-    let config: ChannelConfig
-    let users: [String: User]
-    /// The user looking; nil for a server token acting as nobody.
-    let viewer: String?
-
-    func readVisible(_ userID: String) -> Bool {
-        (users[userID] ?? User(id: userID)).readsVisible(to: viewer, readEvents: config.readEvents)
-    }
-
-    func deliveredVisible(_ userID: String) -> Bool {
-        (users[userID] ?? User(id: userID)).deliveriesVisible(
-            to: viewer, readEvents: config.readEvents, deliveryEvents: config.deliveryEvents)
-    }
-}
-
 /// Builds wire objects from stored records.
 enum Presenter {
     static func user(_ id: String, _ users: [String: User]) -> User {

@@ -1,0 +1,165 @@
+import TicksProtocol
+import TicksReceipts
+
+// Who may hear of a receipt, decided here and nowhere else: which members a
+// committed move may be told to (`ReceiptAudience`), which members' receipts a
+// viewer may see (`ReceiptVisibility`, R8–R10), and from those what each
+// road tells — a move live and to the webhooks (`CursorNotice`), a thread
+// read, and a member's cursors since a time (`SyncedCursors`). PostgreSQL's
+// one-statement move computes the audience in SQL (`StoreSQL.moves`); it is
+// checked against `ReceiptAudience` on every row (`OneStatementMove`).
+
+/// Who hears of a member's read and delivered receipts (docs/events.md, "Large channels"): in a
+/// channel of up to `fullChannelLimit` members every member, as Stream does;
+/// in a larger one only the authors of the messages the move covered and the
+/// member's own devices — nobody else shows a status for those messages, and a
+/// channel of M members where everyone reads sends O(M) frames, not O(M²).
+public struct ReceiptAudience: Sendable, Equatable {
+    public var fullChannelLimit: Int
+
+    public init(fullChannelLimit: Int) { self.fullChannelLimit = fullChannelLimit }
+
+    /// What a store reads, in the transaction that moved the cursor, to know who hears of it.
+    enum Source: Equatable {
+        /// Every member's id.
+        case members
+        /// The ids of the authors of the messages with `after < seq ≤ through`.
+        case authors(after: Seq, through: Seq)
+    }
+
+    /// What to read for `update` in `channel`; nil when nothing moved. A read
+    /// move decides when there is one (it covers the delivered move too, R1).
+    func source(of update: CursorUpdate, in channel: ChannelRecord) -> Source? {
+        guard let move = update.moves.first(where: { $0.kind == .read }) ?? update.moves.first else { return nil }
+        guard channel.memberCount > fullChannelLimit else { return .members }
+        return .authors(after: min(move.from, move.to), through: max(move.from, move.to))
+    }
+
+    /// The recipients from the ids `source` read: every member, or the authors and the reader.
+    func recipients(_ ids: [String], from source: Source, reader: String) -> [String] {
+        switch source {
+        case .members: ids
+        case .authors: Array(Set(ids).union([reader]))
+        }
+    }
+}
+
+/// Which members' receipts a viewer may see (R8, R10). A member always sees
+/// their own; others see them only when the channel type has read events and
+/// the member shares them.
+struct ReceiptVisibility {
+    let config: ChannelConfig
+    let users: [String: User]
+    /// The user looking; nil for anyone but the member (the other members, a webhook).
+    let viewer: String?
+
+    func readVisible(_ userID: String) -> Bool {
+        (users[userID] ?? User(id: userID)).readsVisible(to: viewer, readEvents: config.readEvents)
+    }
+
+    func deliveredVisible(_ userID: String) -> Bool {
+        (users[userID] ?? User(id: userID)).deliveriesVisible(
+            to: viewer, readEvents: config.readEvents, deliveryEvents: config.deliveryEvents)
+    }
+
+    /// Whether members other than `reader` may hear of `reader`'s reads.
+    static func othersSeeReads(of reader: User, config: ChannelConfig) -> Bool {
+        ReceiptVisibility(config: config, users: [reader.id: reader], viewer: nil).readVisible(reader.id)
+    }
+}
+
+/// What a committed cursor move tells, and whether members other than the
+/// reader may hear it (R1, R8–R10): the one rule behind the live events and
+/// the webhooks. A visible read says "delivered" too (R1), so `delivered` is
+/// for the others only when no read is told them; a private read (R10) of a
+/// message not yet delivered still delivers it, which the others may see.
+struct CursorNotice {
+    /// `message.read`, when the read cursor moved.
+    var read: Event?
+    var othersSeeRead = false
+    /// `notification.mark_read` with the reader's counts, for the reader alone, with `read`.
+    var markedRead: Event?
+    /// `message.delivered`, when the delivered cursor moved and the channel type sends delivery events.
+    var delivered: Event?
+    var othersSeeDelivered = false
+
+    init(_ outcome: CursorOutcome) {
+        guard outcome.update.changed else { return }
+        let reader = outcome.reader
+        let visibility = ReceiptVisibility(config: outcome.config, users: [reader.id: reader], viewer: nil)
+        if outcome.update.moved(.read) {
+            read = Self.messageRead(outcome)
+            othersSeeRead = visibility.readVisible(reader.id)
+            markedRead = ChangeEvents.markedRead(
+                by: reader, in: outcome.channel.cid, at: outcome.at, state: outcome.state, totals: outcome.totals)
+        }
+        guard outcome.update.moved(.delivered), outcome.config.deliveryEvents else { return }
+        delivered = ChangeEvents.messageDelivered(
+            by: reader, in: outcome.channel.cid, at: outcome.at, deliveredAt: outcome.state.deliveredAt,
+            upTo: outcome.state.lastDeliveredMessageID)
+        othersSeeDelivered = visibility.deliveredVisible(reader.id) && !othersSeeRead
+    }
+
+    /// The `message.read` event for a read state (also the answer to mark read).
+    static func messageRead(_ outcome: CursorOutcome) -> Event {
+        ChangeEvents.messageRead(
+            by: outcome.reader, in: outcome.channel.cid, at: outcome.at, upTo: outcome.state.lastReadMessageID)
+    }
+
+    /// The live events and whom each goes to, of `recipients` (the move's
+    /// `ReceiptAudience`): `message.read` to them when the others may see the
+    /// read, else to the reader alone, with `notification.mark_read` to the
+    /// reader; `message.delivered` to them when the others may see it and no
+    /// read told them (the reader's own connections had `message.read`), else
+    /// to the reader alone unless a read told them already.
+    func live(to recipients: [String]) -> [(event: Event, to: [String])] {
+        guard let reader = (read ?? delivered)?.user?.id else { return [] }
+        var sends: [(event: Event, to: [String])] = []
+        if let read {
+            sends.append((read, othersSeeRead ? recipients : [reader]))
+            if let markedRead { sends.append((markedRead, [reader])) }
+        }
+        if let delivered {
+            if othersSeeDelivered {
+                sends.append((delivered, read == nil ? recipients : recipients.filter { $0 != reader }))
+            } else if read == nil {
+                sends.append((delivered, [reader]))
+            }
+        }
+        return sends
+    }
+
+    /// The events anyone but the reader may be told (webhooks, with no viewer).
+    var toOthers: [Event] {
+        (othersSeeRead ? [read].compactMap { $0 } : []) + (othersSeeDelivered ? [delivered].compactMap { $0 } : [])
+    }
+
+    /// `notification.mark_unread` is told to the others (the webhooks) only
+    /// when the member's reads are: it tells their read position.
+    static func markedUnreadToOthers(_ outcome: CursorOutcome) -> Event? {
+        guard outcome.update.changed, ReceiptVisibility.othersSeeReads(of: outcome.reader, config: outcome.config)
+        else { return nil }
+        return ChangeEvents.markedUnread(outcome)
+    }
+}
+
+/// What `POST /sync` tells `viewer` of one member's cursors after `since`:
+/// the latest read, and the latest delivered past it, each only if it moved
+/// after `since`, still points at a message (not at or below a truncation)
+/// and `viewer` may see it (R8–R10; delivery events off hide others'
+/// deliveries, R9). A read shown at the same cursor says delivered already (R1).
+struct SyncedCursors {
+    var read = false
+    var delivered = false
+
+    init(_ state: MemberState, in record: ChannelRecord, visibility: ReceiptVisibility, since: Timestamp) {
+        read =
+            state.readAt > since && state.cursors.read > record.truncatedSeq && state.lastReadMessageID != nil
+            && visibility.readVisible(state.userID)
+        delivered =
+            state.deliveredAt > since && state.cursors.delivered > record.truncatedSeq
+            && state.lastDeliveredMessageID != nil && visibility.deliveredVisible(state.userID)
+            && (visibility.config.deliveryEvents || state.userID == visibility.viewer)
+            && !(read && state.cursors.delivered == state.cursors.read)
+    }
+}

@@ -1,0 +1,109 @@
+import TicksProtocol
+import TicksReceipts
+
+/// Turns what changed in a channel into the events that would have told
+/// `userID` of it live, with the same visibility rules (R8–R10): one per
+/// message stored, edited or deleted, member added or removed, and one for
+/// each member's latest read and delivered cursor that moved.
+struct SyncEvents {
+    let userID: String
+    let since: Timestamp
+    let now: Timestamp
+
+    /// The channel's events, oldest first; nil when there are more than `limit` (reload it).
+    func events(of changes: ChannelChanges, in cid: ChannelID, limit: Int) -> [Event]? {
+        switch changes.access {
+        case .gone:
+            // Nothing of a channel the user cannot read is told, not even whether it exists.
+            return [Event(type: .notificationRemovedFromChannel, createdAt: now, cid: cid.rawValue)]
+        case .deleted(let at):
+            return [Event(type: .channelDeleted, createdAt: at, cid: cid.rawValue)]
+        case .member:
+            guard !changes.tooMany, let record = changes.channel, let config = changes.config else { return nil }
+            let events = memberEvents(changes, record: record, config: config)
+            return events.count <= limit ? events : nil
+        }
+    }
+
+    private func memberEvents(_ changes: ChannelChanges, record: ChannelRecord, config: ChannelConfig) -> [Event] {
+        let users = changes.users
+        let own = changes.members.first { $0.userID == userID }
+        var events: [Event] = []
+        // Who truncated, edited or updated is not kept: sync names nobody for those.
+        if let truncatedAt = record.truncatedAt, truncatedAt > since {
+            events.append(
+                ChangeEvents.channel(.channelTruncated, record, config: config, users: users, by: nil, at: truncatedAt))
+        }
+        for state in changes.members where state.joinedAt > since {
+            let member = Presenter.member(state, of: record, users: users)
+            events.append(ChangeEvents.member(.memberAdded, member, in: record.cid, at: state.joinedAt))
+        }
+        for removal in changes.removals {
+            let member = ChangeEvents.departed(removal.userID, users: users, at: removal.at)
+            events.append(ChangeEvents.member(.memberRemoved, member, in: record.cid, at: removal.at))
+        }
+        for message in changes.newMessages where !message.hardDeleted {
+            var new = ChangeEvents.messageNew(message, users: users)
+            new.unreadCount = own?.unread
+            events.append(new)
+        }
+        for message in changes.changedMessages {
+            let deleted = message.deletedAt.map { $0 > since } ?? false
+            events.append(
+                ChangeEvents.messageChanged(
+                    deleted ? .messageDeleted : .messageUpdated, message, by: nil,
+                    hardDelete: deleted ? message.hardDeleted : nil,
+                    at: deleted ? message.deletedAt : (message.updatedAt ?? message.createdAt), users: users))
+        }
+        let visibility = ReceiptVisibility(config: config, users: users, viewer: userID)
+        for state in changes.members {
+            events += cursorEvents(state, record: record, visibility: visibility, users: users)
+        }
+        if record.updatedAt > since {
+            events.append(
+                ChangeEvents.channel(.channelUpdated, record, config: config, users: users, by: nil, at: record.updatedAt))
+        }
+        return Self.inTimeOrder(events)
+    }
+
+    /// The member's latest read (and, past it, delivered) cursor, if it moved
+    /// after `since` and the user may see it; for the user themselves, also
+    /// `notification.mark_read` with their counts.
+    private func cursorEvents(
+        _ state: MemberState, record: ChannelRecord, visibility: ReceiptVisibility, users: [String: User]
+    ) -> [Event] {
+        let shown = SyncedCursors(state, in: record, visibility: visibility, since: since)
+        let member = Presenter.user(state.userID, users)
+        var events: [Event] = []
+        if shown.read {
+            events.append(
+                ChangeEvents.messageRead(by: member, in: record.cid, at: state.readAt, upTo: state.lastReadMessageID))
+            if state.userID == userID {
+                events.append(ChangeEvents.markedRead(by: member, in: record.cid, at: state.readAt, state: state, totals: nil))
+            }
+        }
+        if shown.delivered {
+            events.append(
+                ChangeEvents.messageDelivered(
+                    by: member, in: record.cid, at: state.deliveredAt, deliveredAt: state.deliveredAt,
+                    upTo: state.lastDeliveredMessageID))
+        }
+        return events
+    }
+
+    /// The user's totals on the events that carry them (`message.new`, the
+    /// user's `notification.mark_read`), read once after every channel.
+    static func stamp(_ event: Event, with totals: UnreadTotals) -> Event {
+        guard event.type == .messageNew || event.type == .notificationMarkRead else { return event }
+        var event = event
+        event.totalUnreadCount = totals.messages
+        event.unreadChannels = totals.channels
+        return event
+    }
+
+    /// Oldest first; events of the same time keep their order (a member
+    /// added before the read that joining gave them).
+    static func inTimeOrder(_ events: [Event]) -> [Event] {
+        events.enumerated().sorted { ($0.element.createdAt, $0.offset) < ($1.element.createdAt, $1.offset) }.map(\.element)
+    }
+}
