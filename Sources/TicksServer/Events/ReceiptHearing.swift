@@ -7,36 +7,30 @@ import TicksReceipts
 // road tells — a move live and to the webhooks (`CursorNotice`), a thread
 // read, and a member's cursors since a time (`SyncedCursors`). PostgreSQL's
 // one-statement move computes the audience in SQL (`StoreSQL.moves`); it is
-// checked against `ReceiptAudience` on every row (`OneStatementMove`).
+// checked against `ReceiptAudience` on every row (`OneStatementMove`). The
+// store applies the audience through its own protocol (`MoveAudience`) and
+// knows nothing of this file.
 
 /// Who hears of a member's read and delivered receipts (docs/events.md, "Large channels"): in a
 /// channel of up to `fullChannelLimit` members every member, as Stream does;
 /// in a larger one only the authors of the messages the move covered and the
 /// member's own devices — nobody else shows a status for those messages, and a
 /// channel of M members where everyone reads sends O(M) frames, not O(M²).
-public struct ReceiptAudience: Sendable, Equatable {
+public struct ReceiptAudience: MoveAudience, Equatable {
     public var fullChannelLimit: Int
 
     public init(fullChannelLimit: Int) { self.fullChannelLimit = fullChannelLimit }
 
-    /// What a store reads, in the transaction that moved the cursor, to know who hears of it.
-    enum Source: Equatable {
-        /// Every member's id.
-        case members
-        /// The ids of the authors of the messages with `after < seq ≤ through`.
-        case authors(after: Seq, through: Seq)
-    }
-
     /// What to read for `update` in `channel`; nil when nothing moved. A read
     /// move decides when there is one (it covers the delivered move too, R1).
-    func source(of update: CursorUpdate, in channel: ChannelRecord) -> Source? {
+    public func source(of update: CursorUpdate, in channel: ChannelRecord) -> AudienceSource? {
         guard let move = update.moves.first(where: { $0.kind == .read }) ?? update.moves.first else { return nil }
         guard channel.memberCount > fullChannelLimit else { return .members }
         return .authors(after: min(move.from, move.to), through: max(move.from, move.to))
     }
 
     /// The recipients from the ids `source` read: every member, or the authors and the reader.
-    func recipients(_ ids: [String], from source: Source, reader: String) -> [String] {
+    public func recipients(_ ids: [String], from source: AudienceSource, reader: String) -> [String] {
         switch source {
         case .members: ids
         case .authors: Array(Set(ids).union([reader]))

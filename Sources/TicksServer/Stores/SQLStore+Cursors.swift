@@ -4,7 +4,7 @@ import TicksReceipts
 /// Read and delivered cursors: `ReceiptRules` decides each move, these apply it.
 extension SQLStore {
     public func markRead(
-        _ userID: String, in channel: ChannelID, upTo messageID: String?, audience: ReceiptAudience, now: Timestamp
+        _ userID: String, in channel: ChannelID, upTo messageID: String?, audience: any MoveAudience, now: Timestamp
     ) async throws -> CursorOutcome {
         if let moveBatcher {
             // One statement with the receipts that arrive meanwhile: lock, move, log and read back.
@@ -52,7 +52,7 @@ extension SQLStore {
         }, hooks: { outcome, _ in HookEvents.markedUnread(outcome) })
     }
 
-    public func markAllRead(_ userID: String, audience: ReceiptAudience, now: Timestamp) async throws
+    public func markAllRead(_ userID: String, audience: any MoveAudience, now: Timestamp) async throws
         -> [CursorOutcome]
     {
         try await write({
@@ -71,7 +71,7 @@ extension SQLStore {
     }
 
     public func markDelivered(
-        _ userID: String, _ targets: [DeliveredTarget], audience: ReceiptAudience, now: Timestamp
+        _ userID: String, _ targets: [DeliveredTarget], audience: any MoveAudience, now: Timestamp
     ) async throws -> [CursorOutcome] {
         if let moveBatcher, targets.count == 1, let entry = targets.first {
             // The common case (a device acknowledging one channel), batched as mark read is.
@@ -157,13 +157,13 @@ extension SQLStore {
     /// What a cursor move's events and answer need, read in the same transaction.
     static func outcome(
         of update: CursorUpdate, by userID: String, in found: (channel: ChannelRecord, config: ChannelConfig?),
-        now: Timestamp, audience: ReceiptAudience?
+        now: Timestamp, audience: (any MoveAudience)?
     ) -> StoreProgram<CursorOutcome> {
         let channel = found.channel
         return Fetch.memberStates(channel.pk, userID: userID).then { states in
             guard let state = states.first else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
             let config = try StoreRules.requireConfig(found)
-            // Who may hear of the move (`ReceiptAudience`); nobody when nothing moved.
+            // Who may hear of the move (`MoveAudience`); nobody when nothing moved.
             let heard = audience.flatMap { audience in audience.source(of: update, in: channel).map { (audience, $0) } }
             let ids: StoreProgram<[String]> = heard.map { Fetch.texts(StoreSQL.audience($0.1, in: channel.pk)) } ?? .done([])
             return ids.then { ids in

@@ -137,7 +137,7 @@ public struct CursorOutcome: Sendable {
     public var state: MemberState
     public var totals: UnreadTotals
     public var at: Timestamp
-    /// Who may be told of the move by `ReceiptAudience`, read in the same
+    /// Who may be told of the move by the `MoveAudience`, read in the same
     /// transaction (before privacy and channel-type rules); empty when nothing moved.
     public var recipients: [String]
 }
@@ -449,14 +449,14 @@ public protocol TicksStore: Sendable {
     /// The store finds the channel and checks the membership itself
     /// (`channelNotFound`, `notMember`), in the same round trip as the move.
     func markRead(
-        _ userID: String, in channel: ChannelID, upTo messageID: String?, audience: ReceiptAudience, now: Timestamp
+        _ userID: String, in channel: ChannelID, upTo messageID: String?, audience: any MoveAudience, now: Timestamp
     ) async throws -> CursorOutcome
     func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp) async throws
         -> CursorOutcome
     /// Marks every channel of the user read; returns the channels whose cursors moved.
-    func markAllRead(_ userID: String, audience: ReceiptAudience, now: Timestamp) async throws -> [CursorOutcome]
+    func markAllRead(_ userID: String, audience: any MoveAudience, now: Timestamp) async throws -> [CursorOutcome]
     /// All-or-nothing: every target must name a message of a channel the user is a member of.
-    func markDelivered(_ userID: String, _ targets: [DeliveredTarget], audience: ReceiptAudience, now: Timestamp)
+    func markDelivered(_ userID: String, _ targets: [DeliveredTarget], audience: any MoveAudience, now: Timestamp)
         async throws -> [CursorOutcome]
     func unreadTotals(of userID: String) async throws -> UnreadTotals
     func receipts(forMessage id: String) async throws -> MessageReceipts?

@@ -41,18 +41,3 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
         .init(status: .contentTooLarge, code: .payloadTooBig, message)
     }
 }
-
-extension APIError {
-    /// Stream's error for a store's refusal.
-    init(_ error: StoreError) {
-        switch error {
-        case .channelTypeExists, .messageIDOfRemovedMessage: self = .conflict(error.description)
-        case .channelTypeNotFound, .channelNotFound, .messageNotFound: self = .notFound(error.description)
-        case .notMember: self = .forbidden(error.description)
-        case .inconsistent: self = APIError(status: .internalServerError, code: .internalError, "internal error")
-        case .unknownChannelType, .unknownChannel, .unknownUser, .messageNotInChannel, .messageIDInOtherChannel,
-            .tooManyMembers, .parentNotFound, .nestedReply, .unstorableText:
-            self = .input(error.description)
-        }
-    }
-}

@@ -1,5 +1,6 @@
 import PostgresNIO
 import TicksProtocol
+import TicksReceipts
 
 /// The statements PostgreSQL keeps prepared on each connection (parsed and
 /// planned once, not on every receipt): `StoreQuery.prepared` names them,
@@ -34,7 +35,7 @@ enum Moves: PreparedShape {
         of: StoreSQL.moves([
             BatchedMove(
                 kind: .read, userID: "u", channelType: "t", channelID: "i", messageID: "m", at: Timestamp(microseconds: 0),
-                audience: ReceiptAudience(fullChannelLimit: 0))
+                audience: ShapeOnly())
         ]))
     static var sql: String { shape.sql }
     static var bindingDataTypes: [PostgresDataType] { shape.types }
@@ -59,4 +60,12 @@ struct PreparedStoreStatement<Shape: PreparedShape>: PostgresPreparedStatement {
 
     func makeBindings() throws -> PostgresBindings { bindings }
     func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+}
+
+/// The audience of the sample move that gives `StoreSQL.moves` its shape:
+/// the statement's text and types do not depend on it, and it never runs.
+private struct ShapeOnly: MoveAudience {
+    var fullChannelLimit: Int { 0 }
+    func source(of update: CursorUpdate, in channel: ChannelRecord) -> AudienceSource? { nil }
+    func recipients(_ ids: [String], from source: AudienceSource, reader: String) -> [String] { [] }
 }

@@ -10,7 +10,7 @@ struct BatchedMove: Sendable {
     /// Up to this message; nil: up to the newest.
     var messageID: String?
     var at: Timestamp
-    var audience: ReceiptAudience
+    var audience: any MoveAudience
 
     /// The member whose row the move locks: a batch holds each at most once.
     var member: String { "\(channelType):\(channelID)/\(userID)" }

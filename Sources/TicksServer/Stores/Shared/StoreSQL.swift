@@ -272,8 +272,8 @@ enum StoreSQL {
         """
     }
 
-    /// Column 0: the ids a `ReceiptAudience.Source` names.
-    static func audience(_ source: ReceiptAudience.Source, in channelPK: Int64) -> StoreQuery {
+    /// Column 0: the ids an `AudienceSource` names.
+    static func audience(_ source: AudienceSource, in channelPK: Int64) -> StoreQuery {
         switch source {
         case .members:
             "SELECT user_id FROM member WHERE channel_pk = \(channelPK)"
