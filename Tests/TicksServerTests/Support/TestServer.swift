@@ -78,6 +78,10 @@ struct TestServer: Sendable {
             host: "127.0.0.1", port: 0,
             credentials: try Credentials(apiKey: TestKeys.apiKey, apiSecret: TestKeys.apiSecret))
         configuration.limits = limits
+        // The server's header and idle timeouts are for real clients; a test's client on a saturated
+        // machine may not get its head read in 10 s. A test that sets its own timeouts keeps them.
+        if limits.headerTimeout == ServerLimits().headerTimeout { configuration.limits.headerTimeout = patience }
+        if limits.idleTimeout == ServerLimits().idleTimeout { configuration.limits.idleTimeout = patience }
         configuration.rateLimits = rateLimits
         configuration.largeChannelMembers = largeChannelMembers
         configuration.demo = demo
