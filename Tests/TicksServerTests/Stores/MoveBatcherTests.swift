@@ -13,17 +13,14 @@ struct MoveBatcherTests {
     @Test("a lone receipt with a free lane runs at once, alone; when nothing waits the lane is freed")
     func loneReceipt() async throws {
         let database = HeldDatabase(lanes: 1)
-        let alice = try await database.send("alice")
-        // The batch was taken before `send` returned: nothing waits for company.
-        try #require(database.batcher.statistics == .init(batches: 1, moves: 1))
-        let first = try await database.nextBatch()
+        let (alice, first) = try await database.sendAlone("alice")
         #expect(first.labels == ["alice@general"])
         first.finish()
         #expect(try await alice.outcome()?.at == alice.move.at)
 
-        // Nothing waited, so the lane ended; the next receipt runs at once, alone, too.
-        let bob = try await database.send("bob")
-        let second = try await database.nextBatch()
+        // Nothing waited, so the lane was freed: the next receipt finds it free and runs at once, alone, too.
+        try await database.laneFreed()
+        let (bob, second) = try await database.sendAlone("bob")
         #expect(second.labels == ["bob@general"])
         second.finish()
         #expect(try await bob.outcome()?.at == bob.move.at)
@@ -33,8 +30,7 @@ struct MoveBatcherTests {
     @Test("receipts that arrive while the lane is busy go together in the next batch, in arrival order")
     func busyLane() async throws {
         let database = HeldDatabase(lanes: 1)
-        let alice = try await database.send("alice")
-        let first = try await database.nextBatch()
+        let (alice, first) = try await database.sendAlone("alice")
         let later = [
             try await database.send("bob"), try await database.send("carol"), try await database.send("dave"),
         ]
@@ -42,7 +38,7 @@ struct MoveBatcherTests {
         try #require(database.batcher.statistics == .init(batches: 1, moves: 1))
         first.finish()
         let second = try await database.nextBatch()
-        #expect(second.labels == ["bob@general", "carol@general", "dave@general"])
+        try #require(second.labels == ["bob@general", "carol@general", "dave@general"])
         second.finish()
         #expect(try await alice.outcome()?.at == alice.move.at)
         for receipt in later { #expect(try await receipt.outcome()?.at == receipt.move.at) }
@@ -52,25 +48,22 @@ struct MoveBatcherTests {
     @Test("limit caps a batch; the rest follow in arrival order")
     func limitCapsABatch() async throws {
         let database = HeldDatabase(lanes: 1, limit: 2)
-        _ = try await database.send("alice")
-        let first = try await database.nextBatch()
+        let (_, first) = try await database.sendAlone("alice")
         for user in ["bob", "carol", "dave", "erin", "frank"] { _ = try await database.send(user) }
         first.finish()
-        var labels: [[String]] = []
-        for _ in 0..<3 {
+        for expected in [["bob@general", "carol@general"], ["dave@general", "erin@general"], ["frank@general"]] {
             let batch = try await database.nextBatch()
-            labels.append(batch.labels)
+            // Required: after a wrong batch the next one may never come.
+            try #require(batch.labels == expected)
             batch.finish()
         }
-        #expect(labels == [["bob@general", "carol@general"], ["dave@general", "erin@general"], ["frank@general"]])
         #expect(database.batcher.statistics == .init(batches: 4, moves: 6))
     }
 
     @Test("a second receipt of the same member waits for the next batch and keeps its arrival order")
     func memberOncePerBatch() async throws {
         let database = HeldDatabase(lanes: 1)
-        _ = try await database.send("alice")
-        let first = try await database.nextBatch()
+        let (_, first) = try await database.sendAlone("alice")
         let bob = try await database.send("bob")
         let alice = try await database.send("alice")
         let aliceAgain = try await database.send("alice")
@@ -82,10 +75,10 @@ struct MoveBatcherTests {
 
         let second = try await database.nextBatch()
         #expect(second.labels == ["bob@general", "alice@general", "carol@general", "alice@random"])
-        #expect(second.moves.map(\.at) == [bob, alice, carol, aliceElsewhere].map(\.move.at))
+        try #require(second.moves.map(\.at) == [bob, alice, carol, aliceElsewhere].map(\.move.at))
         second.finish()
         let third = try await database.nextBatch()
-        #expect(third.moves.map(\.at) == [aliceAgain, bobAgain].map(\.move.at))
+        try #require(third.moves.map(\.at) == [aliceAgain, bobAgain].map(\.move.at))
         third.finish()
         for receipt in [bob, alice, aliceAgain, carol, aliceElsewhere, bobAgain] {
             #expect(try await receipt.outcome()?.at == receipt.move.at)
@@ -95,12 +88,9 @@ struct MoveBatcherTests {
     @Test("with two lanes two batches run at once, never a third")
     func twoLanes() async throws {
         let database = HeldDatabase(lanes: 2)
-        _ = try await database.send("alice")
-        let first = try await database.nextBatch()
+        let (_, first) = try await database.sendAlone("alice")
         // The second lane is free: bob goes at once, while alice's batch runs.
-        _ = try await database.send("bob")
-        let second = try await database.nextBatch()
-        #expect([first.labels, second.labels] == [["alice@general"], ["bob@general"]])
+        let (_, second) = try await database.sendAlone("bob")
         _ = try await database.send("carol")
         _ = try await database.send("dave")
         // Both lanes are busy: carol and dave wait, no third batch is taken.
@@ -109,7 +99,7 @@ struct MoveBatcherTests {
         // The lane that ends takes what waits; the other goes on.
         first.finish()
         let third = try await database.nextBatch()
-        #expect(third.labels == ["carol@general", "dave@general"])
+        try #require(third.labels == ["carol@general", "dave@general"])
         _ = try await database.send("erin")
         try #require(database.batcher.statistics == .init(batches: 3, moves: 4))
         second.finish()
@@ -118,22 +108,29 @@ struct MoveBatcherTests {
         third.finish()
         fourth.finish()
         #expect(database.batcher.statistics == .init(batches: 4, moves: 5))
+
+        // Both lanes were freed: two receipts run at once again, each alone.
+        try await database.laneFreed()
+        try await database.laneFreed()
+        let (_, fifth) = try await database.sendAlone("frank")
+        let (_, sixth) = try await database.sendAlone("grace")
+        fifth.finish()
+        sixth.finish()
     }
 
     @Test("a failing run fails exactly the receipts of its batch; later batches still run")
     func failingBatch() async throws {
         let database = HeldDatabase(lanes: 1)
-        let alice = try await database.send("alice")
-        let first = try await database.nextBatch()
+        let (alice, first) = try await database.sendAlone("alice")
         let bob = try await database.send("bob")
         let carol = try await database.send("carol")
         first.finish()
         let second = try await database.nextBatch()
-        #expect(second.labels == ["bob@general", "carol@general"])
+        try #require(second.labels == ["bob@general", "carol@general"])
         let dave = try await database.send("dave")
         second.fail(StatementFailed())
         let third = try await database.nextBatch()
-        #expect(third.labels == ["dave@general"])
+        try #require(third.labels == ["dave@general"])
         third.finish()
 
         #expect(try await alice.outcome()?.at == alice.move.at)
@@ -145,13 +142,13 @@ struct MoveBatcherTests {
     @Test("each receipt gets its own outcome from its batch: a cursor change, a refusal or nothing")
     func ownOutcomes() async throws {
         let database = HeldDatabase(lanes: 1)
-        _ = try await database.send("alice")
-        let first = try await database.nextBatch()
+        let (_, first) = try await database.sendAlone("alice")
         let bob = try await database.send("bob")
         let carol = try await database.send("carol")
         let dave = try await database.send("dave")
         first.finish()
         let second = try await database.nextBatch()
+        try #require(second.labels == ["bob@general", "carol@general", "dave@general"])
         second.finish([.success(HeldDatabase.outcome(of: bob.move)), .failure(Refused(user: "carol")), .success(nil)])
 
         #expect(try await bob.outcome()?.at == bob.move.at)
@@ -163,13 +160,12 @@ struct MoveBatcherTests {
     func statistics() async throws {
         let database = HeldDatabase(lanes: 1, limit: 2)
         #expect(database.batcher.statistics == .init(batches: 0, moves: 0))
-        _ = try await database.send("alice")
-        let first = try await database.nextBatch()
+        let (_, first) = try await database.sendAlone("alice")
         for user in ["bob", "carol", "dave"] { _ = try await database.send(user) }
-        #expect(database.batcher.statistics == .init(batches: 1, moves: 1))
+        try #require(database.batcher.statistics == .init(batches: 1, moves: 1))
         first.finish()
         let second = try await database.nextBatch()
-        #expect(database.batcher.statistics == .init(batches: 2, moves: 3))
+        try #require(database.batcher.statistics == .init(batches: 2, moves: 3))
         second.fail(StatementFailed())
         let third = try await database.nextBatch()
         third.finish()
@@ -190,6 +186,7 @@ private final class HeldDatabase {
     let batcher: MoveBatcher
     private var batches: AsyncStream<Batch>.Iterator
     private var arrivals: AsyncStream<BatchedMove>.Iterator
+    private var freedLanes: AsyncStream<Void>.Iterator
     /// The time of the last receipt sent: each gets its own, so `at` tells receipts apart.
     private var clock: Int64 = 0
 
@@ -221,9 +218,13 @@ private final class HeldDatabase {
     init(lanes: Int, limit: Int = 64) {
         let (batches, batchStarted) = AsyncStream.makeStream(of: Batch.self)
         let (arrivals, moveArrived) = AsyncStream.makeStream(of: BatchedMove.self)
+        let (freedLanes, laneFreed) = AsyncStream.makeStream(of: Void.self)
         self.batches = batches.makeAsyncIterator()
         self.arrivals = arrivals.makeAsyncIterator()
-        batcher = MoveBatcher(lanes: lanes, limit: limit, arrived: { moveArrived.yield($0) }) { moves in
+        self.freedLanes = freedLanes.makeAsyncIterator()
+        batcher = MoveBatcher(
+            lanes: lanes, limit: limit, arrived: { moveArrived.yield($0) }, laneFreed: { laneFreed.yield() }
+        ) { moves in
             try await withCheckedThrowingContinuation { end in batchStarted.yield(Batch(moves: moves, end: end)) }
         }
     }
@@ -239,6 +240,23 @@ private final class HeldDatabase {
         let arrived = try #require(await arrivals.next())
         #expect(arrived.at == move.at)
         return Sent(move: move, answer: answer)
+    }
+
+    /// Sends a receipt that finds a lane free: it must start a batch of its own at once, returned here.
+    /// Required, so a receipt that waits instead fails the test rather than hanging it.
+    func sendAlone(_ user: String, in channel: String = "general") async throws -> (Sent, Batch) {
+        let taken = batcher.statistics.batches
+        let sent = try await send(user, in: channel)
+        // Taken before `send` returned, or never: nothing else would start it.
+        try #require(batcher.statistics.batches == taken + 1, "\(user)'s receipt waits with a lane free")
+        let batch = try await nextBatch()
+        try #require(batch.moves.map(\.at) == [sent.move.at])
+        return (sent, batch)
+    }
+
+    /// Returns once a lane was freed, in the order lanes are.
+    func laneFreed() async throws {
+        try #require(await freedLanes.next() != nil)
     }
 
     /// The next batch the batcher runs, once it is in the database.

@@ -51,6 +51,7 @@ final class MoveBatcher: Sendable {
     private let lanes: Int
     private let limit: Int
     private let arrived: @Sendable (BatchedMove) -> Void
+    private let laneFreed: @Sendable () -> Void
     private let run: @Sendable ([BatchedMove]) async throws -> Outcomes
 
     /// - Parameters:
@@ -62,15 +63,19 @@ final class MoveBatcher: Sendable {
     ///   - limit: moves in one batch at most.
     ///   - arrived: told of each move once the batcher holds it (waiting, or in a batch that
     ///     starts); tests wait for it to know a receipt came before they let a batch end.
+    ///   - laneFreed: told each time a lane ends because nothing waits; tests wait for it before
+    ///     they count on a free lane.
     ///   - run: runs a batch, one outcome per move, in order.
     init(
         lanes: Int = 1, limit: Int = 64, arrived: @escaping @Sendable (BatchedMove) -> Void = { _ in },
+        laneFreed: @escaping @Sendable () -> Void = {},
         run: @escaping @Sendable ([BatchedMove]) async throws -> Outcomes
     ) {
         precondition(lanes > 0 && limit > 0)
         self.lanes = lanes
         self.limit = limit
         self.arrived = arrived
+        self.laneFreed = laneFreed
         self.run = run
     }
 
@@ -107,7 +112,10 @@ final class MoveBatcher: Sendable {
                     state.running -= 1
                     return nil
                 }
-                guard let next else { return }
+                guard let next else {
+                    laneFreed()
+                    return
+                }
                 batch = next
             }
         }
