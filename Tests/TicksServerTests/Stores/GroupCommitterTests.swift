@@ -67,6 +67,8 @@ struct GroupCommitterTests {
         let b = try await database.insert("b")
         first.release()
         #expect(try await first.answer.value == "first")
+        // Every caller is answered only after COMMIT (R12): one answered before it would get its value
+        // here, though nothing of it was committed.
         for write in [a, orphan, b] {
             let error = await #expect(throws: DatabaseError.self) { try await write.value }
             #expect(error?.extendedResultCode == .SQLITE_CONSTRAINT_FOREIGNKEY)
@@ -77,7 +79,7 @@ struct GroupCommitterTests {
         #expect(try database.names() == ["first", "c"])
     }
 
-    @Test("every write is answered only after its commit: a fresh connection sees it when the call returns (R12)")
+    @Test("a write is visible to a fresh connection when its call returns, for every write of a group (R12)")
     func answeredAfterCommit() async throws {
         let database = try Committed(.onDisk)
         let first = try await database.holdTransaction("first")
