@@ -5,6 +5,7 @@ Each browser is one person. Every step saves a screenshot under
 TICKS_ARTIFACTS (default .build/artifacts/browser), named test-step.png.
 """
 
+import json
 import os
 import re
 import secrets
@@ -583,6 +584,56 @@ def test_a_page_of_older_messages_takes_in_the_read_states_it_came_with(demo, br
     assert results["afterBeginning"] == [None] + ["read"] * 7 + ["sent"] * 2
     assert results["beginning2"] is True
     assert results["own"] == ["m1", 8]
+
+
+# MARK: The status rule, one table with Swift
+
+
+STATUS_CASES = os.path.join(os.path.dirname(__file__), "..", "..", "Tests", "Fixtures", "receipt-status-cases.json")
+
+# Each case as a channel of messages m1…mN, where a cursor at seq s names m{s} (0 names none). The
+# sender's own read state is there too, past every message, as the server sends it (R4): it must not count.
+STATUS_OF_EACH_CASE = """
+    const [cases, done] = [arguments[0], arguments[arguments.length - 1]];
+    import('/channel-model.js').then(({ ChannelModel, indicatorFor }) => {
+      const me = 'sender';
+      const at = (index) => new Date(Date.UTC(2026, 0, 1, 0, 0, index)).toISOString();
+      const id = (seq) => (seq > 0 ? `m${seq}` : null);
+      const read = (user, cursors) => ({
+        user: { id: user }, last_read_message_id: id(cursors.read), last_read: at(0),
+        last_delivered_message_id: id(cursors.delivered), last_delivered_at: at(0), unread_messages: 0 });
+      done(cases.map((c) => {
+        const newest = Math.max(1, c.seq ?? 0, ...c.others.flatMap((cursors) => [cursors.read, cursors.delivered]));
+        const author = (seq) => (seq === c.seq && c.own === false ? 'someone' : me);
+        const messages = [...Array(newest).keys()].map((offset) => (
+          { id: id(offset + 1), text: '', created_at: at(offset + 1), user: { id: author(offset + 1) } }));
+        const channel = new ChannelModel({
+          channel: { cid: 'messaging:cases', member_count: c.others.length + 1,
+                     config: { read_events: c.read_events, delivery_events: c.delivery_events } },
+          messages,
+          read: [read(me, { read: newest, delivered: newest }),
+                 ...c.others.map((cursors, index) => read(`member${index}`, cursors))] }, messages.length + 1);
+        if (c.send_state === 'stored') return indicatorFor(channel, messages[c.seq - 1], me)?.status ?? null;
+        const waiting = { id: 'waiting', text: '', created_at: at(newest + 1), user: { id: me } };
+        return indicatorFor(channel, waiting, me, { status: c.send_state, message: waiting })?.status ?? null;
+      }));
+    }).catch((error) => done({ error: String(error) }));
+"""
+
+
+def test_the_indicator_gives_each_status_case_of_the_table_shared_with_swift(demo, browsers):
+    """Tests/Fixtures/receipt-status-cases.json, which ReceiptRules.status also runs, through the page's
+    own indicatorFor as served. The demo has no group policy (one other member is enough), so the
+    all_members cases are Swift's alone."""
+    with open(STATUS_CASES) as file:
+        cases = [case for case in json.load(file)["cases"] if case.get("policy", "any_member") == "any_member"]
+    assert len(cases) >= 25 and all("expected" in case for case in cases)
+    page = browsers(demo.base_url, "cases")
+    statuses = page.driver.execute_async_script(STATUS_OF_EACH_CASE, cases)
+    assert isinstance(statuses, list) and len(statuses) == len(cases), statuses
+    wrong = [f"{case['name']}: expected {case['expected']}, got {status}"
+             for case, status in zip(cases, statuses) if status != case["expected"]]
+    assert not wrong, "\n".join(wrong)
 
 
 # MARK: Failures

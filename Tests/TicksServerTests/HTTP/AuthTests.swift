@@ -174,11 +174,10 @@ struct AuthTests {
     @Test("health and metrics need no token")
     func openEndpoints() async throws {
         try await TestServer.run { server in
-            let health = try await server.client.execute(uri: "/health", method: .get)
-            #expect(health.status == .ok)
+            let health = try await server.execute(uri: "/health", method: .get)
+            #expect(health.status == 200)
             try await server.upsert("alice")
-            let metrics = try await server.client.execute(uri: "/metrics", method: .get)
-            let text = String(buffer: metrics.body)
+            let text = try await server.execute(uri: "/metrics", method: .get).body
             #expect(text.contains("ticks_http_requests_total{"))
             #expect(text.contains("route=\"/users\""))
             #expect(text.contains("ticks_http_request_duration_seconds_bucket"))

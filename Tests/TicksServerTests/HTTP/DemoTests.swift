@@ -13,13 +13,10 @@ struct DemoTests {
     func plain(_ server: TestServer, _ method: HTTPRequest.Method, _ path: String, body: String? = nil) async throws
         -> (reply: Reply, contentType: String?)
     {
-        let response = try await server.client.execute(
+        let reply = try await server.execute(
             uri: path, method: method, headers: [.contentType: "application/json"],
             body: body.map { ByteBuffer(string: $0) })
-        return (
-            Reply(status: Int(response.status.code), body: String(buffer: response.body)),
-            response.headers[.contentType]
-        )
+        return (reply, reply.headers[.contentType])
     }
 
     /// A JWT's claims, unverified.

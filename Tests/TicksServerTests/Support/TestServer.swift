@@ -49,8 +49,17 @@ enum TestKeys {
 /// A running test server and a client for it.
 struct TestServer: Sendable {
     let client: any TestClientProtocol
+    /// For `.live`, the server's port: each call opens a connection of its
+    /// own with a read timeout that allows a machine saturated beside the
+    /// tests. HummingbirdTesting's live client gives up after a fixed 20 s
+    /// without a byte, and keeps one connection, which the server's idle
+    /// timeout may close while a test waits on its clock.
+    let livePort: Int?
     let services: TicksServices
     let serverToken: String
+
+    /// How long a live call may wait for its answer: the bar is a busy machine, not an idle one.
+    static let patience: Duration = .seconds(180)
 
     var store: any TicksStore { services.store }
 
@@ -80,7 +89,8 @@ struct TestServer: Sendable {
                 configuration: configuration, store: store, logger: logger)
             let serverToken = try await services.authority.serverToken()
             return try await application.test(setup) { client in
-                try await body(TestServer(client: client, services: services, serverToken: serverToken))
+                try await body(
+                    TestServer(client: client, livePort: client.port, services: services, serverToken: serverToken))
             }
         }
     }
@@ -107,9 +117,25 @@ struct TestServer: Sendable {
         headers[.contentType] = "application/json"
         var uri = path
         if let apiKey { uri += (path.contains("?") ? "&" : "?") + "api_key=\(apiKey)" }
-        let response = try await client.execute(
-            uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
-        return Reply(status: Int(response.status.code), body: String(buffer: response.body), headers: response.headers)
+        return try await execute(uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
+    }
+
+    /// A request as given, without a token or an api key; on `.live`, on a connection of its own.
+    func execute(uri: String, method: HTTPRequest.Method, headers: HTTPFields = [:], body: ByteBuffer? = nil)
+        async throws -> Reply
+    {
+        guard let livePort else {
+            let response = try await client.execute(uri: uri, method: method, headers: headers, body: body)
+            return Reply(
+                status: Int(response.status.code), body: String(buffer: response.body), headers: response.headers)
+        }
+        let request = TestClient.Request(uri, method: method, authority: "localhost", headers: headers, body: body)
+        let response = try await TestClient.withClient(
+            host: "127.0.0.1", port: livePort, configuration: .init(timeout: Self.patience)
+        ) { try await $0.execute(request) }
+        return Reply(
+            status: Int(response.status.code), body: response.body.map { String(buffer: $0) } ?? "",
+            headers: response.headers)
     }
 
     /// Calls that must succeed.

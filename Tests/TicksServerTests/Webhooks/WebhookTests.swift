@@ -360,8 +360,7 @@ struct WebhookTests {
                     calls.contains { $0.deliveryID == id && $0.delivered }
                 }
                 try await eventually { try await server.ok(.get, "/webhooks/failed")["calls"].array.isEmpty }
-                let metrics = try await server.client.execute(uri: "/metrics", method: .get, headers: [:], body: nil)
-                let text = String(buffer: metrics.body)
+                let text = try await server.execute(uri: "/metrics", method: .get).body
                 #expect(text.contains(#"ticks_webhook_calls_total{kind="webhook",outcome="dead"} 1"#))
                 #expect(text.contains(#"ticks_webhook_calls_total{kind="webhook",outcome="delivered"} 1"#))
             }

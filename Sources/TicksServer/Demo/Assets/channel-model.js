@@ -210,12 +210,14 @@ export class ChannelModel {
  * when hidden; otherwise its status, text alternative and readers.
  */
 export function indicatorFor(channel, message, me, outboxEntry) {
+  // R8: no status at all, not even pending or failed (a failed message keeps its Resend button).
+  if (channel.config.read_events === false) return null;
   if (outboxEntry) {
     return outboxEntry.status === "failed"
       ? { status: "failed", label: "Not sent", readers: [] }
       : { status: "pending", label: "Sending", readers: [] };
   }
-  if (message.user.id !== me || channel.config.read_events === false) return null;
+  if (message.user.id !== me) return null;
   const position = channel.position(message.id);
   const others = [...channel.reads.values()].filter((read) => read.user.id !== me);
   const readers = others
