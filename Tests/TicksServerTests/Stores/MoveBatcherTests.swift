@@ -139,6 +139,22 @@ struct MoveBatcherTests {
         #expect(try await dave.outcome()?.at == dave.move.at)
     }
 
+    @Test("a run that answers fewer receipts than it was given fails them all: no caller is left waiting")
+    func shortAnswer() async throws {
+        let database = HeldDatabase(lanes: 1)
+        let (alice, first) = try await database.sendAlone("alice")
+        let bob = try await database.send("bob")
+        let carol = try await database.send("carol")
+        first.finish()
+        let second = try await database.nextBatch()
+        try #require(second.labels == ["bob@general", "carol@general"])
+        second.finish([.success(HeldDatabase.outcome(of: second.moves[0]))])
+
+        #expect(try await alice.outcome()?.at == alice.move.at)
+        await #expect(throws: StoreError.self) { try await bob.outcome() }
+        await #expect(throws: StoreError.self) { try await carol.outcome() }
+    }
+
     @Test("each receipt gets its own outcome from its batch: a cursor change, a refusal or nothing")
     func ownOutcomes() async throws {
         let database = HeldDatabase(lanes: 1)

@@ -102,7 +102,12 @@ final class MoveBatcher: Sendable {
             while true {
                 let outcomes: Outcomes
                 do {
-                    outcomes = try await run(batch.map(\.move))
+                    let answered = try await run(batch.map(\.move))
+                    // One answer per move, or a caller would wait for ever.
+                    guard answered.count == batch.count else {
+                        throw StoreError.inconsistent("\(answered.count) outcomes for a batch of \(batch.count) moves")
+                    }
+                    outcomes = answered
                 } catch {
                     outcomes = batch.map { _ in .failure(error) }
                 }

@@ -20,6 +20,7 @@ actor GroupCommitter {
     /// - Parameter arrived: told of each write once it is queued; tests wait for it to know a
     ///   write came before they let the transaction in progress end.
     init(writer: any DatabaseWriter, maximumBatch: Int = 256, arrived: @escaping @Sendable () -> Void = {}) {
+        precondition(maximumBatch > 0, "a group holds at least one write")
         self.writer = writer
         self.maximumBatch = maximumBatch
         self.arrived = arrived
