@@ -50,6 +50,8 @@ final class MoveBatcher: Sendable {
     private let state = Mutex(State())
     private let lanes: Int
     private let limit: Int
+    private let arrived: @Sendable (BatchedMove) -> Void
+    private let laneFreed: @Sendable () -> Void
     private let run: @Sendable ([BatchedMove]) async throws -> Outcomes
 
     /// - Parameters:
@@ -59,11 +61,21 @@ final class MoveBatcher: Sendable {
     ///     2,600; more lanes mean smaller batches, more backends competing
     ///     for the cores and more waits on the same members' rows.
     ///   - limit: moves in one batch at most.
+    ///   - arrived: told of each move once the batcher holds it (waiting, or in a batch that
+    ///     starts); tests wait for it to know a receipt came before they let a batch end.
+    ///   - laneFreed: told each time a lane ends because nothing waits; tests wait for it before
+    ///     they count on a free lane.
     ///   - run: runs a batch, one outcome per move, in order.
-    init(lanes: Int = 1, limit: Int = 64, run: @escaping @Sendable ([BatchedMove]) async throws -> Outcomes) {
+    init(
+        lanes: Int = 1, limit: Int = 64, arrived: @escaping @Sendable (BatchedMove) -> Void = { _ in },
+        laneFreed: @escaping @Sendable () -> Void = {},
+        run: @escaping @Sendable ([BatchedMove]) async throws -> Outcomes
+    ) {
         precondition(lanes > 0 && limit > 0)
         self.lanes = lanes
         self.limit = limit
+        self.arrived = arrived
+        self.laneFreed = laneFreed
         self.run = run
     }
 
@@ -78,6 +90,7 @@ final class MoveBatcher: Sendable {
                 state.running += 1
                 return batch
             }
+            arrived(move)
             if let batch { startLane(with: batch) }
         }
     }
@@ -89,7 +102,12 @@ final class MoveBatcher: Sendable {
             while true {
                 let outcomes: Outcomes
                 do {
-                    outcomes = try await run(batch.map(\.move))
+                    let answered = try await run(batch.map(\.move))
+                    // One answer per move, or a caller would wait for ever.
+                    guard answered.count == batch.count else {
+                        throw StoreError.inconsistent("\(answered.count) outcomes for a batch of \(batch.count) moves")
+                    }
+                    outcomes = answered
                 } catch {
                     outcomes = batch.map { _ in .failure(error) }
                 }
@@ -99,7 +117,10 @@ final class MoveBatcher: Sendable {
                     state.running -= 1
                     return nil
                 }
-                guard let next else { return }
+                guard let next else {
+                    laneFreed()
+                    return
+                }
                 batch = next
             }
         }

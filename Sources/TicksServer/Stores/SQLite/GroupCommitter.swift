@@ -15,16 +15,22 @@ actor GroupCommitter {
     private var draining = false
     /// At most this many writes share a transaction.
     let maximumBatch: Int
+    private let arrived: @Sendable () -> Void
 
-    init(writer: any DatabaseWriter, maximumBatch: Int = 256) {
+    /// - Parameter arrived: told of each write once it is queued; tests wait for it to know a
+    ///   write came before they let the transaction in progress end.
+    init(writer: any DatabaseWriter, maximumBatch: Int = 256, arrived: @escaping @Sendable () -> Void = {}) {
+        precondition(maximumBatch > 0, "a group holds at least one write")
         self.writer = writer
         self.maximumBatch = maximumBatch
+        self.arrived = arrived
     }
 
     /// Runs `body` in the next group's transaction and returns once that transaction is committed.
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.append(Job(body: body, continuation: continuation))
+            arrived()
             if !draining {
                 draining = true
                 Task { await drain() }

@@ -1,0 +1,134 @@
+import Foundation
+import Hummingbird
+import TicksProtocol
+
+/// docs/api.md, "Receipts": mark read, unread, all read and delivered over
+/// HTTP; the checks, store calls and events are `Receipts`', shared with the
+/// WebSocket.
+extension ChannelsController {
+    // MARK: Read, unread, delivered
+
+    struct MarkReadRequest: Decodable {
+        var user: UserRef?
+        var userID: String?
+        var messageID: String?
+        var threadID: String?
+
+        enum CodingKeys: String, CodingKey {
+            case user
+            case userID = "user_id"
+            case messageID = "message_id"
+            case threadID = "thread_id"
+        }
+    }
+
+    struct EventResponse: Encodable {
+        var event: Event?
+    }
+
+    @Sendable func markRead(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let (type, id) = try channelPath(context)
+        _ = try context.requirePrincipal()
+        var request = request
+        let body = try await request.decodeJSON(MarkReadRequest.self)
+        let reader = try context.requireActingUser(named: body.user?.id, body.userID)
+        let event = try await marking(context) {
+            if let threadID = body.threadID {
+                return try await receipts.markThreadRead(reader, in: ChannelID(type: type, id: id), parentID: threadID)
+            }
+            return try await receipts.markRead(reader, in: ChannelID(type: type, id: id), upTo: body.messageID)
+        }
+        return try context.respond(EventResponse(event: event))
+    }
+
+    /// Runs a mark for a reader whom the store finds not to be a member: the
+    /// rule refuses it for a user token (403), and lets a server token make
+    /// it with no effect (nil), as Stream does, which keeps read state for
+    /// members only.
+    func marking<Outcome: Sendable>(
+        _ context: TicksRequestContext, _ mark: () async throws -> Outcome
+    ) async throws -> Outcome? {
+        do {
+            return try await mark()
+        } catch StoreError.notMember(_, let cid) {
+            try requireMarkByNonMember(in: cid, context)
+            return nil
+        }
+    }
+
+    /// Throws 403 unless the caller may mark for a user who is not a member of channel `cid`.
+    func requireMarkByNonMember(in cid: String?, _ context: TicksRequestContext) throws {
+        let principal = try context.requirePrincipal()
+        try ChannelPermissions.require(
+            [.mark], in: cid ?? "this channel", as: principal,
+            standing: ChannelPermissions.standing(of: principal, isMember: false))
+    }
+
+    @Sendable func markUnread(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        let channel = try await loadChannel(context, to: .mark)
+        var request = request
+        let body = try await request.decodeJSON(MarkReadRequest.self)
+        let reader = try context.requireActingUser(named: body.user?.id, body.userID)
+        guard let messageID = body.messageID else { throw APIError.input("message_id is required") }
+        try requireValidID(messageID, "message_id")
+        let outcome = try await marking(context) {
+            try await store.markUnread(reader, in: channel, from: messageID, now: .now())
+        }
+        if let outcome { try events.markedUnread(outcome) }
+        return try context.respond(Empty())
+    }
+
+    @Sendable func markAllRead(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        var request = request
+        let body = try await request.decodeJSON(ActingUserFields.self)
+        let reader = try context.requireActingUser(named: body.user?.id, body.userID)
+        for outcome in try await store.markAllRead(reader, audience: events.audience, now: .now()) {
+            try events.cursorMoved(outcome)
+        }
+        return try context.respond(Empty())
+    }
+
+    struct MarkDeliveredRequest: Decodable {
+        var latestDeliveredMessages: [Receipts.DeliveredEntry]
+        var userID: String?
+        var user: UserRef?
+
+        enum CodingKeys: String, CodingKey {
+            case latestDeliveredMessages = "latest_delivered_messages"
+            case userID = "user_id"
+            case user
+        }
+    }
+
+    @Sendable func markDelivered(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        var request = request
+        let body = try await request.decodeJSON(MarkDeliveredRequest.self)
+        let queryUser = request.queryParameter("user_id")
+        let named = body.userID ?? body.user?.id
+        if let queryUser, let named, queryUser != named {
+            throw APIError.input("user_id in the query ('\(queryUser)') and the body ('\(named)') differ")
+        }
+        let reader = try context.requireActingUser(named: body.userID, body.user?.id, queryUser)
+        if let scope = context.deliveryOnly,
+            let other = body.latestDeliveredMessages.first(where: { $0.cid != scope.description })
+        {
+            throw APIError.forbidden("this delivery-only token is for channel \(scope), not \(other.cid.prefix(130))")
+        }
+        // Entries for channels the reader is not a member of: refused for a user
+        // token; for a server token, left out and the rest marked.
+        var entries = body.latestDeliveredMessages
+        while true {
+            do {
+                try await receipts.markDelivered(reader, entries)
+                break
+            } catch StoreError.notMember(let userID, let cid) {
+                try requireMarkByNonMember(in: cid, context)
+                let before = entries.count
+                entries.removeAll { ChannelID(cid: $0.cid)?.description == cid }
+                guard entries.count < before else { throw StoreError.notMember(userID: userID, cid: cid) }
+                if entries.isEmpty { break }
+            }
+        }
+        return try context.respond(Empty())
+    }
+}

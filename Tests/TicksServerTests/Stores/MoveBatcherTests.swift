@@ -1,0 +1,300 @@
+import Testing
+import TicksProtocol
+import TicksReceipts
+
+@testable import TicksServer
+
+/// `MoveBatcher` as a state machine, without PostgreSQL: each batch waits in a
+/// stand-in database until the test ends it, and the test knows each receipt
+/// arrived before it lets a batch end, so it says exactly which receipts went
+/// together and in which order. Nothing sleeps or waits for a clock.
+@Suite("MoveBatcher")
+struct MoveBatcherTests {
+    @Test("a lone receipt with a free lane runs at once, alone; when nothing waits the lane is freed")
+    func loneReceipt() async throws {
+        let database = HeldDatabase(lanes: 1)
+        let (alice, first) = try await database.sendAlone("alice")
+        #expect(first.labels == ["alice@general"])
+        first.finish()
+        #expect(try await alice.outcome()?.at == alice.move.at)
+
+        // Nothing waited, so the lane was freed: the next receipt finds it free and runs at once, alone, too.
+        try await database.laneFreed()
+        let (bob, second) = try await database.sendAlone("bob")
+        #expect(second.labels == ["bob@general"])
+        second.finish()
+        #expect(try await bob.outcome()?.at == bob.move.at)
+        #expect(database.batcher.statistics == .init(batches: 2, moves: 2))
+    }
+
+    @Test("receipts that arrive while the lane is busy go together in the next batch, in arrival order")
+    func busyLane() async throws {
+        let database = HeldDatabase(lanes: 1)
+        let (alice, first) = try await database.sendAlone("alice")
+        let later = [
+            try await database.send("bob"), try await database.send("carol"), try await database.send("dave"),
+        ]
+        // They wait: the only lane is busy.
+        try #require(database.batcher.statistics == .init(batches: 1, moves: 1))
+        first.finish()
+        let second = try await database.nextBatch()
+        try #require(second.labels == ["bob@general", "carol@general", "dave@general"])
+        second.finish()
+        #expect(try await alice.outcome()?.at == alice.move.at)
+        for receipt in later { #expect(try await receipt.outcome()?.at == receipt.move.at) }
+        #expect(database.batcher.statistics == .init(batches: 2, moves: 4))
+    }
+
+    @Test("limit caps a batch; the rest follow in arrival order")
+    func limitCapsABatch() async throws {
+        let database = HeldDatabase(lanes: 1, limit: 2)
+        let (_, first) = try await database.sendAlone("alice")
+        for user in ["bob", "carol", "dave", "erin", "frank"] { _ = try await database.send(user) }
+        first.finish()
+        for expected in [["bob@general", "carol@general"], ["dave@general", "erin@general"], ["frank@general"]] {
+            let batch = try await database.nextBatch()
+            // Required: after a wrong batch the next one may never come.
+            try #require(batch.labels == expected)
+            batch.finish()
+        }
+        #expect(database.batcher.statistics == .init(batches: 4, moves: 6))
+    }
+
+    @Test("a second receipt of the same member waits for the next batch and keeps its arrival order")
+    func memberOncePerBatch() async throws {
+        let database = HeldDatabase(lanes: 1)
+        let (_, first) = try await database.sendAlone("alice")
+        let bob = try await database.send("bob")
+        let alice = try await database.send("alice")
+        let aliceAgain = try await database.send("alice")
+        let carol = try await database.send("carol")
+        // The same user in another channel is another member: it may share the batch.
+        let aliceElsewhere = try await database.send("alice", in: "random")
+        let bobAgain = try await database.send("bob")
+        first.finish()
+
+        let second = try await database.nextBatch()
+        #expect(second.labels == ["bob@general", "alice@general", "carol@general", "alice@random"])
+        try #require(second.moves.map(\.at) == [bob, alice, carol, aliceElsewhere].map(\.move.at))
+        second.finish()
+        let third = try await database.nextBatch()
+        try #require(third.moves.map(\.at) == [aliceAgain, bobAgain].map(\.move.at))
+        third.finish()
+        for receipt in [bob, alice, aliceAgain, carol, aliceElsewhere, bobAgain] {
+            #expect(try await receipt.outcome()?.at == receipt.move.at)
+        }
+    }
+
+    @Test("with two lanes two batches run at once, never a third")
+    func twoLanes() async throws {
+        let database = HeldDatabase(lanes: 2)
+        let (_, first) = try await database.sendAlone("alice")
+        // The second lane is free: bob goes at once, while alice's batch runs.
+        let (_, second) = try await database.sendAlone("bob")
+        _ = try await database.send("carol")
+        _ = try await database.send("dave")
+        // Both lanes are busy: carol and dave wait, no third batch is taken.
+        try #require(database.batcher.statistics == .init(batches: 2, moves: 2))
+
+        // The lane that ends takes what waits; the other goes on.
+        first.finish()
+        let third = try await database.nextBatch()
+        try #require(third.labels == ["carol@general", "dave@general"])
+        _ = try await database.send("erin")
+        try #require(database.batcher.statistics == .init(batches: 3, moves: 4))
+        second.finish()
+        let fourth = try await database.nextBatch()
+        #expect(fourth.labels == ["erin@general"])
+        third.finish()
+        fourth.finish()
+        #expect(database.batcher.statistics == .init(batches: 4, moves: 5))
+
+        // Both lanes were freed: two receipts run at once again, each alone.
+        try await database.laneFreed()
+        try await database.laneFreed()
+        let (_, fifth) = try await database.sendAlone("frank")
+        let (_, sixth) = try await database.sendAlone("grace")
+        fifth.finish()
+        sixth.finish()
+    }
+
+    @Test("a failing run fails exactly the receipts of its batch; later batches still run")
+    func failingBatch() async throws {
+        let database = HeldDatabase(lanes: 1)
+        let (alice, first) = try await database.sendAlone("alice")
+        let bob = try await database.send("bob")
+        let carol = try await database.send("carol")
+        first.finish()
+        let second = try await database.nextBatch()
+        try #require(second.labels == ["bob@general", "carol@general"])
+        let dave = try await database.send("dave")
+        second.fail(StatementFailed())
+        let third = try await database.nextBatch()
+        try #require(third.labels == ["dave@general"])
+        third.finish()
+
+        #expect(try await alice.outcome()?.at == alice.move.at)
+        await #expect(throws: StatementFailed.self) { try await bob.outcome() }
+        await #expect(throws: StatementFailed.self) { try await carol.outcome() }
+        #expect(try await dave.outcome()?.at == dave.move.at)
+    }
+
+    @Test("a run that answers fewer receipts than it was given fails them all: no caller is left waiting")
+    func shortAnswer() async throws {
+        let database = HeldDatabase(lanes: 1)
+        let (alice, first) = try await database.sendAlone("alice")
+        let bob = try await database.send("bob")
+        let carol = try await database.send("carol")
+        first.finish()
+        let second = try await database.nextBatch()
+        try #require(second.labels == ["bob@general", "carol@general"])
+        second.finish([.success(HeldDatabase.outcome(of: second.moves[0]))])
+
+        #expect(try await alice.outcome()?.at == alice.move.at)
+        await #expect(throws: StoreError.self) { try await bob.outcome() }
+        await #expect(throws: StoreError.self) { try await carol.outcome() }
+    }
+
+    @Test("each receipt gets its own outcome from its batch: a cursor change, a refusal or nothing")
+    func ownOutcomes() async throws {
+        let database = HeldDatabase(lanes: 1)
+        let (_, first) = try await database.sendAlone("alice")
+        let bob = try await database.send("bob")
+        let carol = try await database.send("carol")
+        let dave = try await database.send("dave")
+        first.finish()
+        let second = try await database.nextBatch()
+        try #require(second.labels == ["bob@general", "carol@general", "dave@general"])
+        second.finish([.success(HeldDatabase.outcome(of: bob.move)), .failure(Refused(user: "carol")), .success(nil)])
+
+        #expect(try await bob.outcome()?.at == bob.move.at)
+        await #expect(throws: Refused(user: "carol")) { try await carol.outcome() }
+        #expect(try await dave.outcome() == nil)
+    }
+
+    @Test("statistics count every batch taken and its receipts, a failed batch too")
+    func statistics() async throws {
+        let database = HeldDatabase(lanes: 1, limit: 2)
+        #expect(database.batcher.statistics == .init(batches: 0, moves: 0))
+        let (_, first) = try await database.sendAlone("alice")
+        for user in ["bob", "carol", "dave"] { _ = try await database.send(user) }
+        try #require(database.batcher.statistics == .init(batches: 1, moves: 1))
+        first.finish()
+        let second = try await database.nextBatch()
+        try #require(database.batcher.statistics == .init(batches: 2, moves: 3))
+        second.fail(StatementFailed())
+        let third = try await database.nextBatch()
+        third.finish()
+        #expect(database.batcher.statistics == .init(batches: 3, moves: 4))
+    }
+}
+
+/// A run that failed as a whole, as a statement or a commit can.
+private struct StatementFailed: Error {}
+
+/// One receipt's own refusal, as `OneStatementMove` gives one (not a member, no such message).
+private struct Refused: Error, Equatable {
+    var user: String
+}
+
+/// PostgreSQL's place: each batch `run` gets waits until the test ends it.
+private final class HeldDatabase {
+    let batcher: MoveBatcher
+    private var batches: AsyncStream<Batch>.Iterator
+    private var arrivals: AsyncStream<BatchedMove>.Iterator
+    private var freedLanes: AsyncStream<Void>.Iterator
+    /// The time of the last receipt sent: each gets its own, so `at` tells receipts apart.
+    private var clock: Int64 = 0
+
+    /// A batch in the database, waiting for the test to end it.
+    struct Batch: Sendable {
+        let moves: [BatchedMove]
+        let end: CheckedContinuation<MoveBatcher.Outcomes, any Error>
+
+        /// Its moves in order, each as `user@channel`.
+        var labels: [String] { moves.map { "\($0.userID)@\($0.channelID)" } }
+
+        /// Ends it as committed: each move gets `outcomes`, by default its own `outcome(of:)`.
+        func finish(_ outcomes: MoveBatcher.Outcomes? = nil) {
+            end.resume(returning: outcomes ?? moves.map { .success(HeldDatabase.outcome(of: $0)) })
+        }
+
+        /// Ends it with `error`, as a failed statement or commit.
+        func fail(_ error: any Error) { end.resume(throwing: error) }
+    }
+
+    /// A receipt sent to the batcher, and the answer its caller gets.
+    struct Sent: Sendable {
+        let move: BatchedMove
+        let answer: Task<CursorOutcome?, any Error>
+
+        func outcome() async throws -> CursorOutcome? { try await answer.value }
+    }
+
+    init(lanes: Int, limit: Int = 64) {
+        let (batches, batchStarted) = AsyncStream.makeStream(of: Batch.self)
+        let (arrivals, moveArrived) = AsyncStream.makeStream(of: BatchedMove.self)
+        let (freedLanes, laneFreed) = AsyncStream.makeStream(of: Void.self)
+        self.batches = batches.makeAsyncIterator()
+        self.arrivals = arrivals.makeAsyncIterator()
+        self.freedLanes = freedLanes.makeAsyncIterator()
+        batcher = MoveBatcher(
+            lanes: lanes, limit: limit, arrived: { moveArrived.yield($0) }, laneFreed: { laneFreed.yield() }
+        ) { moves in
+            try await withCheckedThrowingContinuation { end in batchStarted.yield(Batch(moves: moves, end: end)) }
+        }
+    }
+
+    /// Sends a receipt of `user` in `channel`; returns once the batcher holds it.
+    func send(_ user: String, in channel: String = "general") async throws -> Sent {
+        clock += 1
+        let move = BatchedMove(
+            kind: .read, userID: user, channelType: "messaging", channelID: channel, messageID: nil,
+            at: Timestamp(microseconds: clock), audience: ReceiptAudience(fullChannelLimit: 100))
+        let batcher = batcher
+        let answer = Task { try await batcher.submit(move) }
+        let arrived = try #require(await arrivals.next())
+        #expect(arrived.at == move.at)
+        return Sent(move: move, answer: answer)
+    }
+
+    /// Sends a receipt that finds a lane free: it must start a batch of its own at once, returned here.
+    /// Required, so a receipt that waits instead fails the test rather than hanging it.
+    func sendAlone(_ user: String, in channel: String = "general") async throws -> (Sent, Batch) {
+        let taken = batcher.statistics.batches
+        let sent = try await send(user, in: channel)
+        // Taken before `send` returned, or never: nothing else would start it.
+        try #require(batcher.statistics.batches == taken + 1, "\(user)'s receipt waits with a lane free")
+        let batch = try await nextBatch()
+        try #require(batch.moves.map(\.at) == [sent.move.at])
+        return (sent, batch)
+    }
+
+    /// Returns once a lane was freed, in the order lanes are.
+    func laneFreed() async throws {
+        try #require(await freedLanes.next() != nil)
+    }
+
+    /// The next batch the batcher runs, once it is in the database.
+    func nextBatch() async throws -> Batch {
+        try #require(await batches.next())
+    }
+
+    /// The outcome the stand-in gives `move`: its member read up to message 1, at the move's time.
+    static func outcome(of move: BatchedMove) -> CursorOutcome {
+        let start = Timestamp(microseconds: 0)
+        let update = ReceiptRules.markRead(Cursors(read: 0, delivered: 0), upTo: 1, newest: 1)
+        return CursorOutcome(
+            channel: ChannelRecord(
+                pk: 1, type: move.channelType, id: move.channelID, createdBy: nil, custom: [:], lastSeq: 1,
+                lastMessageAt: start, memberCount: 1, createdAt: start, updatedAt: start),
+            config: ChannelConfig(
+                name: move.channelType, readEvents: true, deliveryEvents: true, createdAt: start, updatedAt: start),
+            reader: User(id: move.userID), update: update,
+            state: MemberState(
+                userID: move.userID, joinedAt: start, channelRole: .member, cursors: update.cursors,
+                readAt: move.at, deliveredAt: move.at, lastReadMessageID: "m1", lastDeliveredMessageID: "m1",
+                unread: 0, firstUnreadMessageID: nil),
+            totals: UnreadTotals(messages: 0, channels: 0), at: move.at, recipients: [move.userID])
+    }
+}
