@@ -69,7 +69,9 @@ public struct TicksServices: Sendable {
     public let metrics: ServerMetrics
     public let authority: TokenAuthority
     public let rateLimiter: RateLimiter
-    /// Deletes the receipt log's old moves; nil when retention is off or the store is not an `SQLStore`.
+    /// The webhook outbox's queries (the store's tables).
+    let outbox: any WebhookOutbox
+    /// Deletes the receipt log's old moves; nil when retention is off.
     let receiptLogPruner: ReceiptLogPruner?
 }
 
@@ -115,7 +117,7 @@ public func buildApplication(
 
 /// Builds the application around a store that is already open (tests that bring their own).
 public func buildApplication(
-    configuration: TicksServerConfiguration, store: any TicksStore, logger: Logger,
+    configuration: TicksServerConfiguration, store: SQLStore, logger: Logger,
     services storeServices: [any Service] = [], beforeServerStarts: (@Sendable () async throws -> Void)? = nil
 ) async -> (application: some ApplicationProtocol, services: TicksServices) {
     let limits = configuration.limits
@@ -126,21 +128,20 @@ public func buildApplication(
     // The caches share one budget: decoded users get three quarters, verified tokens the rest.
     StoredJSON.budget(bytes: limits.cacheBytes / 4 * 3)
     let authority = await TokenAuthority(credentials: configuration.credentials, cacheBytes: limits.cacheBytes / 4)
-    let pruner = (store as? SQLStore).flatMap { store in
-        ReceiptLogPruner(
-            store: store, retention: configuration.receiptLogRetention, time: configuration.time, metrics: metrics,
-            logger: logger)
-    }
+    let pruner = ReceiptLogPruner(
+        store: store, retention: configuration.receiptLogRetention, time: configuration.time, metrics: metrics,
+        logger: logger)
     let services = TicksServices(
         store: store, hub: hub, metrics: metrics, authority: authority,
-        rateLimiter: RateLimiter(limits: configuration.rateLimits, time: configuration.time), receiptLogPruner: pruner)
+        rateLimiter: RateLimiter(limits: configuration.rateLimits, time: configuration.time), outbox: store,
+        receiptLogPruner: pruner)
     var webhookServices: [any Service] = []
     var webhookSender: WebhookSender?
-    if configuration.webhooks.isEnabled, let store = store as? SQLStore {
+    if configuration.webhooks.isEnabled {
         let sender = WebhookSender(
-            store: store, settings: configuration.webhooks, authority: authority, metrics: metrics,
+            store: store, kind: store.kind, settings: configuration.webhooks, authority: authority, metrics: metrics,
             logger: logger, time: configuration.time)
-        store.recordWebhooks(
+        store.recordChanges(
             with: WebhookRecorder(
                 settings: configuration.webhooks, offline: { hub.unconnected(among: $0) }, wake: { sender.wake() }))
         webhookServices.append(sender)
@@ -204,7 +205,7 @@ func buildRouter(
     router.on(.metrics) { _, _ in
         Response(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-            body: .init(byteBuffer: .init(string: await services.metrics.exposition(store: services.store))))
+            body: .init(byteBuffer: .init(string: await services.metrics.exposition(store: services.store, outbox: services.outbox))))
     }
     OpenAPIDocument(logger: logger).addRoutes(to: router)
 
@@ -218,9 +219,9 @@ func buildRouter(
         rateLimits: configuration.rateLimits, apiKey: configuration.credentials.apiKey,
         webhooks: configuration.webhooks
     ).addRoutes(to: api)
-    if let store = services.store as? SQLStore { WebhooksController(store: store).addRoutes(to: api) }
+    WebhooksController(outbox: services.outbox).addRoutes(to: api)
     StatusController(
-        store: services.store, hub: services.hub, bus: configuration.eventBus,
+        store: services.store, outbox: services.outbox, hub: services.hub, bus: configuration.eventBus,
         webhooks: webhookSender, retention: configuration.receiptLogRetention, time: configuration.time,
         startedAt: configuration.time.wallNow
     ).addRoutes(to: api)

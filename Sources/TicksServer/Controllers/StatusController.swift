@@ -9,6 +9,7 @@ import TicksProtocol
 /// by every node on it.
 struct StatusController {
     let store: any TicksStore
+    let outbox: any WebhookOutbox
     let hub: ConnectionHub
     let bus: (any EventBus)?
     let webhooks: WebhookSender?
@@ -25,12 +26,12 @@ struct StatusController {
             throw APIError.forbidden("the status view needs a server token")
         }
         let now = time.wallNow
-        let receivers = try await (store as? SQLStore)?.outboxTargets() ?? []
+        let receivers = try await outbox.outboxTargets()
         let status = NodeStatus(
             version: BuildInfo.version, commit: BuildInfo.commit, startedAt: startedAt,
             uptimeSeconds: max(0, (now.microseconds - startedAt.microseconds) / 1_000_000),
             store: .init(
-                kind: Self.kind(of: store), sizeBytes: try await store.storageBytes(),
+                kind: store.kind.rawValue, sizeBytes: try await store.storageBytes(),
                 oldestReceiptMove: try await store.oldestReceiptMove(),
                 receiptLogRetentionSeconds: retention.window?.components.seconds),
             connections: .init(
@@ -45,12 +46,5 @@ struct StatusController {
             process: .init(
                 residentMemoryBytes: ServerMetrics.residentMemoryBytes(), cpuSeconds: ServerMetrics.cpuSeconds()))
         return try context.respond(status)
-    }
-
-    static func kind(of store: any TicksStore) -> String {
-        switch (store as? SQLStore)?.engine.dialect {
-        case .postgres: "postgres"
-        case .sqlite, nil: "sqlite"
-        }
     }
 }

@@ -5,7 +5,7 @@ import TicksProtocol
 /// The webhook calls that gave up (docs/webhooks.md, "Failed calls"): listed,
 /// and tried again on request. Server tokens only: they hold the app's events.
 struct WebhooksController {
-    let store: SQLStore
+    let outbox: any WebhookOutbox
 
     func addRoutes(to group: RouterGroup<TicksRequestContext>) {
         group.on(.listFailedWebhooks, use: failed)
@@ -71,7 +71,7 @@ struct WebhooksController {
         let limit =
             try integerParameter(request.queryParameter("limit"), "limit", range: 1...Int64(Self.maxPage))
             .map(Int.init) ?? Self.maxPage
-        let calls = try await store.deadCalls(after: after, limit: limit + 1)
+        let calls = try await outbox.deadCalls(after: after, limit: limit + 1)
         let page = calls.prefix(limit)
         return try context.respond(
             FailedResponse(calls: page.map(FailedCall.init), next: calls.count > limit ? page.last?.id : nil))
@@ -100,7 +100,7 @@ struct WebhooksController {
             guard ids.count <= 1_000 else { throw APIError.input("delivery_ids: at most 1,000 at a time") }
             try ids.forEach { try requireID($0, Identifier.deliveryID, "delivery_ids: delivery id") }
         }
-        let retried = try await store.retryDeadCalls(body.deliveryIDs, now: .now())
+        let retried = try await outbox.retryDeadCalls(body.deliveryIDs, now: .now())
         return try context.respond(RetryResponse(retried: retried))
     }
 }

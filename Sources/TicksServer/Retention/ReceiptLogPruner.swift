@@ -14,7 +14,7 @@ import TicksProtocol
 /// one: they delete the same old moves, each batch deleting what the others
 /// have not. `round()` runs one round at once (the benchmark's, an operator's tool).
 public struct ReceiptLogPruner: Service {
-    let store: SQLStore
+    let store: any ReceiptLogPruning
     public let retention: ReceiptLogRetention
     let window: Duration
     /// The interval, the pause and the cutoff's wall-clock time (a test's clock in tests).
@@ -42,7 +42,7 @@ public struct ReceiptLogPruner: Service {
 
     /// A pruner for `store`; nil when `retention` is off.
     public init?(
-        store: SQLStore, retention: ReceiptLogRetention, time: TimeSource, metrics: ServerMetrics, logger: Logger
+        store: any ReceiptLogPruning, retention: ReceiptLogRetention, time: TimeSource, metrics: ServerMetrics, logger: Logger
     ) {
         guard let window = retention.window else { return nil }
         self.store = store

@@ -119,9 +119,7 @@ extension SQLStore {
                     }.then { _ in Fetch.channel(pk: pk).map { ($0.channel, true) } }
                 }
             }
-        }, hooks: { made, hooks in
-            made.created ? HookEvents.channel(.channelCreated, made.channel, at: now, hooks) : HookEvents.none()
-        })
+        }, change: { made in made.created ? .channelCreated(made.channel, at: now) : nil })
     }
 
     /// Removes for good what is left of the soft-deleted channel `type:id`
@@ -234,7 +232,7 @@ extension SQLStore {
             }.then { states in
                 Self.touched(channel, if: states.joined(), now: now)
             }
-        }, hooks: { states, hooks in HookEvents.membersAdded(states, to: channel, at: now, hooks) })
+        }, change: { states in .membersAdded(states, to: channel, at: now) })
     }
 
     public func removeMembers(_ userIDs: [String], from channel: ChannelRecord, now: Timestamp) async throws
@@ -260,7 +258,7 @@ extension SQLStore {
             }.then { removed in
                 Self.forgetOldRemovals(now: now).then { _ in Self.touched(channel, if: removed.compactMap { $0 }, now: now) }
             }
-        }, hooks: { removed, hooks in HookEvents.membersRemoved(removed, from: channel, at: now, hooks) })
+        }, change: { removed in .membersRemoved(removed, from: channel, at: now) })
     }
 
     /// Removals older than a sync may ask about are forgotten as new ones are recorded.

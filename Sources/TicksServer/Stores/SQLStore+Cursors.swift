@@ -31,7 +31,7 @@ extension SQLStore {
                     Self.outcome(of: update, by: userID, in: found, now: now, audience: audience)
                 }
             }
-        }, hooks: { outcome, _ in HookEvents.cursors([outcome]) })
+        }, change: { outcome in .cursorsMoved([outcome]) })
     }
 
     public func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp)
@@ -49,7 +49,7 @@ extension SQLStore {
                     Self.outcome(of: update, by: userID, in: found, now: now, audience: nil)
                 }
             }
-        }, hooks: { outcome, _ in HookEvents.markedUnread(outcome) })
+        }, change: { outcome in .markedUnread(outcome) })
     }
 
     public func markAllRead(_ userID: String, audience: any MoveAudience, now: Timestamp) async throws
@@ -67,7 +67,7 @@ extension SQLStore {
                         }
                 }
             }.map { $0.compactMap { $0 } }
-        }, hooks: { outcomes, _ in HookEvents.cursors(outcomes) })
+        }, change: { outcomes in .cursorsMoved(outcomes) })
     }
 
     public func markDelivered(
@@ -110,7 +110,7 @@ extension SQLStore {
                     }
                 }
             }.map { $0.compactMap { $0 } }
-        }, hooks: { outcomes, _ in HookEvents.cursors(outcomes) })
+        }, change: { outcomes in .cursorsMoved(outcomes) })
     }
 
     public func unreadTotals(of userID: String) async throws -> UnreadTotals {

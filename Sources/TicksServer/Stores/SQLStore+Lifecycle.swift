@@ -35,7 +35,7 @@ extension SQLStore {
                         textChanged: textChanged)
                 ).map { edited }
             }
-        }, hooks: { message, hooks in HookEvents.message(.messageUpdated, message, hooks) })
+        }, change: { message in .messageUpdated(message) })
     }
 
     /// A deleted message is never unread again: it leaves the count of every
@@ -64,7 +64,7 @@ extension SQLStore {
                     Step.each(uncount) { Step.execute($0) }
                 }.map { _ in deleted }
             }
-        }, hooks: { message, hooks in HookEvents.message(.messageDeleted, message, hardDelete: hard, hooks) })
+        }, change: { message in .messageDeleted(message, hard: hard) })
     }
 
     /// The message `id`, still there, locked in PostgreSQL; `messageNotFound` otherwise.
@@ -92,7 +92,7 @@ extension SQLStore {
                     hard ? Step.execute(StoreSQL.wipeMessages(in: channel.pk, through: last, at: now.microseconds)) : .done(())
                 }.then { _ in Fetch.channel(pk: channel.pk).map(\.channel) }
             }
-        }, hooks: { truncated, hooks in HookEvents.channel(.channelTruncated, truncated, at: now, hooks) })
+        }, change: { truncated in .channelTruncated(truncated, at: now) })
     }
 
     /// Deletes the channel: its members' read state and receipt log go (and
@@ -120,7 +120,7 @@ extension SQLStore {
                         : Step.execute(StoreSQL.markDeleted(channel.pk, at: now.microseconds))
                 }.map { _ in memberIDs }
             }
-        }, hooks: { _, hooks in HookEvents.channel(.channelDeleted, channel, at: now, hooks) })
+        }, change: { _ in .channelDeleted(channel, at: now) })
     }
 
     /// Moves every member's cursors to `seq` at least, zeroes their unread
@@ -154,7 +154,7 @@ extension SQLStore {
                     StoreSQL.setCustom(of: channel.pk, to: try JSONCoding.string(custom), at: now.microseconds)
                 ).then { _ in Fetch.channel(pk: channel.pk).map(\.channel) }
             }
-        }, hooks: { updated, hooks in HookEvents.channel(.channelUpdated, updated, at: now, hooks) })
+        }, change: { updated in .channelUpdated(updated, at: now) })
     }
 
     // MARK: Members and users

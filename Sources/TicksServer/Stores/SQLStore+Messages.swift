@@ -19,7 +19,7 @@ extension SQLStore {
                         return Self.append(new, custom: custom, to: found.channel, now: now)
                     }
                 }
-            }, hooks: { outcome, hooks in HookEvents.messageNew(outcome, in: channel, hooks) })
+            }, change: { outcome in .messageSent(outcome, in: channel) })
         } catch StoreEngineError.uniqueViolation {
             // The id was taken in another channel at the same moment (through another node).
             throw StoreError.messageIDInOtherChannel(new.id)

@@ -50,11 +50,11 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     let engine: any StoreEngine
     /// PostgreSQL: marks read and delivered grouped into one statement and one commit.
     let moveBatcher: MoveBatcher?
-    /// What changes owe the webhooks, once `recordWebhooks(with:)` set it (docs/webhooks.md).
+    /// What each change owes beyond the store, once `recordChanges(with:)` set it (the webhook outbox).
     private let recorder: RecorderSlot
 
     final class RecorderSlot: Sendable {
-        let value = Mutex<WebhookRecorder?>(nil)
+        let value = Mutex<(any ChangeRecorder)?>(nil)
     }
 
     /// Whether its operations are spans (`TracedEngine`; `TicksServerConfiguration.tracing`).
@@ -72,7 +72,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         moveBatcher =
             engine.dialect == .postgres
             ? MoveBatcher { moves in
-                try await Self.runBatch(moves, on: engine, hooks: recorder.value.withLock { $0 })
+                try await Self.runBatch(moves, on: engine, recorder: recorder.value.withLock { $0 })
             } : nil
     }
 
@@ -87,36 +87,37 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         }
     }
 
-    /// From now on every change writes the webhook calls it owes in its own transaction.
-    func recordWebhooks(with recorder: WebhookRecorder) {
+    /// From now on every change has `recorder` write what it owes in the change's own transaction.
+    func recordChanges(with recorder: any ChangeRecorder) {
         self.recorder.value.withLock { $0 = recorder }
     }
 
-    var webhooks: WebhookRecorder? { recorder.value.withLock { $0 } }
+    var changeRecorder: (any ChangeRecorder)? { recorder.value.withLock { $0 } }
 
     /// A batch of moves as one statement; those it left undone because their
     /// member's row changed meanwhile run again, with their members locked
-    /// first (`StoreSQL.moves`, `StoreSQL.lockMembers`). With webhooks the
-    /// statement and the calls the moves owe are one transaction.
-    static func runBatch(_ moves: [BatchedMove], on engine: any StoreEngine, hooks: WebhookRecorder?) async throws
+    /// first (`StoreSQL.moves`, `StoreSQL.lockMembers`). With a recorder the
+    /// statement and what the moves owe are one transaction.
+    static func runBatch(_ moves: [BatchedMove], on engine: any StoreEngine, recorder: (any ChangeRecorder)?)
+        async throws
         -> [Result<CursorOutcome?, any Error>]
     {
         typealias Outcomes = [Result<CursorOutcome?, any Error>]
-        /// The moves, and how many webhook calls they wrote.
+        /// The moves, and how many rows the recorder wrote.
         @Sendable func program(_ moves: [BatchedMove], lock: Bool) -> StoreProgram<(Outcomes, Int)> {
             let moved =
                 lock
                 ? Step.execute(StoreSQL.lockMembers(of: moves)).then { _ in OneStatementMove.program(moves) }
                 : OneStatementMove.program(moves)
-            guard let hooks else { return moved.map { ($0, 0) } }
+            guard let recorder else { return moved.map { ($0, 0) } }
             return moved.then { outcomes in
                 let committed = outcomes.compactMap { try? $0.get() }.compactMap { $0 }
-                return HookEvents.cursors(committed).then { hooks.record($0, now: .now()) }.map { (outcomes, $0) }
+                return recorder.record(.cursorsMoved(committed), now: .now()).map { (outcomes, $0) }
             }
         }
-        // Without webhooks one statement, committed on its own; with them, the statement and the calls.
+        // Without a recorder one statement, committed on its own; with one, the statement and its rows.
         var (outcomes, recorded) =
-            hooks == nil
+            recorder == nil
             ? try await engine.writeOne { program(moves, lock: false) }
             : try await engine.write { program(moves, lock: false) }
         let stale = outcomes.indices.filter {
@@ -127,25 +128,25 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
             for (index, outcome) in zip(stale, redone) { outcomes[index] = outcome }
             recorded += more
         }
-        // After the commit, so the sender finds the calls (as `write(_:hooks:)`).
-        if recorded > 0 { hooks?.wake() }
+        // After the commit, so the reader finds the rows (as `write(_:change:)`).
+        if recorded > 0 { recorder?.committed() }
         return outcomes
     }
 
-    /// A change and the webhook calls it owes (`events` of its result), in one
-    /// transaction; without webhooks just the change.
+    /// A change and what it owes (`change` of its result, nil for nothing),
+    /// in one transaction; without a recorder just the change.
     func write<T: Sendable>(
-        _ program: @escaping @Sendable () -> StoreProgram<T>,
-        hooks events: @escaping @Sendable (T, WebhookRecorder) -> StoreProgram<[HookEvent]>
+        _ program: @escaping @Sendable () -> StoreProgram<T>, change: @escaping @Sendable (T) -> StoreChange?
     ) async throws -> T {
-        guard let hooks = webhooks else { return try await engine.write(program) }
+        guard let recorder = changeRecorder else { return try await engine.write(program) }
         let (result, recorded) = try await engine.write {
             program().then { result in
-                events(result, hooks).then { hooks.record($0, now: .now()) }.map { (result, $0) }
+                guard let change = change(result) else { return .done((result, 0)) }
+                return recorder.record(change, now: .now()).map { (result, $0) }
             }
         }
-        // The sender looks at the outbox now: after the commit, so it finds the calls.
-        if recorded > 0 { hooks.wake() }
+        // The reader looks now: after the commit, so it finds the rows.
+        if recorded > 0 { recorder.committed() }
         return result
     }
 
@@ -180,6 +181,13 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// for a database on disk (`buildApplication(configuration:logger:)` runs them;
     /// give them to `buildApplication(configuration:store:logger:services:)`).
     public var services: [any Service] { (engine as? SQLiteEngine)?.services ?? [] }
+
+    public var kind: StoreKind {
+        switch engine.dialect {
+        case .sqlite: .sqlite
+        case .postgres: .postgres
+        }
+    }
 
     public func storageBytes() async throws -> Int64 {
         try await engine.storageBytes()

@@ -469,8 +469,18 @@ public protocol TicksStore: Sendable {
     func changes(in cid: ChannelID, for userID: String, since: Timestamp, limit: Int) async throws -> ChannelChanges
 
     // Operations
+    /// The database it keeps the state in.
+    var kind: StoreKind { get }
     /// How many bytes the stored data takes (for `/metrics` and the storage benchmark).
     func storageBytes() async throws -> Int64
+}
+
+/// The databases a store can keep the state in.
+public enum StoreKind: String, Sendable {
+    /// One server's file (or memory, for tests).
+    case sqlite
+    /// Shared by every node of a cluster.
+    case postgres
 }
 
 /// The raw receipt log of one member, oldest first (tests compare it with `ReceiptRules.reachedAt`).

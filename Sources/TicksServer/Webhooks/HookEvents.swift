@@ -9,13 +9,30 @@ import TicksReceipts
 enum HookEvents {
     static func none() -> StoreProgram<[HookEvent]> { .done([]) }
 
+    /// The events `change` owes whose kinds are `wanted`.
+    static func of(_ change: StoreChange, wanted: @escaping @Sendable (EventType) -> Bool) -> StoreProgram<[HookEvent]> {
+        switch change {
+        case .messageSent(let outcome, let channel): messageNew(outcome, in: channel, wanted)
+        case .messageUpdated(let record): message(.messageUpdated, record, wanted)
+        case .messageDeleted(let record, let hard): message(.messageDeleted, record, hardDelete: hard, wanted)
+        case .channelCreated(let record, let at): channel(.channelCreated, record, at: at, wanted)
+        case .channelUpdated(let record, let at): channel(.channelUpdated, record, at: at, wanted)
+        case .channelTruncated(let record, let at): channel(.channelTruncated, record, at: at, wanted)
+        case .channelDeleted(let record, let at): channel(.channelDeleted, record, at: at, wanted)
+        case .membersAdded(let states, let record, let at): membersAdded(states, to: record, at: at, wanted)
+        case .membersRemoved(let userIDs, let record, let at): membersRemoved(userIDs, from: record, at: at, wanted)
+        case .cursorsMoved(let outcomes): cursors(outcomes)
+        case .markedUnread(let outcome): markedUnread(outcome)
+        }
+    }
+
     /// `message.new` with the members to push to: every member but the
     /// author, for a message the channel shows (a reply shown only in its
     /// thread changes nobody's unread count, and is not pushed).
-    static func messageNew(_ outcome: SendOutcome, in channel: ChannelRecord, _ hooks: WebhookRecorder)
+    private static func messageNew(_ outcome: SendOutcome, in channel: ChannelRecord, _ wanted: (EventType) -> Bool)
         -> StoreProgram<[HookEvent]>
     {
-        guard outcome.created, hooks.wants(.messageNew) else { return none() }
+        guard outcome.created, wanted(.messageNew) else { return none() }
         let message = outcome.message
         return Fetch.users([message.userID]).map { users in
             let threadOnly = message.parentID != nil && !message.showInChannel
@@ -25,35 +42,35 @@ enum HookEvents {
     }
 
     /// `message.read` / `message.delivered` as the other members may see them.
-    static func cursors(_ outcomes: [CursorOutcome]) -> StoreProgram<[HookEvent]> {
+    private static func cursors(_ outcomes: [CursorOutcome]) -> StoreProgram<[HookEvent]> {
         .done(outcomes.flatMap { CursorNotice($0).toOthers }.map { HookEvent(event: $0) })
     }
 
     /// `notification.mark_unread`, which tells the member's read position:
     /// only when their reads are visible to the others (R8, R10).
-    static func markedUnread(_ outcome: CursorOutcome) -> StoreProgram<[HookEvent]> {
+    private static func markedUnread(_ outcome: CursorOutcome) -> StoreProgram<[HookEvent]> {
         .done(CursorNotice.markedUnreadToOthers(outcome).map { [HookEvent(event: $0)] } ?? [])
     }
 
     /// `message.updated` / `message.deleted`. The store does not know who
     /// made the change; the event names the author, who alone may edit (a
     /// server token or a moderator deleting is told live as the actor).
-    static func message(_ type: EventType, _ record: MessageRecord, hardDelete: Bool? = nil, _ hooks: WebhookRecorder)
+    private static func message(_ type: EventType, _ record: MessageRecord, hardDelete: Bool? = nil, _ wanted: (EventType) -> Bool)
         -> StoreProgram<[HookEvent]>
     {
-        guard hooks.wants(type) else { return none() }
+        guard wanted(type) else { return none() }
         return Fetch.users([record.userID]).map { users in
             [HookEvent(event: ChangeEvents.messageChanged(type, record, by: record.userID, hardDelete: hardDelete, users: users))]
         }
     }
 
     /// `member.added` for each new member.
-    static func membersAdded(
-        _ states: [MemberState], to channel: ChannelRecord, at: Timestamp, _ hooks: WebhookRecorder
+    private static func membersAdded(
+        _ states: [MemberState], to channel: ChannelRecord, at: Timestamp, _ wanted: (EventType) -> Bool
     )
         -> StoreProgram<[HookEvent]>
     {
-        guard !states.isEmpty, hooks.wants(.memberAdded) else { return none() }
+        guard !states.isEmpty, wanted(.memberAdded) else { return none() }
         return Fetch.users(states.map(\.userID)).map { users in
             states.map { state in
                 HookEvent(event: ChangeEvents.member(
@@ -63,12 +80,12 @@ enum HookEvents {
     }
 
     /// `member.removed` for each member who left.
-    static func membersRemoved(
-        _ userIDs: [String], from channel: ChannelRecord, at: Timestamp, _ hooks: WebhookRecorder
+    private static func membersRemoved(
+        _ userIDs: [String], from channel: ChannelRecord, at: Timestamp, _ wanted: (EventType) -> Bool
     )
         -> StoreProgram<[HookEvent]>
     {
-        guard !userIDs.isEmpty, hooks.wants(.memberRemoved) else { return none() }
+        guard !userIDs.isEmpty, wanted(.memberRemoved) else { return none() }
         return Fetch.users(userIDs).map { users in
             userIDs.map { userID in
                 HookEvent(event: ChangeEvents.member(
@@ -79,10 +96,10 @@ enum HookEvents {
 
     /// `channel.created` / `.updated` / `.truncated` / `.deleted`, with the
     /// channel as the change left it; the store does not know who made the change.
-    static func channel(_ type: EventType, _ record: ChannelRecord, at: Timestamp, _ hooks: WebhookRecorder)
+    private static func channel(_ type: EventType, _ record: ChannelRecord, at: Timestamp, _ wanted: (EventType) -> Bool)
         -> StoreProgram<[HookEvent]>
     {
-        guard hooks.wants(type) else { return none() }
+        guard wanted(type) else { return none() }
         return Fetch.texts(StoreSQL.channelType(record.type)).then { configs in
             Fetch.users(record.createdBy.map { [$0] } ?? []).map { users in
                 guard let config = try configs.first.map(StoredJSON.config) else { return [] }

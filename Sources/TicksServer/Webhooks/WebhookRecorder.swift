@@ -10,24 +10,6 @@ struct HookEvent: Sendable {
     var pushCandidates: [RecipientUnread] = []
 }
 
-/// One call the outbox holds: where to, what, and for the push hook whom.
-struct OutboxEntry: Sendable, Equatable {
-    enum Kind: String, Sendable {
-        case webhook
-        case push
-    }
-
-    var target: String
-    var kind: Kind
-    var eventType: String
-    /// The channel's queue the call waits in ("" for none).
-    var cid: String
-    /// The event's JSON.
-    var payload: String
-    /// The push hook's recipients (`PushRecipient`s as JSON); nil for a webhook.
-    var recipients: String?
-}
-
 /// A member a push call names; the delivery-only token is added when the call is made.
 struct PushRecipient: Codable, Sendable, Equatable {
     var user_id: String
@@ -35,11 +17,11 @@ struct PushRecipient: Codable, Sendable, Equatable {
     var total_unread_count: Int
 }
 
-/// What the store writes to the webhook outbox in a change's own
-/// transaction (docs/webhooks.md): the events the settings ask for, as
+/// What a change writes to the webhook outbox in its own transaction
+/// (docs/webhooks.md): the events the settings ask for (`HookEvents`), as
 /// calls; nothing is sent from inside a transaction. `wake` tells this
 /// node's sender, after the commit, that there is work.
-struct WebhookRecorder: Sendable {
+struct WebhookRecorder: ChangeRecorder {
     let settings: WebhookSettings
     /// Those of the users with no open socket on this node (the push hook names only them).
     let offline: @Sendable ([String]) -> [String]
@@ -90,6 +72,13 @@ struct WebhookRecorder: Sendable {
         }
         return entries
     }
+
+    /// Writes the calls the events `change` owes make, in the change's transaction; how many.
+    func record(_ change: StoreChange, now: Timestamp) -> StoreProgram<Int> {
+        HookEvents.of(change, wanted: wants).then { record($0, now: now) }
+    }
+
+    func committed() { wake() }
 
     /// Writes the calls `events` make, in the transaction the program runs
     /// in; how many.

@@ -15,7 +15,7 @@ import TicksProtocol
 /// here runs inside a request: a slow or dead receiver holds only its own
 /// queues, never a receipt.
 final class WebhookSender: Service, Sendable {
-    let store: SQLStore
+    let store: any WebhookOutbox
     let settings: WebhookSettings
     let authority: TokenAuthority
     let metrics: ServerMetrics
@@ -69,7 +69,7 @@ final class WebhookSender: Service, Sendable {
     }
 
     init(
-        store: SQLStore, settings: WebhookSettings, authority: TokenAuthority, metrics: ServerMetrics, logger: Logger,
+        store: any WebhookOutbox, kind: StoreKind, settings: WebhookSettings, authority: TokenAuthority, metrics: ServerMetrics, logger: Logger,
         pollInterval: Duration = .seconds(1), time: TimeSource = .system
     ) {
         self.store = store
@@ -79,7 +79,7 @@ final class WebhookSender: Service, Sendable {
         self.logger = logger
         self.pollInterval = pollInterval
         self.time = time
-        node = store.engine.dialect == .sqlite ? "sqlite" : UUID().uuidString.lowercased()
+        node = kind == .sqlite ? "sqlite" : UUID().uuidString.lowercased()
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.timeout = .init(connect: TimeAmount(settings.callTimeout))
@@ -105,7 +105,7 @@ final class WebhookSender: Service, Sendable {
                             let now = self.time.now
                             if lastTrim.map({ now - $0 > .seconds(10) }) ?? true {
                                 try await self.store.trimOutbox(
-                                    settings: self.settings, targets: self.settings.targets, now: self.time.wallNow)
+                                    self.settings.bounds, targets: self.settings.targets, now: self.time.wallNow)
                                 self.forgetPastWaits(now: self.time.wallNow)
                                 lastTrim = now
                             }

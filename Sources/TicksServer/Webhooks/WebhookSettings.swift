@@ -29,6 +29,11 @@ public struct WebhookSettings: Sendable, Equatable {
     public var maxWaiting = 100_000
     /// Dead calls kept in all; the oldest beyond are removed.
     public var maxDead = 100_000
+    /// What the outbox keeps (`maxAge`, `maxWaiting`, `deadRetention`, `maxDead`).
+    var bounds: OutboxBounds {
+        OutboxBounds(maxAge: maxAge, maxWaiting: maxWaiting, deadRetention: deadRetention, maxDead: maxDead)
+    }
+
     /// How long a push hook's delivery-only token is valid.
     public var deliveryTokenLifetime: Duration = .seconds(6 * 3600)
     /// Members named in one push call; a message to more offline members makes several calls.

@@ -114,7 +114,7 @@ struct ReceiptLogPruningTests {
             #expect(after.count == 20)
             #expect(round.oldest == after.first.map { Timestamp(microseconds: $0.move.at) })
             #expect(try await store.oldestReceiptMove() == round.oldest)
-            #expect(try await (store as? SQLStore)?.receiptLogPrunedBefore() == round.cutoff)
+            #expect(try await store.receiptLogPrunedBefore() == round.cutoff)
 
             // Nothing is left to delete until the newer moves leave the window too.
             #expect(try await pruner.round().batches == [])

@@ -96,7 +96,7 @@ struct LifecycleStoreTests {
                 #expect(try await unread(store, user, in: channel) == (0, nil))
                 // The other channel's unread message still counts.
                 #expect(try await store.unreadTotals(of: user) == UnreadTotals(messages: 1, channels: 1))
-                let log = try #require(store as? any ReceiptLogReading)
+                let log = store
                 #expect(try await log.loggedMoves(channelPK: channel.pk, userID: user, kind: .read).isEmpty)
             }
             #expect(try await store.receipts(forMessage: "trunc-m3") == nil)
@@ -130,7 +130,7 @@ struct LifecycleStoreTests {
             for user in ["a", "b", "c"] {
                 #expect(try await store.unreadTotals(of: user) == UnreadTotals(messages: 0, channels: 0))
                 #expect(try await store.member(user, of: channel) == nil)
-                let log = try #require(store as? any ReceiptLogReading)
+                let log = store
                 for kind in CursorKind.allCases {
                     #expect(try await log.loggedMoves(channelPK: channel.pk, userID: user, kind: kind).isEmpty)
                 }
@@ -182,7 +182,7 @@ struct LifecycleStoreTests {
             #expect(pks == [channel.pk])
             #expect(try await store.member("b", of: channel) == nil)
             #expect(try await store.channel(type: "messaging", id: "ud")?.memberCount == 2)
-            let log = try #require(store as? any ReceiptLogReading)
+            let log = store
             for kind in CursorKind.allCases {
                 #expect(try await log.loggedMoves(channelPK: channel.pk, userID: "b", kind: kind).isEmpty)
             }

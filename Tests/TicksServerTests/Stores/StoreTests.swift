@@ -460,7 +460,7 @@ struct SQLiteStoreTests {
                 }
                 #expect(try await store.unreadTotals(of: user) == expected, "\(user)")
             }
-            if let batcher = (store as? SQLStore)?.moveBatcher {
+            if let batcher = store.moveBatcher {
                 let statistics = batcher.statistics
                 #expect(statistics.moves == receipts.count + 2)
                 #expect(statistics.batches < statistics.moves, "\(statistics)")

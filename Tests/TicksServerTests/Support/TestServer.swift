@@ -25,7 +25,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
 
     /// Runs `body` with a new, empty store of this kind, removed afterwards.
     func withStore<Value: Sendable>(
-        _ body: (any TicksStore) async throws -> Value
+        _ body: (SQLStore) async throws -> Value
     ) async throws -> Value {
         switch self {
         case .memory:

@@ -119,7 +119,7 @@ struct WebhookTests {
             try await server.createChannel("messaging:g", members: ["alice", "bob"])
             for index in 1...6 { try await server.send("messaging:g", id: "m\(index)", from: "alice") }
             let store = try #require(server.store as? SQLStore)
-            try await store.trimOutbox(settings: settings, targets: settings.targets, now: .now())
+            try await store.trimOutbox(settings.bounds, targets: settings.targets, now: .now())
             // The newest 3 wait; of the 3 older ones, dead, the newest 2 are kept.
             let waiting = try await Self.waiting(server, hook, "messaging:g")
             #expect(
@@ -135,7 +135,7 @@ struct WebhookTests {
             // Too old: dead too.
             var older = settings
             older.maxAge = .seconds(1)
-            try await store.trimOutbox(settings: older, targets: settings.targets, now: .now() + .seconds(5))
+            try await store.trimOutbox(older.bounds, targets: settings.targets, now: .now() + .seconds(5))
             #expect(try await Self.waiting(server, hook, "messaging:g").isEmpty)
             let counts = try await store.outboxCounts()
             #expect(counts.waiting == 0 && counts.dead == 2)
