@@ -277,7 +277,7 @@ struct Prune: AsyncParsableCommand {
             let reader = "r\(index)"
             _ = try await store.upsertUsers([User(id: sender), User(id: reader)], now: now)
             let (channel, _) = try await store.createChannel(
-                type: "messaging", id: "c\(index)", createdBy: sender, memberIDs: [sender, reader], custom: [:],
+                ChannelID(type: "messaging", id: "c\(index)"), createdBy: sender, memberIDs: [sender, reader], custom: [:],
                 now: now)
             for message in 1...2 {
                 _ = try await store.sendMessage(
@@ -407,7 +407,7 @@ struct ReceiptLoad: Sendable {
                                 plan.reader, in: plan.channel, from: "\(plan.channel.id)-m2", now: .now())
                         } else {
                             _ = try await store.markRead(
-                                plan.reader, in: plan.channel.channelID, upTo: "\(plan.channel.id)-m2",
+                                plan.reader, in: plan.channel.cid, upTo: "\(plan.channel.id)-m2",
                                 audience: audience, now: .now())
                         }
                         let micros = UInt64(max((ContinuousClock.now - scheduled).microseconds, 1))

@@ -48,10 +48,10 @@ extension ChannelsController {
     }
 
     @Sendable func queryChannel(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let (type, id) = try channelPath(context)
+        let cid = try channelPath(context)
         var request = request
         let body = try await request.decodeJSON(QueryRequest.self)
-        return try await queryChannel(type: type, id: id, body: body, context: context)
+        return try await queryChannel(cid, body: body, context: context)
     }
 
     /// A channel id that cannot be used: `/channels/{type}/query` is the
@@ -59,12 +59,12 @@ extension ChannelsController {
     /// updated or deleted.
     static let reservedChannelIDs: Set<String> = ["query"]
 
-    /// Gets the channel `type:id`, or creates it with `body.data`.
-    func queryChannel(type: String, id: String, body: QueryRequest, context: TicksRequestContext) async throws
+    /// Gets the channel `cid`, or creates it with `body.data`.
+    func queryChannel(_ cid: ChannelID, body: QueryRequest, context: TicksRequestContext) async throws
         -> Response
     {
-        guard !Self.reservedChannelIDs.contains(id) else {
-            throw APIError.input("channel id '\(id)' is reserved: POST /channels/{type}/query makes a distinct channel")
+        guard !Self.reservedChannelIDs.contains(cid.id) else {
+            throw APIError.input("channel id '\(cid.id)' is reserved: POST /channels/{type}/query makes a distinct channel")
         }
         let viewer = try context.actingUser(
             named: body.user?.id, body.userID, body.data?.createdBy?.id, body.data?.createdByID)
@@ -73,7 +73,7 @@ extension ChannelsController {
         let limit = try messageLimit(body.messages?.limit)
         var created = false
         let channel: ChannelRecord
-        if let existing = try await store.channel(type: type, id: id) {
+        if let existing = try await store.channel(cid) {
             channel = existing
             try await ChannelPermissions.require(.read, in: channel, context: context, store: store)
         } else {
@@ -82,14 +82,14 @@ extension ChannelsController {
                 throw APIError.input("at most \(ServerLimits.maxMembersPerCall) members when creating a channel")
             }
             try memberIDs.forEach { try requireValidID($0, "member id") }
-            try requireCustomData(body.data?.custom ?? [:], of: "channel \(type):\(id)", limits: limits)
+            try requireCustomData(body.data?.custom ?? [:], of: "channel \(cid)", limits: limits)
             let principal = try context.requirePrincipal()
             let isMember = viewer.map(memberIDs.contains) ?? false
             try ChannelPermissions.require(
-                [.create], in: "\(type):\(id)", as: principal,
+                [.create], in: cid, as: principal,
                 standing: ChannelPermissions.standing(of: principal, isMember: isMember))
             let result = try await store.createChannel(
-                type: type, id: id, createdBy: viewer, memberIDs: memberIDs, custom: body.data?.custom ?? [:],
+                cid, createdBy: viewer, memberIDs: memberIDs, custom: body.data?.custom ?? [:],
                 now: .now())
             channel = result.channel
             created = result.created
@@ -314,7 +314,7 @@ extension ChannelsController {
         }
         try members.forEach { try requireValidID($0, "member id") }
         return try await queryChannel(
-            type: type, id: Self.distinctChannelID(members: members), body: body, context: context)
+            ChannelID(type: type, id: Self.distinctChannelID(members: members)), body: body, context: context)
     }
 
     // MARK: Updating
@@ -440,7 +440,7 @@ extension ChannelsController {
         let started = Timestamp.now()
         var result: [String: JSONValue] = [:]
         for cid in cids {
-            if let channel = try await store.channel(type: cid.type, id: cid.id) {
+            if let channel = try await store.channel(cid) {
                 _ = try await delete(channel, hard: body.hardDelete ?? false, by: nil)
                 result["\(cid)"] = .object(["status": .string("ok")])
             } else {

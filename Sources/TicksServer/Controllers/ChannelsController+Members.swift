@@ -104,7 +104,7 @@ extension ChannelsController {
         let offset = query.offset ?? 0
         guard offset >= 0 else { throw APIError.input("offset must not be negative") }
         let principal = try context.requirePrincipal()
-        let channel = try await receipts.channel(type: query.type, id: id, for: principal, to: .read)
+        let channel = try await receipts.channel(ChannelID(type: query.type, id: id), for: principal, to: .read)
         let states: [MemberState]
         if among?.isEmpty == true {
             states = []
@@ -196,9 +196,9 @@ extension ChannelsController {
     /// The channel of the path (404 when missing), for a call that asks
     /// `ChannelPermissions` once it knows what it will do.
     func pathChannel(_ context: TicksRequestContext) async throws -> ChannelRecord {
-        let (type, id) = try channelPath(context)
-        guard let channel = try await store.channel(type: type, id: id) else {
-            throw APIError.notFound("channel \(type):\(id) does not exist")
+        let cid = try channelPath(context)
+        guard let channel = try await store.channel(cid) else {
+            throw APIError.notFound("channel \(cid) does not exist")
         }
         return channel
     }

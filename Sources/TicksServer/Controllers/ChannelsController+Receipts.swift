@@ -27,16 +27,16 @@ extension ChannelsController {
     }
 
     @Sendable func markRead(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let (type, id) = try channelPath(context)
+        let cid = try channelPath(context)
         _ = try context.requirePrincipal()
         var request = request
         let body = try await request.decodeJSON(MarkReadRequest.self)
         let reader = try context.requireActingUser(named: body.user?.id, body.userID)
         let event = try await marking(context) {
             if let threadID = body.threadID {
-                return try await receipts.markThreadRead(reader, in: ChannelID(type: type, id: id), parentID: threadID)
+                return try await receipts.markThreadRead(reader, in: cid, parentID: threadID)
             }
-            return try await receipts.markRead(reader, in: ChannelID(type: type, id: id), upTo: body.messageID)
+            return try await receipts.markRead(reader, in: cid, upTo: body.messageID)
         }
         return try context.respond(EventResponse(event: event))
     }
@@ -57,10 +57,10 @@ extension ChannelsController {
     }
 
     /// Throws 403 unless the caller may mark for a user who is not a member of channel `cid`.
-    func requireMarkByNonMember(in cid: String?, _ context: TicksRequestContext) throws {
+    func requireMarkByNonMember(in cid: ChannelID?, _ context: TicksRequestContext) throws {
         let principal = try context.requirePrincipal()
         try ChannelPermissions.require(
-            [.mark], in: cid ?? "this channel", as: principal,
+            [.mark], in: cid, as: principal,
             standing: ChannelPermissions.standing(of: principal, isMember: false))
     }
 
@@ -124,7 +124,7 @@ extension ChannelsController {
             } catch StoreError.notMember(let userID, let cid) {
                 try requireMarkByNonMember(in: cid, context)
                 let before = entries.count
-                entries.removeAll { ChannelID(cid: $0.cid)?.description == cid }
+                entries.removeAll { ChannelID(cid: $0.cid) == cid }
                 guard entries.count < before else { throw StoreError.notMember(userID: userID, cid: cid) }
                 if entries.isEmpty { break }
             }

@@ -45,18 +45,18 @@ struct ChannelsController {
 
     // MARK: Helpers
 
-    func channelPath(_ context: TicksRequestContext) throws -> (type: String, id: String) {
+    /// The channel the path names (`/channels/{type}/{id}/...`), its parts checked.
+    func channelPath(_ context: TicksRequestContext) throws -> ChannelID {
         let type = try requireID(try context.pathParameter("type"), Identifier.channelTypeName, "channel type")
         let id = try requireID(try context.pathParameter("id"), Identifier.channelID, "channel id")
-        return (type, id)
+        return ChannelID(type: type, id: id)
     }
 
     /// The channel of the path, for an action every member may take; a user token must belong to it.
     func loadChannel(_ context: TicksRequestContext, to action: ChannelPermissions.Action) async throws
         -> ChannelRecord
     {
-        let (type, id) = try channelPath(context)
-        return try await receipts.channel(type: type, id: id, for: try context.requirePrincipal(), to: action)
+        try await receipts.channel(try channelPath(context), for: try context.requirePrincipal(), to: action)
     }
 
     func messageLimit(_ limit: Int?) throws -> Int {

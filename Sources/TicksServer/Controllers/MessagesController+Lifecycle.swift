@@ -24,9 +24,9 @@ extension MessagesController {
         ).map(Int.init) ?? Self.defaultRepliesLimit
         let before = request.queryParameter("id_lt")
         if let before { try requireValidID(before, "id_lt") }
-        guard let parent = try await store.message(id: id), let cid = ChannelID(cid: parent.cid),
-            let channel = try await store.channel(type: cid.type, id: cid.id)
-        else { throw APIError.notFound("message '\(id)' does not exist") }
+        guard let (_, channel) = try await store.message(id: id) else {
+            throw APIError.notFound("message '\(id)' does not exist")
+        }
         try await ChannelPermissions.require(.read, in: channel, context: context, store: store)
         let records = try await store.replies(to: id, before: before, limit: limit)
         let users = try await store.users(ids: records.map(\.userID))
@@ -55,7 +55,7 @@ extension MessagesController {
         }
         try ids.forEach { try requireValidID($0, "message id") }
         let principal = try context.requirePrincipal()
-        let channel = try await receipts.channel(type: cid.type, id: cid.id, for: principal, to: .read)
+        let channel = try await receipts.channel(cid, for: principal, to: .read)
         let records = try await store.messages(ids: ids, in: channel)
         let users = try await store.users(ids: records.map(\.userID))
         return try context.respond(MessageList(messages: records.map { Presenter.message($0, users: users) }))
@@ -138,9 +138,9 @@ extension MessagesController {
         _ id: String, actingAs named: [String?], _ context: TicksRequestContext, deleting: Bool = false
     ) async throws -> Editable {
         let actor = try context.actingUser(among: named)
-        guard let message = try await store.message(id: id), let cid = ChannelID(cid: message.cid),
-            let channel = try await store.channel(type: cid.type, id: cid.id)
-        else { throw APIError.notFound("message '\(id)' does not exist") }
+        guard let (message, channel) = try await store.message(id: id) else {
+            throw APIError.notFound("message '\(id)' does not exist")
+        }
         guard let config = try await store.channelType(named: channel.type) else {
             throw APIError.notFound("channel type '\(channel.type)' does not exist")
         }

@@ -22,10 +22,8 @@ struct MessagesController {
 
     @Sendable func get(_ request: Request, context: TicksRequestContext) async throws -> Response {
         let id = try messageID(context)
-        guard let record = try await store.message(id: id) else { throw APIError.notFound("message '\(id)' does not exist") }
-        guard let cid = ChannelID(cid: record.cid), let channel = try await store.channel(type: cid.type, id: cid.id)
-        else {
-            throw APIError.notFound("the channel of message '\(id)' does not exist")
+        guard let (record, channel) = try await store.message(id: id) else {
+            throw APIError.notFound("message '\(id)' does not exist")
         }
         try await ChannelPermissions.require(.read, in: channel, context: context, store: store)
         let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)

@@ -148,31 +148,32 @@ extension ChannelPermissions {
     }
 
     /// Throws 403 unless `standing` allows every one of `actions` in channel `cid`.
-    static func require(_ actions: [Action], in cid: String, as principal: Principal, standing: Standing) throws {
+    static func require(_ actions: [Action], in cid: ChannelID?, as principal: Principal, standing: Standing) throws {
         guard let refused = actions.first(where: { !allows($0, standing) }) else { return }
         throw refusal(refused, cid: cid, principal: principal, standing: standing)
     }
 
     /// The 403 for `action`, saying why.
-    static func refusal(_ action: Action, cid: String, principal: Principal, standing: Standing) -> APIError {
+    static func refusal(_ action: Action, cid: ChannelID?, principal: Principal, standing: Standing) -> APIError {
         let who: String = if case .user(let userID) = principal { "user '\(userID)'" } else { "this token" }
+        let channel = cid.map { "channel \($0)" } ?? "this channel"
         switch (standing, action) {
         case (.outsider, .create):
-            return .forbidden("\(who) cannot create channel \(cid) without being one of its members (data.members)")
+            return .forbidden("\(who) cannot create \(channel) without being one of its members (data.members)")
         case (.outsider, _):
-            return .forbidden("\(who) is not a member of channel \(cid)")
+            return .forbidden("\(who) is not a member of \(channel)")
         case (_, .hardDelete):
             return .forbidden("hard_delete needs a server token")
         case (_, .editOthersMessage):
             return .forbidden(
-                "\(who) may not edit another user's message in channel \(cid): only admins who are members may")
+                "\(who) may not edit another user's message in \(channel): only admins who are members may")
         case (_, .deleteOthersMessage):
             return .forbidden(
-                "\(who) may not delete another user's message in channel \(cid): only its creator, its moderators "
+                "\(who) may not delete another user's message in \(channel): only its creator, its moderators "
                     + "and admins who are members may")
         default:
             return .forbidden(
-                "\(who) may not change channel \(cid) or its members: only its creator, its moderators "
+                "\(who) may not change \(channel) or its members: only its creator, its moderators "
                     + "and admins who are members may; a member may only remove themselves")
         }
     }

@@ -15,18 +15,18 @@ struct Receipts: Sendable {
     /// The channel `type:id` for `action`, one that every member may take
     /// (`ChannelPermissions.memberActions`): it must exist (404) and the rule
     /// must let `principal` take it (403: for a user, being a member).
-    func channel(type: String, id: String, for principal: Principal, to action: ChannelPermissions.Action)
+    func channel(_ cid: ChannelID, for principal: Principal, to action: ChannelPermissions.Action)
         async throws -> ChannelRecord
     {
         assert(ChannelPermissions.memberActions.contains(action), "\(action) needs more than membership")
         guard case .user(let userID) = principal else {
-            guard let channel = try await store.channel(type: type, id: id) else {
-                throw APIError.notFound("channel \(type):\(id) does not exist")
+            guard let channel = try await store.channel(cid) else {
+                throw APIError.notFound("channel \(cid) does not exist")
             }
             return channel
         }
-        guard let (channel, isMember) = try await store.channel(type: type, id: id, member: userID) else {
-            throw APIError.notFound("channel \(type):\(id) does not exist")
+        guard let (channel, isMember) = try await store.channel(cid, member: userID) else {
+            throw APIError.notFound("channel \(cid) does not exist")
         }
         try ChannelPermissions.require(
             [action], in: channel.cid, as: principal,
@@ -50,7 +50,7 @@ struct Receipts: Sendable {
     /// thread goes to the members who may see `reader`'s reads (R8, R10).
     func markThreadRead(_ reader: String, in cid: ChannelID, parentID: String) async throws -> Event {
         try requireValidID(parentID, "thread_id")
-        guard let channel = try await store.channel(type: cid.type, id: cid.id) else {
+        guard let channel = try await store.channel(cid) else {
             throw APIError.notFound("channel \(cid) does not exist")
         }
         let read = try await store.markThreadRead(reader, in: channel, parentID: parentID, now: .now())
@@ -58,7 +58,7 @@ struct Receipts: Sendable {
         let user = Presenter.user(reader, users)
         var event = ChangeEvents.messageRead(by: user, in: channel.cid, at: read.readAt, upTo: read.lastReadMessageID)
         event.thread = MessageThread(
-            parentMessageID: read.parent.id, channelCID: channel.cid, createdByUserID: read.parent.userID,
+            parentMessageID: read.parent.id, channelCID: channel.cid.rawValue, createdByUserID: read.parent.userID,
             replyCount: read.parent.replyCount, createdAt: read.parent.createdAt)
         let config = try await store.channelType(named: channel.type)
         let visible = config.map { ReceiptVisibility.othersSeeReads(of: user, config: $0) } ?? false

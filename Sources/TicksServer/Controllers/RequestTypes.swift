@@ -86,7 +86,7 @@ extension ChannelFilter {
             }
             switch field {
             case "members": memberIn = try values(Identifier.id)
-            case "cid": cids = try values(Identifier.cid)
+            case "cid": cids = try values(Identifier.cid).map { try requireCID($0, "cid") }
             case "type": types = try values(Identifier.channelTypeName)
             case "id": ids = try values(Identifier.channelID)
             default: throw APIError.input("filtering channels on \(Identifier.quoted(field)) is not supported")
@@ -96,6 +96,6 @@ extension ChannelFilter {
 
     /// An empty `$in` list matches no channel.
     var matchesNothing: Bool {
-        [memberIn, cids, types, ids].contains { $0?.isEmpty == true }
+        [memberIn, cids?.map(\.rawValue), types, ids].contains { $0?.isEmpty == true }
     }
 }

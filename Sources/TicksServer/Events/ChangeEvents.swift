@@ -15,7 +15,7 @@ enum ChangeEvents {
     /// `message.new`.
     static func messageNew(_ message: MessageRecord, users: [String: User]) -> Event {
         var event = Event(
-            type: .messageNew, createdAt: message.createdAt, cid: message.cid,
+            type: .messageNew, createdAt: message.createdAt, cid: message.cid.rawValue,
             user: Presenter.user(message.userID, users))
         event.message = Presenter.message(message, users: users)
         return event
@@ -29,7 +29,7 @@ enum ChangeEvents {
     ) -> Event {
         assert(type == .messageUpdated || type == .messageDeleted)
         var event = Event(
-            type: type, createdAt: at ?? message.deletedAt ?? message.updatedAt ?? message.createdAt, cid: message.cid,
+            type: type, createdAt: at ?? message.deletedAt ?? message.updatedAt ?? message.createdAt, cid: message.cid.rawValue,
             user: actor.map { Presenter.user($0, users) })
         event.message = Presenter.message(message, users: users)
         event.messageID = message.id
@@ -39,8 +39,8 @@ enum ChangeEvents {
 
     /// `member.added`, `member.updated`, `member.removed` and the
     /// `notification.*_channel` the member concerned gets: the event is about them.
-    static func member(_ type: EventType, _ member: Member, in cid: String, at: Timestamp) -> Event {
-        var event = Event(type: type, createdAt: at, cid: cid, user: member.user)
+    static func member(_ type: EventType, _ member: Member, in cid: ChannelID, at: Timestamp) -> Event {
+        var event = Event(type: type, createdAt: at, cid: cid.rawValue, user: member.user)
         event.member = member
         return event
     }
@@ -63,23 +63,23 @@ enum ChangeEvents {
             channel.truncatedAt = at
             channel.memberCount = 0
         }
-        var event = Event(type: type, createdAt: at, cid: record.cid, user: actor.map { Presenter.user($0, users) })
+        var event = Event(type: type, createdAt: at, cid: record.cid.rawValue, user: actor.map { Presenter.user($0, users) })
         event.channel = channel
         return event
     }
 
     /// `message.read`: `reader` has read up to `lastReadMessageID`.
-    static func messageRead(by reader: User, in cid: String, at: Timestamp, upTo lastReadMessageID: String?) -> Event {
-        var event = Event(type: .messageRead, createdAt: at, cid: cid, user: reader)
+    static func messageRead(by reader: User, in cid: ChannelID, at: Timestamp, upTo lastReadMessageID: String?) -> Event {
+        var event = Event(type: .messageRead, createdAt: at, cid: cid.rawValue, user: reader)
         event.lastReadMessageID = lastReadMessageID
         return event
     }
 
     /// `message.delivered`: `reader`'s devices have received up to `lastDeliveredMessageID`.
     static func messageDelivered(
-        by reader: User, in cid: String, at: Timestamp, deliveredAt: Timestamp, upTo lastDeliveredMessageID: String?
+        by reader: User, in cid: ChannelID, at: Timestamp, deliveredAt: Timestamp, upTo lastDeliveredMessageID: String?
     ) -> Event {
-        var event = Event(type: .messageDelivered, createdAt: at, cid: cid, user: reader)
+        var event = Event(type: .messageDelivered, createdAt: at, cid: cid.rawValue, user: reader)
         event.lastDeliveredAt = deliveredAt
         event.lastDeliveredMessageID = lastDeliveredMessageID
         return event
@@ -88,9 +88,9 @@ enum ChangeEvents {
     /// `notification.mark_read`, to the reader alone, with their counts
     /// (`totals` nil when the road stamps them later, as sync does).
     static func markedRead(
-        by reader: User, in cid: String, at: Timestamp, state: MemberState, totals: UnreadTotals?
+        by reader: User, in cid: ChannelID, at: Timestamp, state: MemberState, totals: UnreadTotals?
     ) -> Event {
-        var event = Event(type: .notificationMarkRead, createdAt: at, cid: cid, user: reader)
+        var event = Event(type: .notificationMarkRead, createdAt: at, cid: cid.rawValue, user: reader)
         event.lastReadMessageID = state.lastReadMessageID
         event.unreadCount = state.unread
         event.totalUnreadCount = totals?.messages
@@ -101,7 +101,7 @@ enum ChangeEvents {
     /// `notification.mark_unread`, which tells the reader's new read position.
     static func markedUnread(_ outcome: CursorOutcome) -> Event {
         var event = Event(
-            type: .notificationMarkUnread, createdAt: outcome.at, cid: outcome.channel.cid, user: outcome.reader)
+            type: .notificationMarkUnread, createdAt: outcome.at, cid: outcome.channel.cid.rawValue, user: outcome.reader)
         event.firstUnreadMessageID = outcome.state.firstUnreadMessageID
         event.lastReadAt = outcome.state.readAt
         event.lastReadMessageID = outcome.state.lastReadMessageID

@@ -66,33 +66,33 @@ extension SQLStore {
 
     // MARK: Channels
 
-    public func channel(type: String, id: String) async throws -> ChannelRecord? {
-        try await engine.readOne { Fetch.channel(type: type, id: id).map { $0?.channel } }
+    public func channel(_ cid: ChannelID) async throws -> ChannelRecord? {
+        try await engine.readOne { Fetch.channel(cid).map { $0?.channel } }
     }
 
-    public func channel(type: String, id: String, member userID: String) async throws
+    public func channel(_ cid: ChannelID, member userID: String) async throws
         -> (channel: ChannelRecord, isMember: Bool)?
     {
         try await engine.readOne {
-            Step.row(StoreSQL.channel(type: type, id: id, member: userID)).map { row in
+            Step.row(StoreSQL.channel(cid, member: userID)).map { row in
                 try row.map { (try StoreRows.channel($0).channel, try $0.bool(13)) }
             }
         }
     }
 
     public func createChannel(
-        type: String, id: String, createdBy: String?, memberIDs: [String], custom: [String: JSONValue],
+        _ cid: ChannelID, createdBy: String?, memberIDs: [String], custom: [String: JSONValue],
         now: Timestamp
     ) async throws -> (channel: ChannelRecord, created: Bool) {
         let customText = try JSONCoding.string(custom)
         let named = memberIDs + (createdBy.map { [$0] } ?? [])
         let insert = StoreSQL.insertChannel(
-            type: type, id: id, createdBy: createdBy, custom: customText, now: now.microseconds)
+            type: cid.type, id: cid.id, createdBy: createdBy, custom: customText, now: now.microseconds)
         return try await write({
-            Fetch.channel(type: type, id: id).then { existing -> StoreProgram<(channel: ChannelRecord, created: Bool)> in
+            Fetch.channel(cid).then { existing -> StoreProgram<(channel: ChannelRecord, created: Bool)> in
                 if let existing { return .done((existing.channel, false)) }
-                return Fetch.texts(StoreSQL.channelType(type)).then { types in
-                    guard !types.isEmpty else { throw StoreError.unknownChannelType(type) }
+                return Fetch.texts(StoreSQL.channelType(cid.type)).then { types in
+                    guard !types.isEmpty else { throw StoreError.unknownChannelType(cid.type) }
                     return Fetch.users(named)
                 }.then { (found: [String: User]) in
                     try StoreRules.requireUsers(named, found: found)
@@ -101,14 +101,14 @@ extension SQLStore {
                     if let pk = try inserted?.int(0) { return .done(pk) }
                     // The cid of a soft-deleted channel: what is left of it goes, and the new channel
                     // gets a key of its own, so nothing of the old one can reach its members.
-                    return Self.forgetDeletedChannel(type: type, id: id).then { forgotten in
+                    return Self.forgetDeletedChannel(cid).then { forgotten in
                         forgotten ? Step.row(insert).map { try $0?.int(0) } : .done(nil)
                     }
                 }.then { made -> StoreProgram<(channel: ChannelRecord, created: Bool)> in
                     guard let pk = made else {
                         // Two nodes creating the same channel at once: one inserts, the other finds it.
-                        return Fetch.channel(type: type, id: id).map { found in
-                            guard let found else { throw StoreError.channelNotFound(cid: nil) }
+                        return Fetch.channel(cid).map { found in
+                            guard let found else { throw StoreError.channelNotFound(cid: cid) }
                             return (found.channel, false)
                         }
                     }
@@ -122,12 +122,12 @@ extension SQLStore {
         }, change: { made in made.created ? .channelCreated(made.channel, at: now) : nil })
     }
 
-    /// Removes for good what is left of the soft-deleted channel `type:id`
+    /// Removes for good what is left of the soft-deleted channel `cid`
     /// (its row, messages, removed members, receipt log and thread read
     /// states; its members went with the delete), so the cid can be made
     /// again. False when there is no such channel (another node made it again first).
-    static func forgetDeletedChannel(type: String, id: String) -> StoreProgram<Bool> {
-        Step.row(StoreSQL.deletedChannel(type: type, id: id)).then { row in
+    static func forgetDeletedChannel(_ cid: ChannelID) -> StoreProgram<Bool> {
+        Step.row(StoreSQL.deletedChannel(type: cid.type, id: cid.id)).then { row in
             guard let pk = try row?.int(0) else { return .done(false) }
             let statements = [
                 StoreSQL.deleteMoves(of: .channel(pk)), StoreSQL.deleteThreadReads(of: .channel(pk)),

@@ -10,14 +10,14 @@ extension SQLStore {
             // One statement with the receipts that arrive meanwhile: lock, move, log and read back.
             let outcome = try await submit(
                 BatchedMove(
-                    kind: .read, userID: userID, channelType: channel.type, channelID: channel.id,
+                    kind: .read, userID: userID, channel: channel,
                     messageID: messageID, at: now, audience: audience), to: moveBatcher)
             guard let outcome else { throw StoreError.inconsistent("a read move without an outcome") }
             return outcome
         }
         return try await write({
-            Fetch.channel(type: channel.type, id: channel.id).then { found in
-                guard let found else { throw StoreError.channelNotFound(cid: "\(channel)") }
+            Fetch.channel(channel).then { found in
+                guard let found else { throw StoreError.channelNotFound(cid: channel) }
                 let current = found.channel
                 // The member's cursors first: a non-member learns nothing of the channel's messages.
                 return Fetch.cursors(of: userID, in: current).then { before in
@@ -77,14 +77,14 @@ extension SQLStore {
             // The common case (a device acknowledging one channel), batched as mark read is.
             let outcome = try await submit(
                 BatchedMove(
-                    kind: .delivered, userID: userID, channelType: entry.channel.type, channelID: entry.channel.id,
+                    kind: .delivered, userID: userID, channel: entry.channel,
                     messageID: entry.messageID, at: now, audience: audience), to: moveBatcher)
             return outcome.map { [$0] } ?? []
         }
         return try await write({
             // Resolve and check every entry first: all or nothing.
             Step.each(targets) { entry -> StoreProgram<Resolved> in
-                Fetch.channel(type: entry.channel.type, id: entry.channel.id).then { found in
+                Fetch.channel(entry.channel).then { found in
                     guard let pk = found?.channel.pk else { return .done((entry, found, nil, false)) }
                     return Fetch.seq(of: entry.messageID, in: pk).then { seq in
                         Fetch.isMember(userID, of: pk).map { (entry, found, seq, $0) }

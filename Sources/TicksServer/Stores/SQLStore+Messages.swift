@@ -101,9 +101,13 @@ extension SQLStore {
         }
     }
 
-    public func message(id: String) async throws -> MessageRecord? {
-        try await engine.readOne {
-            Step.row(StoreSQL.messageThere(id: id)).map { try $0.map { try StoreRows.messageWithChannel($0) } }
+    public func message(id: String) async throws -> (message: MessageRecord, channel: ChannelRecord)? {
+        try await engine.read {
+            Step.row(StoreSQL.messageThere(id: id)).then { row -> StoreProgram<(message: MessageRecord, channel: ChannelRecord)?> in
+                guard let row else { return .done(nil) }
+                let message = try StoreRows.messageWithChannel(row)
+                return Fetch.channel(pk: message.channelPK).map { (message, $0.channel) }
+            }
         }
     }
 }

@@ -4,8 +4,7 @@ import TicksReceipts
 /// A channel row: what identifies it and where its log ends.
 public struct ChannelRecord: Sendable, Equatable {
     public var pk: Int64
-    public var type: String
-    public var id: String
+    public var cid: ChannelID
     public var createdBy: String?
     public var custom: [String: JSONValue]
     public var lastSeq: Seq
@@ -17,15 +16,15 @@ public struct ChannelRecord: Sendable, Equatable {
     public var truncatedAt: Timestamp? = nil
     public var truncatedSeq: Seq = 0
 
-    public var cid: String { "\(type):\(id)" }
-    public var channelID: ChannelID { ChannelID(type: type, id: id) }
+    public var type: String { cid.type }
+    public var id: String { cid.id }
 }
 
 /// A stored message.
 public struct MessageRecord: Sendable, Equatable {
     public var id: String
     public var channelPK: Int64
-    public var cid: String
+    public var cid: ChannelID
     public var seq: Seq
     public var userID: String
     public var text: String
@@ -153,7 +152,7 @@ public struct ChannelFilter: Sendable, Equatable {
     /// Only channels the acting user belongs to (user tokens).
     public var requiredMember: String?
     public var memberIn: [String]?
-    public var cids: [String]?
+    public var cids: [ChannelID]?
     public var types: [String]?
     public var ids: [String]?
 }
@@ -365,13 +364,13 @@ public protocol TicksStore: Sendable {
     func updateChannelType(named name: String, _ patch: ChannelTypePatch, now: Timestamp) async throws -> ChannelConfig
 
     // Channels and members
-    func channel(type: String, id: String) async throws -> ChannelRecord?
+    func channel(_ cid: ChannelID) async throws -> ChannelRecord?
     /// The channel and whether `userID` is one of its members, in one look-up.
-    func channel(type: String, id: String, member userID: String) async throws
+    func channel(_ cid: ChannelID, member userID: String) async throws
         -> (channel: ChannelRecord, isMember: Bool)?
     /// Creates the channel with its first members (R5) unless it exists; returns it and whether it was made.
     func createChannel(
-        type: String, id: String, createdBy: String?, memberIDs: [String], custom: [String: JSONValue], now: Timestamp
+        _ cid: ChannelID, createdBy: String?, memberIDs: [String], custom: [String: JSONValue], now: Timestamp
     ) async throws -> (channel: ChannelRecord, created: Bool)
     func snapshot(of channel: ChannelRecord, messageLimit: Int, beforeMessageID: String?) async throws -> ChannelSnapshot
     func channels(matching filter: ChannelFilter, sort: [ChannelSort], limit: Int, offset: Int) async throws
@@ -393,7 +392,7 @@ public protocol TicksStore: Sendable {
     /// Stores a message (R4, R11); idempotent on the message id.
     func sendMessage(_ message: NewMessage, to channel: ChannelRecord, now: Timestamp) async throws -> SendOutcome
     /// The message if it is still there (not hard-deleted, truncated away or in a deleted channel).
-    func message(id: String) async throws -> MessageRecord?
+    func message(id: String) async throws -> (message: MessageRecord, channel: ChannelRecord)?
     /// The messages among `ids` still there in `channel`, oldest first.
     func messages(ids: [String], in channel: ChannelRecord) async throws -> [MessageRecord]
     /// Replaces the text and custom data by what `edit` makes of the stored

@@ -37,19 +37,21 @@ enum HookEvents {
         return Fetch.users([message.userID]).map { users in
             let threadOnly = message.parentID != nil && !message.showInChannel
             let push = threadOnly ? [] : outcome.recipients.filter { $0.userID != message.userID }
-            return [HookEvent(event: ChangeEvents.messageNew(message, users: users), pushCandidates: push)]
+            return [HookEvent(event: ChangeEvents.messageNew(message, users: users), channel: message.cid, pushCandidates: push)]
         }
     }
 
     /// `message.read` / `message.delivered` as the other members may see them.
     private static func cursors(_ outcomes: [CursorOutcome]) -> StoreProgram<[HookEvent]> {
-        .done(outcomes.flatMap { CursorNotice($0).toOthers }.map { HookEvent(event: $0) })
+        .done(outcomes.flatMap { outcome in
+            CursorNotice(outcome).toOthers.map { HookEvent(event: $0, channel: outcome.channel.cid) }
+        })
     }
 
     /// `notification.mark_unread`, which tells the member's read position:
     /// only when their reads are visible to the others (R8, R10).
     private static func markedUnread(_ outcome: CursorOutcome) -> StoreProgram<[HookEvent]> {
-        .done(CursorNotice.markedUnreadToOthers(outcome).map { [HookEvent(event: $0)] } ?? [])
+        .done(CursorNotice.markedUnreadToOthers(outcome).map { [HookEvent(event: $0, channel: outcome.channel.cid)] } ?? [])
     }
 
     /// `message.updated` / `message.deleted`. The store does not know who
@@ -60,7 +62,9 @@ enum HookEvents {
     {
         guard wanted(type) else { return none() }
         return Fetch.users([record.userID]).map { users in
-            [HookEvent(event: ChangeEvents.messageChanged(type, record, by: record.userID, hardDelete: hardDelete, users: users))]
+            [HookEvent(
+                event: ChangeEvents.messageChanged(type, record, by: record.userID, hardDelete: hardDelete, users: users),
+                channel: record.cid)]
         }
     }
 
@@ -73,8 +77,10 @@ enum HookEvents {
         guard !states.isEmpty, wanted(.memberAdded) else { return none() }
         return Fetch.users(states.map(\.userID)).map { users in
             states.map { state in
-                HookEvent(event: ChangeEvents.member(
-                    .memberAdded, Presenter.member(state, of: channel, users: users), in: channel.cid, at: at))
+                HookEvent(
+                    event: ChangeEvents.member(
+                        .memberAdded, Presenter.member(state, of: channel, users: users), in: channel.cid, at: at),
+                    channel: channel.cid)
             }
         }
     }
@@ -88,8 +94,10 @@ enum HookEvents {
         guard !userIDs.isEmpty, wanted(.memberRemoved) else { return none() }
         return Fetch.users(userIDs).map { users in
             userIDs.map { userID in
-                HookEvent(event: ChangeEvents.member(
-                    .memberRemoved, ChangeEvents.departed(userID, users: users, at: at), in: channel.cid, at: at))
+                HookEvent(
+                    event: ChangeEvents.member(
+                        .memberRemoved, ChangeEvents.departed(userID, users: users, at: at), in: channel.cid, at: at),
+                    channel: channel.cid)
             }
         }
     }
@@ -103,7 +111,9 @@ enum HookEvents {
         return Fetch.texts(StoreSQL.channelType(record.type)).then { configs in
             Fetch.users(record.createdBy.map { [$0] } ?? []).map { users in
                 guard let config = try configs.first.map(StoredJSON.config) else { return [] }
-                return [HookEvent(event: ChangeEvents.channel(type, record, config: config, users: users, by: nil, at: at))]
+                return [HookEvent(
+                    event: ChangeEvents.channel(type, record, config: config, users: users, by: nil, at: at),
+                    channel: record.cid)]
             }
         }
     }

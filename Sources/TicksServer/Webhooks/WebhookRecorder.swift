@@ -5,6 +5,8 @@ import TicksProtocol
 /// for a new message also who should get a push.
 struct HookEvent: Sendable {
     var event: Event
+    /// The channel it is about: webhooks name its type and id apart too (`channel_type`, `channel_id`).
+    var channel: ChannelID
     /// `message.new`: the members to push to (the author left out), before
     /// those with an open socket are taken out.
     var pushCandidates: [RecipientUnread] = []
@@ -37,10 +39,8 @@ struct WebhookRecorder: ChangeRecorder {
         var entries: [OutboxEntry] = []
         for hook in events {
             var event = hook.event
-            if let cid = event.cid, let channel = ChannelID(cid: cid) {
-                event.channelType = channel.type
-                event.channelID = channel.id
-            }
+            event.channelType = hook.channel.type
+            event.channelID = hook.channel.id
             let type = event.type
             let wanting = settings.webhooks.filter { $0.wants(type) }
             let push = type == .messageNew ? settings.pushURL : nil

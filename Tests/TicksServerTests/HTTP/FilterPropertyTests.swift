@@ -22,10 +22,10 @@ struct FilterPropertyTests {
             else { return }
             do {
                 let filter = try ChannelFilter(conditions: conditions, limits: limits)
-                for values in [filter.memberIn, filter.cids, filter.types, filter.ids] {
+                for values in [filter.memberIn, filter.cids?.map(\.rawValue), filter.types, filter.ids] {
                     #expect((values?.count ?? 0) <= 3)
                 }
-                #expect(filter.matchesNothing == [filter.memberIn, filter.cids, filter.types, filter.ids].contains { $0 == [] })
+                #expect(filter.matchesNothing == [filter.memberIn, filter.cids?.map(\.rawValue), filter.types, filter.ids].contains { $0 == [] })
             } catch let error as APIError {
                 #expect(error.status == .badRequest)
             } catch {

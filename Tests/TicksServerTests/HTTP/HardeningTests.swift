@@ -198,7 +198,7 @@ struct HardeningTests {
             try await server.call(
                 .post, "/channels/messaging/new/query", body: #"{"data": {"members": ["alice"], "motd": "\#(big)"}}"#
             ).expectError(400, code: 4)
-            #expect(try await server.store.channel(type: "messaging", id: "new") == nil)
+            #expect(try await server.store.channel(ChannelID(type: "messaging", id: "new")) == nil)
         }
     }
 

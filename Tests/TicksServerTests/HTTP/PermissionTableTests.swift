@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TicksProtocol
 
 @testable import TicksServer
 
@@ -216,17 +217,17 @@ struct PermissionTableTests {
         }
         switch cell.action {
         case .create:
-            let made = try await store.channel(type: "messaging", id: cast.channelID)
+            let made = try await store.channel(ChannelID(type: "messaging", id: cast.channelID))
             #expect((made != nil) == allowed, comment)
             if let made { #expect(made.createdBy == cast.actor, comment) }
         case .update:
-            let channel = try #require(try await store.channel(type: "messaging", id: cast.channelID), comment)
+            let channel = try #require(try await store.channel(ChannelID(type: "messaging", id: cast.channelID)), comment)
             #expect((channel.custom["color"] == .string("red")) == allowed, comment)
         case .truncate:
             let messages = try await server.state(cast.cid)["messages"].array.compactMap { $0["id"].string }
             #expect(messages == (allowed ? [] : [cast.message]), comment)
         case .delete:
-            #expect((try await store.channel(type: "messaging", id: cast.channelID) == nil) == allowed, comment)
+            #expect((try await store.channel(ChannelID(type: "messaging", id: cast.channelID)) == nil) == allowed, comment)
         case .addMembers:
             let members = try await members(cast, server)
             #expect(members.contains(cast.newcomer) == allowed, comment)
@@ -254,7 +255,7 @@ struct PermissionTableTests {
     /// A member's mark moves their state; a mark for a non-member — refused
     /// for a user token, accepted for a server token — leaves them without any.
     func checkMark(_ cell: Cell, _ cast: Cast, allowed: Bool, _ server: TestServer, _ comment: Comment) async throws {
-        let channel = try #require(try await server.store.channel(type: "messaging", id: cast.channelID), comment)
+        let channel = try #require(try await server.store.channel(ChannelID(type: "messaging", id: cast.channelID)), comment)
         let state = try await server.store.member(cast.actor, of: channel)
         guard cell.place.isMember else {
             #expect(state == nil, comment)
@@ -277,7 +278,7 @@ struct PermissionTableTests {
             let body = #"{"data": {"members": ["dm1", "dm2"]}}"#
             try await server.call(.post, "/channels/messaging/query", body: body, token: spy).expectError(403, code: 17)
             let id = ChannelsController.distinctChannelID(members: ["dm1", "dm2"])
-            #expect(try await server.store.channel(type: "messaging", id: id) == nil)
+            #expect(try await server.store.channel(ChannelID(type: "messaging", id: id)) == nil)
             // Their own channel, made by one of them.
             let made = try await server.call(.post, "/channels/messaging/query", body: body, token: try await server.token("dm1"))
             #expect(made.status == 201)

@@ -252,10 +252,10 @@ struct ReceiptRulesHTTPTests {
         let now = Timestamp.now()
         _ = try await store.upsertUsers([User(id: "alice"), User(id: "bob")], now: now)
         let (channel, _) = try await store.createChannel(
-            type: "messaging", id: "d", createdBy: nil, memberIDs: ["alice", "bob"], custom: [:], now: now)
+            ChannelID(type: "messaging", id: "d"), createdBy: nil, memberIDs: ["alice", "bob"], custom: [:], now: now)
         _ = try await store.sendMessage(NewMessage(id: "d1", userID: "alice", text: "hi", custom: [:]), to: channel, now: now)
         _ = try await store.markRead(
-            "bob", in: channel.channelID, upTo: "d1", audience: ReceiptAudience(fullChannelLimit: 100), now: now)
+            "bob", in: channel.cid, upTo: "d1", audience: ReceiptAudience(fullChannelLimit: 100), now: now)
 
         let reopened = try SQLStore.sqlite(path: path)
         let receipts = try #require(try await reopened.receipts(forMessage: "d1"))

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Testing
+import TicksProtocol
 
 @testable import TicksServer
 
@@ -32,7 +33,7 @@ struct StreamSuiteTests {
             // Stream keeps read state for members only: still none, and still no members.
             let state = try await server.state("messaging:fixture")
             #expect(state["members"].array.isEmpty && state["read"].array.isEmpty)
-            let channel = try #require(try await server.store.channel(type: "messaging", id: "fixture"))
+            let channel = try #require(try await server.store.channel(ChannelID(type: "messaging", id: "fixture")))
             #expect(try await server.store.member("random", of: channel) == nil)
 
             // With several channels, those the user belongs to are marked.
@@ -42,7 +43,7 @@ struct StreamSuiteTests {
             try await server.ok(
                 .post, "/channels/delivered?user_id=random",
                 #"{"latest_delivered_messages": [{"cid": "messaging:fixture", "id": "m1"}, {"cid": "messaging:own", "id": "own1"}], "user_id": "random"}"#)
-            let own = try #require(try await server.store.channel(type: "messaging", id: "own"))
+            let own = try #require(try await server.store.channel(ChannelID(type: "messaging", id: "own")))
             #expect(try await server.store.member("random", of: own)?.lastDeliveredMessageID == "own1")
 
             // The user's own token is no server token: refused, nothing marked.

@@ -42,14 +42,14 @@ struct PrunedReceiptsTests {
         }
         _ = try await store.upsertUsers((users + ["u3"]).map { User(id: $0) }, now: tick())
         var (channel, _) = try await store.createChannel(
-            type: "messaging", id: "p\(seed)", createdBy: nil, memberIDs: users, custom: [:], now: tick())
+            ChannelID(type: "messaging", id: "p\(seed)"), createdBy: nil, memberIDs: users, custom: [:], now: tick())
         var messages: [(id: String, author: String, at: Int64)] = []
         for step in 0..<160 {
             if step == 80 {
                 // A member who joins later: their log starts at their join.
                 _ = try await store.addMembers(["u3"], to: channel, maxMembers: 100, now: tick())
                 users.append("u3")
-                channel = try #require(try await store.channel(type: "messaging", id: channel.id))
+                channel = try #require(try await store.channel(ChannelID(type: "messaging", id: channel.id)))
             }
             let user = users.randomElement(using: &random)!
             let pick = messages.isEmpty ? nil : messages.randomElement(using: &random)?.id
@@ -61,11 +61,11 @@ struct PrunedReceiptsTests {
                     NewMessage(id: id, userID: user, text: "t", custom: [:]), to: channel, now: now)
                 messages.append((id, user, now.microseconds))
             case 3..<5:
-                _ = try await store.markRead(user, in: channel.channelID, upTo: pick, audience: everyone, now: tick())
+                _ = try await store.markRead(user, in: channel.cid, upTo: pick, audience: everyone, now: tick())
             case 5..<8:
                 if let pick {
                     _ = try await store.markDelivered(
-                        user, [DeliveredTarget(channel: channel.channelID, messageID: pick)], audience: everyone,
+                        user, [DeliveredTarget(channel: channel.cid, messageID: pick)], audience: everyone,
                         now: tick())
                 }
             default:
@@ -153,19 +153,19 @@ struct PrunedReceiptsTests {
             let store = server.store
             _ = try await store.upsertUsers(["alice", "bob", "carol", "dave"].map { User(id: $0) }, now: ago(200))
             let (channel, _) = try await store.createChannel(
-                type: "messaging", id: "old", createdBy: "alice", memberIDs: ["alice", "bob", "carol"], custom: [:],
+                ChannelID(type: "messaging", id: "old"), createdBy: "alice", memberIDs: ["alice", "bob", "carol"], custom: [:],
                 now: ago(200))
             _ = try await store.sendMessage(
                 NewMessage(id: "m1", userID: "alice", text: "t", custom: [:]), to: channel, now: ago(200))
             // bob read m1 long ago, and nothing since; carol only received it then…
-            _ = try await store.markRead("bob", in: channel.channelID, upTo: "m1", audience: everyone, now: ago(199))
+            _ = try await store.markRead("bob", in: channel.cid, upTo: "m1", audience: everyone, now: ago(199))
             _ = try await store.markDelivered(
-                "carol", [DeliveredTarget(channel: channel.channelID, messageID: "m1")], audience: everyone,
+                "carol", [DeliveredTarget(channel: channel.cid, messageID: "m1")], audience: everyone,
                 now: ago(199))
             // …and read it (with m2) ten days ago; dave joined five days ago.
             _ = try await store.sendMessage(
                 NewMessage(id: "m2", userID: "alice", text: "t", custom: [:]), to: channel, now: ago(10))
-            _ = try await store.markRead("carol", in: channel.channelID, upTo: "m2", audience: everyone, now: ago(10))
+            _ = try await store.markRead("carol", in: channel.cid, upTo: "m2", audience: everyone, now: ago(10))
             _ = try await store.addMembers(["dave"], to: channel, maxMembers: 100, now: ago(5))
 
             let exactBefore = try await server.ok(.get, "/messages/m1/receipts")
@@ -217,13 +217,13 @@ struct PrunedReceiptsTests {
             let store = server.store
             _ = try await store.upsertUsers([User(id: "a"), User(id: "b")], now: now - .seconds(100 * 86_400))
             let (channel, _) = try await store.createChannel(
-                type: "messaging", id: "c", createdBy: "a", memberIDs: ["a", "b"], custom: [:],
+                ChannelID(type: "messaging", id: "c"), createdBy: "a", memberIDs: ["a", "b"], custom: [:],
                 now: now - .seconds(100 * 86_400))
             _ = try await store.sendMessage(
                 NewMessage(id: "m1", userID: "a", text: "t", custom: [:]), to: channel,
                 now: now - .seconds(100 * 86_400))
             _ = try await store.markRead(
-                "b", in: channel.channelID, upTo: "m1", audience: everyone, now: now - .seconds(99 * 86_400))
+                "b", in: channel.cid, upTo: "m1", audience: everyone, now: now - .seconds(99 * 86_400))
             _ = try await store.sendMessage(
                 NewMessage(id: "m2", userID: "a", text: "t", custom: [:]), to: channel, now: now - .seconds(86_400))
             let pruner = try #require(server.services.receiptLogPruner)

@@ -21,13 +21,13 @@ struct ReceiptLogPruningTests {
     static func channel(_ store: any TicksStore, _ id: String, at start: Timestamp) async throws -> ChannelRecord {
         _ = try await store.upsertUsers(members.map { User(id: $0) }, now: start)
         let (channel, _) = try await store.createChannel(
-            type: "messaging", id: id, createdBy: "a", memberIDs: members, custom: [:], now: start)
+            ChannelID(type: "messaging", id: id), createdBy: "a", memberIDs: members, custom: [:], now: start)
         for index in 1...2 {
             _ = try await store.sendMessage(
                 NewMessage(id: "\(id)-m\(index)", userID: "a", text: "t", custom: [:]), to: channel,
                 now: Timestamp(microseconds: start.microseconds + Int64(index)))
         }
-        return try #require(try await store.channel(type: "messaging", id: id))
+        return try #require(try await store.channel(ChannelID(type: "messaging", id: id)))
     }
 
     /// One receipt of `user` at `time` that always moves a cursor: reads m2, or
@@ -40,7 +40,7 @@ struct ReceiptLogPruningTests {
             unread
             ? try await store.markUnread(user, in: channel, from: "\(channel.id)-m2", now: time)
             : try await store.markRead(
-                user, in: channel.channelID, upTo: "\(channel.id)-m2", audience: everyone, now: time)
+                user, in: channel.cid, upTo: "\(channel.id)-m2", audience: everyone, now: time)
         return outcome.update.moves.map { Move(user: user, kind: $0.kind, seq: $0.to, at: time.microseconds) }
     }
 

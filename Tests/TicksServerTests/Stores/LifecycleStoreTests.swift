@@ -15,12 +15,12 @@ struct LifecycleStoreTests {
     func channel(_ store: any TicksStore, _ id: String, messages count: Int) async throws -> ChannelRecord {
         _ = try await store.upsertUsers([User(id: "a"), User(id: "b"), User(id: "c")], now: .now())
         let (channel, _) = try await store.createChannel(
-            type: "messaging", id: id, createdBy: "a", memberIDs: ["a", "b", "c"], custom: [:], now: .now())
+            ChannelID(type: "messaging", id: id), createdBy: "a", memberIDs: ["a", "b", "c"], custom: [:], now: .now())
         for index in 1...count {
             _ = try await store.sendMessage(
                 NewMessage(id: "\(id)-m\(index)", userID: "a", text: "t\(index)", custom: [:]), to: channel, now: .now())
         }
-        return try #require(try await store.channel(type: "messaging", id: id))
+        return try #require(try await store.channel(ChannelID(type: "messaging", id: id)))
     }
 
     func unread(_ store: any TicksStore, _ user: String, in channel: ChannelRecord) async throws -> (Int, String?) {
@@ -32,7 +32,7 @@ struct LifecycleStoreTests {
     func deletedIsNotUnread(kind: StoreKind) async throws {
         try await kind.withStore { store in
             let channel = try await channel(store, "del", messages: 3)
-            _ = try await store.markRead("c", in: channel.channelID, upTo: "del-m2", audience: everyone, now: .now())
+            _ = try await store.markRead("c", in: channel.cid, upTo: "del-m2", audience: everyone, now: .now())
             _ = try await store.deleteMessage(id: "del-m1", hard: false, now: .now())
             // b had read nothing: m1 leaves their count; c had read m1 already: no change.
             #expect(try await unread(store, "b", in: channel) == (2, "del-m2"))
@@ -45,7 +45,7 @@ struct LifecycleStoreTests {
             #expect(try await unread(store, "c", in: channel) == (0, nil))
             #expect(try await store.unreadTotals(of: "c") == UnreadTotals(messages: 0, channels: 0))
             // Reading past a deleted message counts only the ones left.
-            _ = try await store.markRead("b", in: channel.channelID, upTo: "del-m2", audience: everyone, now: .now())
+            _ = try await store.markRead("b", in: channel.cid, upTo: "del-m2", audience: everyone, now: .now())
             #expect(try await unread(store, "b", in: channel) == (0, nil))
             // A hard-deleted message is gone; a soft-deleted one is still there, marked.
             #expect(try await store.message(id: "del-m1") == nil)
@@ -65,8 +65,8 @@ struct LifecycleStoreTests {
         try await kind.withStore { store in
             let channel = try await channel(store, "edit", messages: 2)
             _ = try await store.markDelivered(
-                "b", [DeliveredTarget(channel: channel.channelID, messageID: "edit-m2")], audience: everyone, now: .now())
-            _ = try await store.markRead("c", in: channel.channelID, upTo: "edit-m1", audience: everyone, now: .now())
+                "b", [DeliveredTarget(channel: channel.cid, messageID: "edit-m2")], audience: everyone, now: .now())
+            _ = try await store.markRead("c", in: channel.cid, upTo: "edit-m1", audience: everyone, now: .now())
             let before = try #require(try await store.receipts(forMessage: "edit-m1"))
             let statesBefore = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members
             let edited = try await store.editMessage(id: "edit-m1", now: .now()) { _ in
@@ -89,7 +89,7 @@ struct LifecycleStoreTests {
         try await kind.withStore { store in
             let channel = try await channel(store, "trunc", messages: 4)
             let other = try await self.channel(store, "keep", messages: 1)
-            _ = try await store.markRead("c", in: channel.channelID, upTo: "trunc-m2", audience: everyone, now: .now())
+            _ = try await store.markRead("c", in: channel.cid, upTo: "trunc-m2", audience: everyone, now: .now())
             let truncated = try await store.truncateChannel(channel, hard: false, now: .now())
             #expect(truncated.truncatedSeq == 4 && truncated.truncatedAt != nil)
             for user in ["b", "c"] {
@@ -106,7 +106,7 @@ struct LifecycleStoreTests {
             _ = try await store.sendMessage(
                 NewMessage(id: "trunc-m5", userID: "a", text: "after", custom: [:]), to: truncated, now: .now())
             #expect(try await unread(store, "b", in: channel) == (1, "trunc-m5"))
-            let read = try await store.markRead("b", in: channel.channelID, upTo: nil, audience: everyone, now: .now())
+            let read = try await store.markRead("b", in: channel.cid, upTo: nil, audience: everyone, now: .now())
             #expect(read.update.changed && read.state.unread == 0)
             let receipts = try #require(try await store.receipts(forMessage: "trunc-m5"))
             #expect(receipts.entries.map(\.userID) == ["b"])
@@ -122,11 +122,11 @@ struct LifecycleStoreTests {
     func channelDeletion(kind: StoreKind, hard: Bool) async throws {
         try await kind.withStore { store in
             let channel = try await channel(store, "gone", messages: 3)
-            _ = try await store.markRead("b", in: channel.channelID, upTo: "gone-m2", audience: everyone, now: .now())
+            _ = try await store.markRead("b", in: channel.cid, upTo: "gone-m2", audience: everyone, now: .now())
             #expect(try await store.unreadTotals(of: "c") == UnreadTotals(messages: 3, channels: 1))
             let members = try await store.deleteChannel(channel, hard: hard, now: .now())
             #expect(Set(members) == ["a", "b", "c"])
-            #expect(try await store.channel(type: "messaging", id: "gone") == nil)
+            #expect(try await store.channel(ChannelID(type: "messaging", id: "gone")) == nil)
             for user in ["a", "b", "c"] {
                 #expect(try await store.unreadTotals(of: user) == UnreadTotals(messages: 0, channels: 0))
                 #expect(try await store.member(user, of: channel) == nil)
@@ -138,10 +138,10 @@ struct LifecycleStoreTests {
             }
             #expect(try await store.message(id: "gone-m1") == nil)
             await #expect(throws: StoreError.self) {
-                _ = try await store.markRead("b", in: channel.channelID, upTo: nil, audience: everyone, now: .now())
+                _ = try await store.markRead("b", in: channel.cid, upTo: nil, audience: everyone, now: .now())
             }
             let (again, created) = try await store.createChannel(
-                type: "messaging", id: "gone", createdBy: "b", memberIDs: ["b", "c"], custom: [:], now: .now())
+                ChannelID(type: "messaging", id: "gone"), createdBy: "b", memberIDs: ["b", "c"], custom: [:], now: .now())
             #expect(created && again.memberCount == 2)
             // A new key: nothing stored under the old one can reach the new channel.
             #expect(again.pk != channel.pk)
@@ -155,7 +155,7 @@ struct LifecycleStoreTests {
         try await kind.withStore { store in
             let first = try await channel(store, "u1", messages: 2)
             _ = try await channel(store, "u2", messages: 1)
-            _ = try await store.markRead("b", in: first.channelID, upTo: "u1-m1", audience: everyone, now: .now())
+            _ = try await store.markRead("b", in: first.cid, upTo: "u1-m1", audience: everyone, now: .now())
             let counts = try await store.unreadCounts(of: ["b", "c", "nobody"])
             #expect(counts["nobody"] == nil)
             #expect(counts["b"]?.totals == UnreadTotals(messages: 2, channels: 2))
@@ -181,7 +181,7 @@ struct LifecycleStoreTests {
             let pks = try await store.deleteUser("b", hard: hard, messages: true, now: .now())
             #expect(pks == [channel.pk])
             #expect(try await store.member("b", of: channel) == nil)
-            #expect(try await store.channel(type: "messaging", id: "ud")?.memberCount == 2)
+            #expect(try await store.channel(ChannelID(type: "messaging", id: "ud"))?.memberCount == 2)
             let log = store
             for kind in CursorKind.allCases {
                 #expect(try await log.loggedMoves(channelPK: channel.pk, userID: "b", kind: kind).isEmpty)
@@ -193,7 +193,7 @@ struct LifecycleStoreTests {
             #expect(try await store.unreadCounts(of: ["a"])["a"]?.threads == [])
             if !hard { #expect(try await store.unreadCounts(of: ["b"])["b"]?.threads == []) }
             #expect(try await store.users(ids: ["b"]).isEmpty == hard)
-            #expect(try await store.message(id: "ud-b1")?.deletedAt != nil || hard)
+            #expect(try await store.message(id: "ud-b1")?.message.deletedAt != nil || hard)
             if hard { #expect(try await store.message(id: "ud-b1") == nil) }
             await #expect(throws: StoreError.unknownUser("ghost")) {
                 _ = try await store.deleteUser("ghost", hard: hard, messages: false, now: .now())

@@ -212,7 +212,7 @@ private final class HeldDatabase {
         let end: CheckedContinuation<MoveBatcher.Outcomes, any Error>
 
         /// Its moves in order, each as `user@channel`.
-        var labels: [String] { moves.map { "\($0.userID)@\($0.channelID)" } }
+        var labels: [String] { moves.map { "\($0.userID)@\($0.channel.id)" } }
 
         /// Ends it as committed: each move gets `outcomes`, by default its own `outcome(of:)`.
         func finish(_ outcomes: MoveBatcher.Outcomes? = nil) {
@@ -249,7 +249,7 @@ private final class HeldDatabase {
     func send(_ user: String, in channel: String = "general") async throws -> Sent {
         clock += 1
         let move = BatchedMove(
-            kind: .read, userID: user, channelType: "messaging", channelID: channel, messageID: nil,
+            kind: .read, userID: user, channel: ChannelID(type: "messaging", id: channel), messageID: nil,
             at: Timestamp(microseconds: clock), audience: ReceiptAudience(fullChannelLimit: 100))
         let batcher = batcher
         let answer = Task { try await batcher.submit(move) }
@@ -286,10 +286,10 @@ private final class HeldDatabase {
         let update = ReceiptRules.markRead(Cursors(read: 0, delivered: 0), upTo: 1, newest: 1)
         return CursorOutcome(
             channel: ChannelRecord(
-                pk: 1, type: move.channelType, id: move.channelID, createdBy: nil, custom: [:], lastSeq: 1,
+                pk: 1, cid: move.channel, createdBy: nil, custom: [:], lastSeq: 1,
                 lastMessageAt: start, memberCount: 1, createdAt: start, updatedAt: start),
             config: ChannelConfig(
-                name: move.channelType, readEvents: true, deliveryEvents: true, createdAt: start, updatedAt: start),
+                name: move.channel.type, readEvents: true, deliveryEvents: true, createdAt: start, updatedAt: start),
             reader: User(id: move.userID), update: update,
             state: MemberState(
                 userID: move.userID, joinedAt: start, channelRole: .member, cursors: update.cursors,

@@ -40,7 +40,7 @@ struct SQLiteStoreTests {
         }
         _ = try await store.upsertUsers(users.map { User(id: $0) }, now: tick())
         let (channel, _) = try await store.createChannel(
-            type: "messaging", id: "r\(seed)", createdBy: nil, memberIDs: users, custom: [:], now: tick())
+            ChannelID(type: "messaging", id: "r\(seed)"), createdBy: nil, memberIDs: users, custom: [:], now: tick())
         var messages: [(id: String, author: String)] = []
         for step in 0..<120 {
             let user = users.randomElement(using: &random)!
@@ -51,7 +51,7 @@ struct SQLiteStoreTests {
                 _ = try await store.sendMessage(NewMessage(id: id, userID: user, text: "t", custom: [:]), to: channel, now: tick())
                 messages.append((id, user))
             case 3..<5:
-                let outcome = try await store.markRead(user, in: channel.channelID, upTo: pick, audience: everyone, now: tick())
+                let outcome = try await store.markRead(user, in: channel.cid, upTo: pick, audience: everyone, now: tick())
                 #expect(Set(outcome.recipients) == (outcome.update.changed ? Set(users) : []))
             case 5..<8:
                 if let pick {
@@ -113,7 +113,7 @@ struct SQLiteStoreTests {
             let members = Array(users.shuffled(using: &random).prefix(Int.random(in: 2...4, using: &random)))
             channels.append(
                 try await store.createChannel(
-                    type: "messaging", id: "k\(seed)-\(index)", createdBy: nil, memberIDs: members, custom: [:],
+                    ChannelID(type: "messaging", id: "k\(seed)-\(index)"), createdBy: nil, memberIDs: members, custom: [:],
                     now: tick()
                 ).channel)
             logs.append([])
@@ -171,7 +171,7 @@ struct SQLiteStoreTests {
                     for entry in logs[index].indices { logs[index][entry].there = false }
                 }
             case 4..<6:
-                _ = try await store.markRead(member, in: channel.channelID, upTo: pick, audience: everyone, now: tick())
+                _ = try await store.markRead(member, in: channel.cid, upTo: pick, audience: everyone, now: tick())
             case 6:
                 if let pick { _ = try await store.markUnread(member, in: channel, from: pick, now: tick()) }
             case 7:
@@ -209,11 +209,11 @@ struct SQLiteStoreTests {
             let now = Timestamp.now()
             _ = try await store.upsertUsers(["a", "b", "c", "d", "e"].map { User(id: $0) }, now: now)
             let (channel, _) = try await store.createChannel(
-                type: "messaging", id: "count", createdBy: nil, memberIDs: ["a", "b", "b", "c"], custom: [:], now: now)
+                ChannelID(type: "messaging", id: "count"), createdBy: nil, memberIDs: ["a", "b", "b", "c"], custom: [:], now: now)
             #expect(channel.memberCount == 3)
             _ = try await store.addMembers(["c", "d", "e"], to: channel, maxMembers: 100, now: now)
             _ = try await store.removeMembers(["a", "x"], from: channel, now: now)
-            let current = try #require(try await store.channel(type: "messaging", id: "count"))
+            let current = try #require(try await store.channel(ChannelID(type: "messaging", id: "count")))
             let snapshot = try await store.snapshot(of: current, messageLimit: 0, beforeMessageID: nil)
             #expect(current.memberCount == 4)
             #expect(snapshot.members.count == 4)
@@ -233,7 +233,7 @@ struct SQLiteStoreTests {
                     """)
         }
         let store = SQLStore(engine: try SQLiteEngine(writer: queue))
-        #expect(try await store.channel(type: "messaging", id: "old")?.memberCount == 2)
+        #expect(try await store.channel(ChannelID(type: "messaging", id: "old"))?.memberCount == 2)
     }
 
     @Test("a database made before unread counts were kept gets them counted on opening")
@@ -258,7 +258,7 @@ struct SQLiteStoreTests {
         // b has not read o1 and o3 (o2 is b's own) in one channel, nor p1 in the other.
         #expect(try await store.unreadTotals(of: "b") == UnreadTotals(messages: 3, channels: 2))
         #expect(try await store.unreadTotals(of: "a") == UnreadTotals(messages: 0, channels: 0))
-        let old = try #require(try await store.channel(type: "messaging", id: "old"))
+        let old = try #require(try await store.channel(ChannelID(type: "messaging", id: "old")))
         #expect(try await store.member("b", of: old)?.unread == 2)
     }
 
@@ -282,7 +282,7 @@ struct SQLiteStoreTests {
         defer { checkpoints.cancel() }
         _ = try await store.upsertUsers([User(id: "a"), User(id: "b")], now: .now())
         let (channel, _) = try await store.createChannel(
-            type: "messaging", id: "wal", createdBy: nil, memberIDs: ["a", "b"], custom: [:], now: .now())
+            ChannelID(type: "messaging", id: "wal"), createdBy: nil, memberIDs: ["a", "b"], custom: [:], now: .now())
         // Writes without pause: with the automatic checkpoint off, only the
         // catch-up on the writer lets the log start afresh. A count, not a
         // time: a busy CI machine fsyncs far slower than this one.
@@ -311,14 +311,14 @@ struct SQLiteStoreTests {
         let now = Timestamp.now()
         _ = try await store.upsertUsers([User(id: "a"), User(id: "b")], now: now)
         let (channel, _) = try await store.createChannel(
-            type: "messaging", id: "c", createdBy: nil, memberIDs: ["a", "b"], custom: [:], now: now)
+            ChannelID(type: "messaging", id: "c"), createdBy: nil, memberIDs: ["a", "b"], custom: [:], now: now)
         for id in ["1", "2", "3"] {
             _ = try await store.sendMessage(NewMessage(id: id, userID: "a", text: "t", custom: [:]), to: channel, now: now)
         }
         // Two requests read the cursor at 0; the one for message 3 commits first.
         let stale = Cursors(read: 0, delivered: 0)
         let toTwo = ReceiptRules.markRead(stale, upTo: 2, newest: 3)
-        _ = try await store.markRead("b", in: channel.channelID, upTo: "3", audience: everyone, now: now)
+        _ = try await store.markRead("b", in: channel.cid, upTo: "3", audience: everyone, now: now)
         try await #require(store.engine as? SQLiteEngine).writer.write { db in
             try SQLiteSession(db: db).run(SQLStore.apply(toTwo, of: "b", in: channel.pk, unread: 0, now: now))
         }
@@ -346,7 +346,7 @@ struct SQLiteStoreTests {
             #expect(bob["last_delivered_message_id"].string == "c20")
             #expect(bob["unread_messages"].int == 0)
             // Every logged move went forward.
-            let channel = try #require(try await server.store.channel(type: "messaging", id: "c"))
+            let channel = try #require(try await server.store.channel(ChannelID(type: "messaging", id: "c")))
             let store = try #require(server.store as? any ReceiptLogReading)
             for kind in CursorKind.allCases {
                 let seqs = try await store.loggedMoves(channelPK: channel.pk, userID: "bob", kind: kind).map(\.seq)
@@ -368,7 +368,7 @@ struct SQLiteStoreTests {
             var logs: [[LogEntry]] = []
             for index in 0..<4 {
                 let created = try await store.createChannel(
-                    type: "messaging", id: "b\(index)", createdBy: nil, memberIDs: users, custom: [:], now: start
+                    ChannelID(type: "messaging", id: "b\(index)"), createdBy: nil, memberIDs: users, custom: [:], now: start
                 ).channel
                 var log: [LogEntry] = []
                 for seq in 1...10 {
@@ -378,7 +378,7 @@ struct SQLiteStoreTests {
                         now: Timestamp(microseconds: start.microseconds + Int64(seq)))
                     log.append(LogEntry(seq: Seq(seq), authorID: author))
                 }
-                channels.append(try #require(try await store.channel(type: "messaging", id: "b\(index)")))
+                channels.append(try #require(try await store.channel(ChannelID(type: "messaging", id: "b\(index)"))))
                 logs.append(log)
             }
             // Each member of each channel: two reads and a delivered, to random messages.
@@ -413,7 +413,7 @@ struct SQLiteStoreTests {
                         switch receipt.kind {
                         case .read:
                             _ = try await store.markRead(
-                                receipt.user, in: channel.channelID, upTo: "b\(receipt.channel)-\(receipt.seq)", audience: audience,
+                                receipt.user, in: channel.cid, upTo: "b\(receipt.channel)-\(receipt.seq)", audience: audience,
                                 now: now)
                         case .delivered:
                             _ = try await store.markDelivered(
@@ -428,7 +428,7 @@ struct SQLiteStoreTests {
                 for (user, message) in [("u1", "no-such-message"), ("outsider", "b0-3")] {
                     group.addTask {
                         do {
-                            _ = try await store.markRead(user, in: snapshot[0].channelID, upTo: message, audience: audience, now: start)
+                            _ = try await store.markRead(user, in: snapshot[0].cid, upTo: message, audience: audience, now: start)
                             return 0
                         } catch is StoreError {
                             return 1
@@ -473,7 +473,7 @@ struct SQLiteStoreTests {
         try await kind.withStore { store in
             _ = try await store.upsertUsers([User(id: "a")], now: Timestamp(microseconds: 1))
             let (channel, _) = try await store.createChannel(
-                type: "messaging", id: "clock", createdBy: nil, memberIDs: ["a"], custom: [:], now: Timestamp(microseconds: 1))
+                ChannelID(type: "messaging", id: "clock"), createdBy: nil, memberIDs: ["a"], custom: [:], now: Timestamp(microseconds: 1))
             // The same instant three times, then a clock that went back.
             let clock: [Int64] = [5_000, 5_000, 5_000, 4_000, 9_000]
             var times: [Int64] = []

@@ -14,13 +14,13 @@ struct ThreadStoreTests {
     func setUp(_ store: any TicksStore, _ id: String) async throws -> ChannelRecord {
         _ = try await store.upsertUsers([User(id: "a"), User(id: "b"), User(id: "c")], now: .now())
         let (channel, _) = try await store.createChannel(
-            type: "messaging", id: id, createdBy: "a", memberIDs: ["a", "b", "c"], custom: [:], now: .now())
+            ChannelID(type: "messaging", id: id), createdBy: "a", memberIDs: ["a", "b", "c"], custom: [:], now: .now())
         _ = try await store.sendMessage(NewMessage(id: "\(id)-p", userID: "a", text: "parent", custom: [:]), to: channel, now: .now())
         // Everyone has read the parent.
         for user in ["b", "c"] {
-            _ = try await store.markRead(user, in: channel.channelID, upTo: nil, audience: everyone, now: .now())
+            _ = try await store.markRead(user, in: channel.cid, upTo: nil, audience: everyone, now: .now())
         }
-        return try #require(try await store.channel(type: "messaging", id: id))
+        return try #require(try await store.channel(ChannelID(type: "messaging", id: id)))
     }
 
     func reply(_ store: any TicksStore, _ id: String, by user: String, to parent: String, in channel: ChannelRecord, shown: Bool = false)
@@ -51,7 +51,7 @@ struct ThreadStoreTests {
             #expect(try await threads(store, "a") == ["t1-p 1"])
             #expect(try await threads(store, "b") == [])
             #expect(try await threads(store, "c") == [])
-            #expect(try await store.message(id: "t1-p")?.replyCount == 1)
+            #expect(try await store.message(id: "t1-p")?.message.replyCount == 1)
             // The channel's messages leave the reply out; the thread has it.
             let snapshot = try await store.snapshot(of: channel, messageLimit: 10, beforeMessageID: nil)
             #expect(snapshot.messages.map(\.id) == ["t1-p"])
@@ -87,7 +87,7 @@ struct ThreadStoreTests {
             let snapshot = try await store.snapshot(of: channel, messageLimit: 10, beforeMessageID: nil)
             #expect(snapshot.messages.map(\.id) == ["t2-p", "t2-r1"])
             // Reading the channel does not read the thread, nor the other way round.
-            _ = try await store.markRead("a", in: channel.channelID, upTo: nil, audience: everyone, now: .now())
+            _ = try await store.markRead("a", in: channel.cid, upTo: nil, audience: everyone, now: .now())
             #expect(try await threads(store, "a") == ["t2-p 1"])
         }
     }

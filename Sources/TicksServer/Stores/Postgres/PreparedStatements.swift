@@ -34,16 +34,16 @@ enum Moves: PreparedShape {
     private static let shape = shape(
         of: StoreSQL.moves([
             BatchedMove(
-                kind: .read, userID: "u", channelType: "t", channelID: "i", messageID: "m", at: Timestamp(microseconds: 0),
+                kind: .read, userID: "u", channel: ChannelID(type: "t", id: "i"), messageID: "m", at: Timestamp(microseconds: 0),
                 audience: ShapeOnly())
         ]))
     static var sql: String { shape.sql }
     static var bindingDataTypes: [PostgresDataType] { shape.types }
 }
 
-/// `StoreSQL.channel(type:id:member:)`: the channel of a receipt and whether its reader is a member.
+/// `StoreSQL.channel(_:member:)`: the channel of a receipt and whether its reader is a member.
 enum ChannelWithMembership: PreparedShape {
-    private static let shape = shape(of: StoreSQL.channel(type: "t", id: "i", member: "u"))
+    private static let shape = shape(of: StoreSQL.channel(ChannelID(type: "t", id: "i"), member: "u"))
     static var sql: String { shape.sql }
     static var bindingDataTypes: [PostgresDataType] { shape.types }
 }

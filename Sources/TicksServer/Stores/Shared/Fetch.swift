@@ -19,8 +19,8 @@ enum Fetch {
         }
     }
 
-    static func channel(type: String, id: String) -> StoreProgram<(channel: ChannelRecord, config: ChannelConfig?)?> {
-        Step.row(StoreSQL.channel(type: type, id: id)).map { try $0.map { try StoreRows.channel($0) } }
+    static func channel(_ cid: ChannelID) -> StoreProgram<(channel: ChannelRecord, config: ChannelConfig?)?> {
+        Step.row(StoreSQL.channel(cid)).map { try $0.map { try StoreRows.channel($0) } }
     }
 
     /// The channel, locked until the transaction ends when `lock` (PostgreSQL).

@@ -5,15 +5,14 @@ import TicksReceipts
 struct BatchedMove: Sendable {
     var kind: CursorKind
     var userID: String
-    var channelType: String
-    var channelID: String
+    var channel: ChannelID
     /// Up to this message; nil: up to the newest.
     var messageID: String?
     var at: Timestamp
     var audience: any MoveAudience
 
     /// The member whose row the move locks: a batch holds each at most once.
-    var member: String { "\(channelType):\(channelID)/\(userID)" }
+    var member: String { "\(channel)/\(userID)" }
 }
 
 /// PostgreSQL's batched marks read and delivered (`StoreSQL.moves`), each
@@ -39,8 +38,8 @@ enum OneStatementMove {
         let userID = move.userID
         guard try row.optionalInt(0) != nil else {
             throw kind == .read
-                ? StoreError.channelNotFound(cid: "\(move.channelType):\(move.channelID)")
-                : StoreError.unknownChannel("\(move.channelType):\(move.channelID)")
+                ? StoreError.channelNotFound(cid: move.channel)
+                : StoreError.unknownChannel(move.channel)
         }
         if try row.bool(31) { throw Stale() }
         let found = try StoreRows.channel(row)

@@ -1,3 +1,5 @@
+import TicksProtocol
+
 /// Why a store refused a change or a read. Stores know nothing of HTTP: the
 /// HTTP layer turns these into Stream's errors (`APIError(_:)`), and every
 /// store throws the same one for the same cause.
@@ -9,9 +11,9 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A new channel names a channel type that does not exist.
     case unknownChannelType(String)
     /// The channel is not there (its cid when the store had it at hand).
-    case channelNotFound(cid: String?)
+    case channelNotFound(cid: ChannelID?)
     /// A request names a channel that does not exist (mark delivered's entries).
-    case unknownChannel(String)
+    case unknownChannel(ChannelID)
     /// A user named as a member or creator has never been upserted.
     case unknownUser(String)
     /// No message has the id (or it is gone: hard-deleted, truncated away).
@@ -21,17 +23,17 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A reply names a parent that is itself a reply (Stream allows one level).
     case nestedReply(String)
     /// The message is not one of that channel's.
-    case messageNotInChannel(messageID: String, cid: String)
+    case messageNotInChannel(messageID: String, cid: ChannelID)
     /// The message id is taken by a message of another channel.
     case messageIDInOtherChannel(String)
     /// The id belonged to a message that is gone (hard-deleted or truncated away); ids are not reused.
     case messageIDOfRemovedMessage(String)
     /// The user is not a member of the channel (its cid when the store had it at hand).
-    case notMember(userID: String, cid: String?)
+    case notMember(userID: String, cid: ChannelID?)
     /// The store found itself disagreeing with the rules (a bug, never a client's doing).
     case inconsistent(String)
     /// Adding the members would pass the channel's limit.
-    case tooManyMembers(cid: String, members: Int, adding: Int, limit: Int)
+    case tooManyMembers(cid: ChannelID, members: Int, adding: Int, limit: Int)
     /// A statement was to bind text holding U+0000, which PostgreSQL's text
     /// cannot carry (SQLite's can): every store refuses it before the database
     /// sees it. Requests are checked before they reach a store (ids by their

@@ -58,7 +58,7 @@ enum StoreRules {
     }
 
     /// The message `messageID` must be one of `channel`'s.
-    static func requireSeq(_ seq: Seq?, of messageID: String, in cid: String) throws(StoreError) -> Seq {
+    static func requireSeq(_ seq: Seq?, of messageID: String, in cid: ChannelID) throws(StoreError) -> Seq {
         guard let seq else { throw .messageNotInChannel(messageID: messageID, cid: cid) }
         return seq
     }
@@ -96,7 +96,7 @@ struct DeliveredPlan {
         _ entry: DeliveredTarget, found: (channel: ChannelRecord, config: ChannelConfig?)?, seq: Seq?, isMember: Bool,
         userID: String
     ) throws(StoreError) {
-        let cid = "\(entry.channel)"
+        let cid = entry.channel
         guard let found else { throw .unknownChannel(cid) }
         guard isMember else { throw .notMember(userID: userID, cid: cid) }
         // A message that is not there is accepted and ignored, as Stream does.

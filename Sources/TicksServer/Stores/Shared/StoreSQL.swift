@@ -52,8 +52,8 @@ enum StoreSQL {
         """
     static let channelFrom = "channel c LEFT JOIN channel_type t ON t.name = c.type"
 
-    static func channel(type: String, id: String) -> StoreQuery {
-        "SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE c.type = \(type) AND c.id = \(id) AND c.deleted_at IS NULL"
+    static func channel(_ cid: ChannelID) -> StoreQuery {
+        "SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE c.type = \(cid.type) AND c.id = \(cid.id) AND c.deleted_at IS NULL"
     }
 
     /// Locked in PostgreSQL when `lock`: a channel's row is taken before its members'.
@@ -62,11 +62,11 @@ enum StoreSQL {
     }
 
     /// The channel's columns and, last, whether `userID` is a member (every receipt asks).
-    static func channel(type: String, id: String, member userID: String) -> StoreQuery {
+    static func channel(_ cid: ChannelID, member userID: String) -> StoreQuery {
         let query: StoreQuery = """
             SELECT \(raw: channelColumns),
               EXISTS (SELECT 1 FROM member m WHERE m.channel_pk = c.pk AND m.user_id = \(userID)) AS is_member
-            FROM \(raw: channelFrom) WHERE c.type = \(type) AND c.id = \(id) AND c.deleted_at IS NULL
+            FROM \(raw: channelFrom) WHERE c.type = \(cid.type) AND c.id = \(cid.id) AND c.deleted_at IS NULL
             """
         return query.prepared(as: .channelWithMembership)
     }
@@ -89,7 +89,7 @@ enum StoreSQL {
         if let members = filter.memberIn {
             conditions.append("c.pk IN (SELECT channel_pk FROM member WHERE \(in: "user_id", members))")
         }
-        if let cids = filter.cids { conditions.append("\(in: "(c.type || ':' || c.id)", cids)") }
+        if let cids = filter.cids { conditions.append("\(in: "(c.type || ':' || c.id)", cids.map(\.rawValue))") }
         if let types = filter.types { conditions.append("\(in: "c.type", types)") }
         if let ids = filter.ids { conditions.append("\(in: "c.id", ids)") }
         var sql: StoreQuery = "SELECT \(raw: channelColumns) FROM \(raw: channelFrom)"
@@ -330,7 +330,7 @@ enum StoreSQL {
         let query: StoreQuery = """
             WITH req AS (
               SELECT * FROM unnest(\(array: moves.map { Int64($0.kind.rawValue) }), \(array: moves.map(\.userID)),
-                \(array: moves.map(\.channelType)), \(array: moves.map(\.channelID)), \(array: moves.map { $0.messageID ?? "" }),
+                \(array: moves.map(\.channel.type)), \(array: moves.map(\.channel.id)), \(array: moves.map { $0.messageID ?? "" }),
                 \(array: moves.map { $0.messageID == nil ? 1 as Int64 : 0 }), \(array: moves.map(\.at.microseconds)),
                 \(array: moves.map { Int64($0.audience.fullChannelLimit) }))
                 WITH ORDINALITY AS r(kind, user_id, ctype, cname, mid, to_newest, at, full_limit, ord)
@@ -444,7 +444,7 @@ enum StoreSQL {
     /// count made afresh.
     static func lockMembers(of moves: [BatchedMove]) -> StoreQuery {
         """
-        SELECT 1 FROM unnest(\(array: moves.map(\.channelType)), \(array: moves.map(\.channelID)),
+        SELECT 1 FROM unnest(\(array: moves.map(\.channel.type)), \(array: moves.map(\.channel.id)),
             \(array: moves.map(\.userID))) AS r(ctype, cname, user_id)
           JOIN channel c ON c.type = r.ctype AND c.id = r.cname
           JOIN member m ON m.channel_pk = c.pk AND m.user_id = r.user_id
@@ -559,7 +559,7 @@ enum StoreRows {
     /// `StoreSQL.channelColumns` from column `offset` on; the config is nil when the type is gone.
     static func channel(_ row: some StoreRow, at offset: Int = 0) throws -> (channel: ChannelRecord, config: ChannelConfig?) {
         let channel = ChannelRecord(
-            pk: try row.int(offset), type: try row.text(offset + 1), id: try row.text(offset + 2),
+            pk: try row.int(offset), cid: ChannelID(type: try row.text(offset + 1), id: try row.text(offset + 2)),
             createdBy: try row.optionalText(offset + 3), custom: try StoredJSON.customFields(try row.text(offset + 4)),
             lastSeq: try row.int(offset + 5), lastMessageAt: try row.optionalInt(offset + 6).map(Timestamp.init(microseconds:)),
             memberCount: Int(try row.int(offset + 7)), createdAt: Timestamp(microseconds: try row.int(offset + 8)),
@@ -570,7 +570,7 @@ enum StoreRows {
     }
 
     /// `StoreSQL.messageColumns` from column `offset` on.
-    static func message(_ row: some StoreRow, at offset: Int = 0, cid: String) throws -> MessageRecord {
+    static func message(_ row: some StoreRow, at offset: Int = 0, cid: ChannelID) throws -> MessageRecord {
         MessageRecord(
             id: try row.text(offset + 2), channelPK: try row.int(offset), cid: cid, seq: try row.int(offset + 1),
             userID: try row.text(offset + 3), text: try row.text(offset + 4),
@@ -609,6 +609,6 @@ enum StoreRows {
 
     /// `StoreSQL.message(id:)`: the message, in the channel its last two columns name.
     static func messageWithChannel(_ row: some StoreRow) throws -> MessageRecord {
-        try message(row, cid: "\(try row.text(15)):\(try row.text(16))")
+        try message(row, cid: ChannelID(type: try row.text(15), id: try row.text(16)))
     }
 }
