@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import Testing
 import TicksProtocol
+import TicksTestSupport
 
 @testable import TicksServer
 
