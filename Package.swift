@@ -131,7 +131,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // What the server's and the SDK's tests share: a clock they advance instead of sleeping,
-        // and navigation over JSON answers.
+        // the set-up calls through the HTTP API (WireCalls) and navigation over their JSON answers.
         .target(
             name: "TicksTestSupport",
             dependencies: ["TicksProtocol"],
