@@ -130,7 +130,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // What the server's and the SDK's tests share: a clock they advance instead of sleeping.
+        // What the server's and the SDK's tests share: a clock they advance instead of sleeping,
+        // the set-up calls through the HTTP API (WireCalls) and navigation over their JSON answers.
         .target(
             name: "TicksTestSupport",
             dependencies: ["TicksProtocol"],

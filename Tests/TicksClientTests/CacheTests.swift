@@ -78,7 +78,8 @@ struct CacheTests {
             try await server.start()
             try await server.markRead("messaging:c1", "bob")
             try await server.send("messaging:c2", id: "b3", from: "bob")
-            try await server.call(.POST, "/messages/b2", #"{"message": {"text": "edited", "user_id": "bob"}}"#)
+            try await server.wireCall(
+                .post, "/messages/b2", #"{"message": {"text": "edited", "user_id": "bob"}}"#, as: nil)
             try await server.removeMembers("messaging:c3", ["alice"])
             let queriesBefore = server.requestCount(route: "/channels/{type}/{id}/query")
             let listsBefore = server.requestCount(route: "/channels")

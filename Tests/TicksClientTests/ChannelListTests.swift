@@ -105,7 +105,7 @@ struct ChannelListTests {
                 try await server.send("messaging:h", id: "h\(index)", from: index % 3 == 0 ? "bob" : "alice")
             }
             try await server.markRead("messaging:h", "bob", upTo: "h10")
-            try await server.markDelivered("bob", "messaging:h", "h20")
+            try await server.markDelivered("bob", [("messaging:h", "h20")])
             // The bob messages after h10 keep his read cursor at h10: his own sends move it (R4).
             let alice = try await server.connected("alice") { $0.messagePageSize = 20 }
             let channel = await alice.channel(ChannelID(type: "messaging", id: "h"))
@@ -127,7 +127,7 @@ struct ChannelListTests {
             try await server.createChannel("messaging:h2", members: ["alice", "carol"])
             for index in 1...30 { try await server.send("messaging:h2", id: "k\(index)", from: "alice") }
             try await server.markRead("messaging:h2", "carol", upTo: "k5")
-            try await server.markDelivered("carol", "messaging:h2", "k8")
+            try await server.markDelivered("carol", [("messaging:h2", "k8")])
             let second = await alice.channel(ChannelID(type: "messaging", id: "h2"))
             try await second.load()
             try await second.loadOlder()

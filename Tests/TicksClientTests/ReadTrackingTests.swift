@@ -40,7 +40,8 @@ struct ReadTrackingTests {
 
             await tracker.setAppActive(true)
             try await eventually("read up to m2") {
-                try await server.readState("messaging:rt", of: "bob")?.lastRead == "m2" ? true : nil
+                try await server.readState("messaging:rt", of: "bob")?["last_read_message_id"].string == "m2"
+                    ? true : nil
             }
             try await eventually("the tracker counted it") { await tracker.marksSent == 1 ? true : nil }
             // Scrolling on: many changes while the clock stands still wait for the throttle; once it
@@ -53,7 +54,8 @@ struct ReadTrackingTests {
             #expect(await tracker.marksSent == 1)
             clock.advance(by: .milliseconds(600))
             try await eventually("read up to m4") {
-                try await server.readState("messaging:rt", of: "bob")?.lastRead == "m4" ? true : nil
+                try await server.readState("messaging:rt", of: "bob")?["last_read_message_id"].string == "m4"
+                    ? true : nil
             }
             try await eventually("the tracker counted it") { await tracker.marksSent == 2 ? true : nil }
             let marks = 2
@@ -72,7 +74,8 @@ struct ReadTrackingTests {
             try await channel.wait("m5 arrived") { $0.message(withID: "m5") != nil }
             await tracker.setVisibleMessages(["b1", "m5"])
             try await eventually("read up to m5") {
-                try await server.readState("messaging:rt", of: "bob")?.lastRead == "m5" ? true : nil
+                try await server.readState("messaging:rt", of: "bob")?["last_read_message_id"].string == "m5"
+                    ? true : nil
             }
             // (The server has the read before the tracker has counted its answer.)
             try await eventually("the tracker counted it") { await tracker.marksSent == marks + 1 ? true : nil }
@@ -106,7 +109,7 @@ struct ReadTrackingTests {
             ]
             #expect(try await delivery.markDelivered(payload: stream, token: try await server.token("bob")))
             try await channel.wait("delivered") { $0.message(withID: "p1")?.deliveryStatus == .delivered }
-            #expect(try await server.readState("messaging:rt", of: "bob")?.lastDelivered == "p1")
+            #expect(try await server.readState("messaging:rt", of: "bob")?["last_delivered_message_id"].string == "p1")
 
             // A delivery-only token in the payload (Ticks' push hook) is enough, and is all it can do.
             try await server.send("messaging:rt", id: "p2", from: "alice")
@@ -119,7 +122,7 @@ struct ReadTrackingTests {
             ]
             #expect(PushDelivery.deliveryToken(in: pushed) == deliveryToken)
             #expect(try await delivery.markDelivered(payload: pushed))
-            #expect(try await server.readState("messaging:rt", of: "bob")?.lastDelivered == "p2")
+            #expect(try await server.readState("messaging:rt", of: "bob")?["last_delivered_message_id"].string == "p2")
             #expect(try await delivery.markDelivered(payload: ["cid": "messaging:rt", "message_id": "p2"]) == false)
             let other = ChannelID(type: "messaging", id: "elsewhere")
             await #expect(throws: TicksClientError.self) {

@@ -97,7 +97,7 @@ struct ReceiptTests {
 
             try await trip.send("two", id: "r2")
             try await trip.wait("r2 sent") { $0.message(withID: "r2")?.deliveryStatus == .sent }
-            try await server.markDelivered("carol", "messaging:trip", "r2")
+            try await server.markDelivered("carol", [("messaging:trip", "r2")])
             try await server.addMembers("messaging:trip", ["bob"])
             // R5: bob joins having read everything already there.
             try await trip.wait("read by the new member") { $0.message(withID: "r2")?.deliveryStatus == .read }
@@ -121,7 +121,7 @@ struct ReceiptTests {
             try await server.markRead("messaging:trip", "bob")
             try await trip.wait("bob's read arrived") { $0.message(withID: "p1")?.readCount == 1 }
             #expect(try await trip.status(of: "p1") == .sent)
-            try await server.markDelivered("carol", "messaging:trip", "p1")
+            try await server.markDelivered("carol", [("messaging:trip", "p1")])
             try await trip.wait("delivered to all") { $0.message(withID: "p1")?.deliveryStatus == .delivered }
             try await server.markRead("messaging:trip", "carol")
             try await trip.wait("read by all") { $0.message(withID: "p1")?.deliveryStatus == .read }
@@ -157,7 +157,7 @@ struct ReceiptTests {
             try await bobPlain.load()
             try await plain.send("hi", id: "n1")
             try await plain.wait("sent") { $0.message(withID: "n1")?.deliveryStatus == .sent }
-            try await server.markDelivered("bob", "nodelivery:n", "n1")
+            try await server.markDelivered("bob", [("nodelivery:n", "n1")])
             try await Task.sleep(for: .milliseconds(300))
             #expect(try await plain.status(of: "n1") == .sent)
             // Bob's client never even asks: the type has no delivery events.
@@ -225,7 +225,7 @@ struct ReceiptTests {
             try await trip.wait("sent") { $0.message(withID: "w1")?.deliveryStatus == .sent }
 
             await alice.disconnect()
-            try await server.markDelivered("carol", "messaging:trip", "w1")
+            try await server.markDelivered("carol", [("messaging:trip", "w1")])
             try await server.markRead("messaging:trip", "bob")
             #expect(try await trip.status(of: "w1") == .sent)
 

@@ -28,11 +28,12 @@ struct SocketReceiptClientTests {
             #expect(server.requestCount(route: "/channels/{type}/{id}/read") == 0)
             // The delivered mark of k2 went the same way.
             _ = try await eventually("k2 delivered") {
-                try await server.readState("messaging:sock", of: "bob")?.lastDelivered == "k2" ? true : nil
+                try await server.readState("messaging:sock", of: "bob")?["last_delivered_message_id"].string == "k2"
+                    ? true : nil
             }
             #expect(server.socketReceipts("mark_delivered") >= 1)
             #expect(server.requestCount(route: "/channels/delivered") == 0)
-            #expect(try await server.readState("messaging:sock", of: "bob")?.lastRead == "k1")
+            #expect(try await server.readState("messaging:sock", of: "bob")?["last_read_message_id"].string == "k1")
             await bob.disconnect()
         }
     }
@@ -47,7 +48,7 @@ struct SocketReceiptClientTests {
             try await sock.markRead()
             #expect(server.requestCount(route: "/channels/{type}/{id}/read") == 1)
             #expect(server.socketReceipts("mark_read") == 0)
-            #expect(try await server.readState("messaging:sock", of: "bob")?.lastRead == "k2")
+            #expect(try await server.readState("messaging:sock", of: "bob")?["last_read_message_id"].string == "k2")
             await bob.disconnect()
         }
     }

@@ -8,11 +8,12 @@ import Testing
 import TicksClient
 import TicksProtocol
 import TicksServer
+import TicksTestSupport
 
 /// A real Ticks server in this process on a loopback port, with its SQLite
 /// file in a folder of its own. It can be stopped and started again on the
 /// same port with the same data, as a server restart would.
-final class LiveServer: Sendable {
+final class LiveServer: WireCalls {
     static let apiKey = "clienttests"
     static let apiSecret = "a-secret-for-the-client-tests-of-ticks-0123456789"
 
@@ -122,7 +123,7 @@ final class LiveServer: Sendable {
         return client
     }
 
-    // MARK: The server's side, through its HTTP API with a server token
+    // MARK: The server's side, through its HTTP API (the set-up calls come from `WireCalls`)
 
     struct Failure: Error, CustomStringConvertible {
         let status: Int
@@ -130,17 +131,20 @@ final class LiveServer: Sendable {
         var description: String { "HTTP \(status): \(body)" }
     }
 
-    enum Verb {
-        case GET, POST
-    }
-
+    /// A call through the server's HTTP API: a server token, or `user`'s user
+    /// token; an answer other than 2xx is thrown as a `Failure`.
     @discardableResult
-    func call(_ verb: Verb, _ path: String, _ body: String? = nil) async throws -> JSONValue {
-        let credentials = try Credentials(apiKey: Self.apiKey, apiSecret: Self.apiSecret)
-        let token = try await TokenAuthority(credentials: credentials).serverToken()
+    func wireCall(_ verb: WireVerb, _ path: String, _ body: String?, as user: String?) async throws -> JSON {
+        let token: String
+        if let user {
+            token = try await self.token(user)
+        } else {
+            let credentials = try Credentials(apiKey: Self.apiKey, apiSecret: Self.apiSecret)
+            token = try await TokenAuthority(credentials: credentials).serverToken()
+        }
         let separator = path.contains("?") ? "&" : "?"
         var request = HTTPClientRequest(url: "\(baseURL.absoluteString)\(path)\(separator)api_key=\(Self.apiKey)")
-        request.method = verb == .GET ? .GET : .POST
+        request.method = .init(rawValue: verb.rawValue)
         request.headers.add(name: "Authorization", value: token)
         request.headers.add(name: "stream-auth-type", value: "jwt")
         if let body { request.body = .bytes(ByteBuffer(string: body)) }
@@ -150,77 +154,7 @@ final class LiveServer: Sendable {
         guard (200..<300).contains(Int(response.status.code)) else {
             throw Failure(status: Int(response.status.code), body: text)
         }
-        return try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
-    }
-
-    func upsert(_ ids: String..., privateReads: Set<String> = [], privateDeliveries: Set<String> = []) async throws {
-        let users = ids.map { id in
-            var privacy: [String] = []
-            if privateReads.contains(id) { privacy.append("\"read_receipts\": {\"enabled\": false}") }
-            if privateDeliveries.contains(id) { privacy.append("\"delivery_receipts\": {\"enabled\": false}") }
-            return "\"\(id)\": {\"id\": \"\(id)\", \"name\": \"\(id.capitalized)\", \"privacy_settings\": {\(privacy.joined(separator: ","))}}"
-        }
-        try await call(.POST, "/users", "{\"users\": {\(users.joined(separator: ","))}}")
-    }
-
-    func createChannel(_ cid: String, members: [String]) async throws {
-        let list = members.map { "\"\($0)\"" }.joined(separator: ",")
-        try await call(.POST, "/channels/\(path(cid))/query", "{\"data\": {\"members\": [\(list)]}}")
-    }
-
-    @discardableResult
-    func send(_ cid: String, id: String, from user: String, text: String = "hello") async throws -> JSONValue {
-        try await call(
-            .POST, "/channels/\(path(cid))/message",
-            "{\"message\": {\"id\": \"\(id)\", \"text\": \"\(text)\", \"user\": {\"id\": \"\(user)\"}}}")
-    }
-
-    func markRead(_ cid: String, _ user: String, upTo messageID: String? = nil) async throws {
-        let message = messageID.map { ", \"message_id\": \"\($0)\"" } ?? ""
-        try await call(.POST, "/channels/\(path(cid))/read", "{\"user\": {\"id\": \"\(user)\"}\(message)}")
-    }
-
-    func markDelivered(_ user: String, _ cid: String, _ id: String) async throws {
-        try await call(
-            .POST, "/channels/delivered?user_id=\(user)",
-            "{\"latest_delivered_messages\": [{\"cid\": \"\(cid)\", \"id\": \"\(id)\"}], \"user_id\": \"\(user)\"}")
-    }
-
-    func addMembers(_ cid: String, _ ids: [String]) async throws {
-        let list = ids.map { "\"\($0)\"" }.joined(separator: ",")
-        try await call(.POST, "/channels/\(path(cid))", "{\"add_members\": [\(list)]}")
-    }
-
-    func removeMembers(_ cid: String, _ ids: [String]) async throws {
-        let list = ids.map { "\"\($0)\"" }.joined(separator: ",")
-        try await call(.POST, "/channels/\(path(cid))", "{\"remove_members\": [\(list)]}")
-    }
-
-    func createChannelType(_ name: String, readEvents: Bool, deliveryEvents: Bool) async throws {
-        try await call(
-            .POST, "/channeltypes",
-            "{\"name\": \"\(name)\", \"read_events\": \(readEvents), \"delivery_events\": \(deliveryEvents)}")
-    }
-
-    /// Where `member`'s cursors point, as the server has them.
-    func readState(_ cid: String, of member: String) async throws -> (lastRead: String?, lastDelivered: String?)? {
-        let state = try await call(.POST, "/channels/\(path(cid))/query", "{\"state\": true}")
-        guard case .object(let object) = state, case .array(let reads)? = object["read"] else { return nil }
-        for case .object(let read) in reads {
-            guard case .object(let user)? = read["user"], user["id"]?.stringValue == member else { continue }
-            return (read["last_read_message_id"]?.stringValue, read["last_delivered_message_id"]?.stringValue)
-        }
-        return nil
-    }
-
-    /// The ids of the channel's messages as the server has them, oldest first.
-    func messageIDs(_ cid: String) async throws -> [String] {
-        let state = try await call(.POST, "/channels/\(path(cid))/query", "{\"messages\": {\"limit\": 300}}")
-        guard case .object(let object) = state, case .array(let messages)? = object["messages"] else { return [] }
-        return messages.compactMap { message in
-            guard case .object(let fields) = message else { return nil }
-            return fields["id"]?.stringValue
-        }
+        return try JSON(parsing: text)
     }
 
     /// How many times a route was answered (with `status`, if given), from the server's own metrics.
@@ -245,6 +179,4 @@ final class LiveServer: Sendable {
 
     /// Mark delivered calls the server answered, whichever way they came (HTTP or a frame on the socket).
     var markDeliveredCalls: Int { requestCount(route: "/channels/delivered") + socketReceipts("mark_delivered") }
-
-    func path(_ cid: String) -> String { cid.replacingOccurrences(of: ":", with: "/") }
 }

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOCore
 import Testing
+import TicksTestSupport
 
 @testable import TicksServer
 

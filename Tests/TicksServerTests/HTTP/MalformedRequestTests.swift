@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TicksTestSupport
 
 @testable import TicksServer
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TicksProtocol
+import TicksTestSupport
 
 @testable import TicksServer
 

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Testing
 import TicksProtocol
+import TicksTestSupport
 
 @testable import TicksServer
 

@@ -3,6 +3,7 @@ import Logging
 import PostgresNIO
 import Synchronization
 import Testing
+import TicksTestSupport
 
 @testable import TicksServer
 

@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import Synchronization
 import Testing
+import TicksTestSupport
 
 @testable import TicksServer
 

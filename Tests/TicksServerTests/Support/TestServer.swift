@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import Testing
 import TicksProtocol
+import TicksTestSupport
 
 @testable import TicksServer
 
@@ -46,7 +47,9 @@ enum TestKeys {
     static let apiSecret = "a-test-secret-that-is-long-enough-for-hs256"
 }
 
-/// A running test server and a client for it.
+/// A running test server and a client for it. The usual set-up of a test
+/// (users, channels, messages, receipts) comes from `WireCalls`, shared with
+/// the SDK's tests.
 struct TestServer: Sendable {
     let client: any TestClientProtocol
     /// For `.live`, the server's port: each call opens a connection of its
@@ -151,62 +154,16 @@ struct TestServer: Sendable {
         try #require((200..<300).contains(reply.status), "\(method) \(path) → \(reply.status) \(reply.body)")
         return try reply.json()
     }
+}
 
-    // MARK: The usual set-up of a test
-
-    func upsert(_ ids: String...) async throws {
-        let users = ids.map { "\"\($0)\": {\"id\": \"\($0)\", \"name\": \"\($0.capitalized)\"}" }
-        try await ok(.post, "/users", "{\"users\": {\(users.joined(separator: ","))}}")
-    }
-
-    func createChannel(_ cid: String, members: [String], createdBy: String? = nil) async throws {
-        let list = members.map { "\"\($0)\"" }.joined(separator: ",")
-        let creator = createdBy.map { ", \"created_by\": {\"id\": \"\($0)\"}" } ?? ""
-        try await ok(.post, "/channels/\(path(cid))/query", "{\"data\": {\"members\": [\(list)]\(creator)}}")
-    }
-
+/// The set-up calls shared with the SDK's tests (`upsert`, `createChannel`,
+/// `send`, `markRead`, `readState`, …) go through `ok`: a call that fails is
+/// the test's issue, and on `.live` each waits for its answer up to `patience`.
+extension TestServer: WireCalls {
     @discardableResult
-    func send(_ cid: String, id: String, from user: String, text: String = "hello") async throws -> JSON {
-        try await ok(
-            .post, "/channels/\(path(cid))/message",
-            "{\"message\": {\"id\": \"\(id)\", \"text\": \"\(text)\", \"user\": {\"id\": \"\(user)\"}}}")
+    func wireCall(_ verb: WireVerb, _ path: String, _ body: String?, as user: String?) async throws -> JSON {
+        try await ok(HTTPRequest.Method(verb.rawValue)!, path, body, token: try await optionalToken(user))
     }
-
-    @discardableResult
-    func markRead(_ cid: String, _ user: String, upTo messageID: String? = nil) async throws -> JSON {
-        let message = messageID.map { ", \"message_id\": \"\($0)\"" } ?? ""
-        return try await ok(.post, "/channels/\(path(cid))/read", "{\"user\": {\"id\": \"\(user)\"}\(message)}")
-    }
-
-    func markUnread(_ cid: String, _ user: String, from messageID: String) async throws {
-        try await ok(
-            .post, "/channels/\(path(cid))/unread", "{\"user\": {\"id\": \"\(user)\"}, \"message_id\": \"\(messageID)\"}")
-    }
-
-    func markDelivered(_ user: String, _ entries: [(cid: String, id: String)]) async throws {
-        let list = entries.map { "{\"cid\": \"\($0.cid)\", \"id\": \"\($0.id)\"}" }.joined(separator: ",")
-        try await ok(
-            .post, "/channels/delivered?user_id=\(user)",
-            "{\"latest_delivered_messages\": [\(list)], \"user_id\": \"\(user)\"}")
-    }
-
-    /// The channel state as `viewer` (a user token) or the server sees it.
-    func state(_ cid: String, as viewer: String? = nil) async throws -> JSON {
-        let token = try await optionalToken(viewer)
-        return try await ok(.post, "/channels/\(path(cid))/query", "{}", token: token)
-    }
-
-    /// `viewer`'s view of `member`'s read state, nil when not shown.
-    func readState(_ cid: String, of member: String, as viewer: String? = nil) async throws -> JSON? {
-        try await state(cid, as: viewer)["read"].array.first { $0["user"]["id"].string == member }
-    }
-
-    func receipts(_ messageID: String, as viewer: String? = nil) async throws -> JSON {
-        let token = try await optionalToken(viewer)
-        return try await ok(.get, "/messages/\(messageID)/receipts", token: token)
-    }
-
-    func path(_ cid: String) -> String { cid.replacingOccurrences(of: ":", with: "/") }
 }
 
 struct Reply: Sendable {

@@ -4,6 +4,7 @@ import HummingbirdWSClient
 import Logging
 import Synchronization
 import Testing
+import TicksTestSupport
 
 /// A real WebSocket client of a live test server that keeps every frame it
 /// receives, so a test can wait for the next event of a type.

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import NIOCore
 import Synchronization
 import Testing
+import TicksTestSupport
 
 @testable import TicksServer
 

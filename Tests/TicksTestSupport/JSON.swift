@@ -1,55 +1,56 @@
 import Foundation
 import TicksProtocol
 
-/// Read-only navigation over a JSON answer: `json["read"][0]["user"]["id"].string`.
-/// A missing key or index gives `.missing` rather than a crash.
-struct JSON: Sendable, Equatable, CustomStringConvertible {
-    let value: JSONValue?
+/// Read-only navigation over a JSON answer, for tests to assert on:
+/// `json["read"][0]["user"]["id"].string`. A missing key or index gives a
+/// missing value (`exists` false) rather than a crash.
+public struct JSON: Sendable, Equatable, CustomStringConvertible {
+    public let value: JSONValue?
 
-    init(_ value: JSONValue?) { self.value = value }
+    public init(_ value: JSONValue?) { self.value = value }
 
-    init(parsing text: String) throws {
+    public init(parsing text: String) throws {
         value = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
     }
 
-    subscript(key: String) -> JSON {
+    public subscript(key: String) -> JSON {
         if case .object(let object) = value { return JSON(object[key]) }
         return JSON(nil)
     }
 
-    subscript(index: Int) -> JSON {
+    public subscript(index: Int) -> JSON {
         if case .array(let array) = value, array.indices.contains(index) { return JSON(array[index]) }
         return JSON(nil)
     }
 
-    var exists: Bool { value != nil && value != .null }
-    var string: String? { value?.stringValue }
-    var bool: Bool? { value?.boolValue }
-    var int: Int? {
+    public var exists: Bool { value != nil && value != .null }
+    public var string: String? { value?.stringValue }
+    public var bool: Bool? { value?.boolValue }
+    public var int: Int? {
         switch value {
         case .int(let number): Int(number)
         case .double(let number): Int(exactly: number)
         default: nil
         }
     }
-    var double: Double? {
+    public var double: Double? {
         switch value {
         case .int(let number): Double(number)
         case .double(let number): number
         default: nil
         }
     }
-    var array: [JSON] {
+    public var array: [JSON] {
         if case .array(let array) = value { return array.map(JSON.init) }
         return []
     }
-    var keys: Set<String> {
+    public var keys: Set<String> {
         if case .object(let object) = value { return Set(object.keys) }
         return []
     }
-    var time: Timestamp? { string.flatMap(Timestamp.init(rfc3339:)) }
+    public var time: Timestamp? { string.flatMap(Timestamp.init(rfc3339:)) }
 
-    var description: String {
+    public var description: String {
         guard let value, let data = try? JSONEncoder().encode(value) else { return "<missing>" }
         return String(decoding: data, as: UTF8.self)
     }
