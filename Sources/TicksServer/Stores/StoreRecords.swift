@@ -1,0 +1,217 @@
+import TicksProtocol
+import TicksReceipts
+
+// What the store answers: its rows as records, and the outcomes of its changes.
+
+/// A channel row: what identifies it and where its log ends.
+public struct ChannelRecord: Sendable, Equatable {
+    public var pk: Int64
+    public var cid: ChannelID
+    public var createdBy: String?
+    public var custom: [String: JSONValue]
+    public var lastSeq: Seq
+    public var lastMessageAt: Timestamp?
+    public var memberCount: Int
+    public var createdAt: Timestamp
+    public var updatedAt: Timestamp
+    /// When the channel was last truncated; its messages up to `truncatedSeq` are gone.
+    public var truncatedAt: Timestamp? = nil
+    public var truncatedSeq: Seq = 0
+
+    public var type: String { cid.type }
+    public var id: String { cid.id }
+}
+
+/// A stored message.
+public struct MessageRecord: Sendable, Equatable {
+    public var id: String
+    public var channelPK: Int64
+    public var cid: ChannelID
+    public var seq: Seq
+    public var userID: String
+    public var text: String
+    public var custom: [String: JSONValue]
+    public var createdAt: Timestamp
+    /// When the text or custom data was last edited; nil when never.
+    public var updatedAt: Timestamp? = nil
+    /// When it was deleted; a soft-deleted message keeps its text, a hard-deleted one keeps nothing.
+    public var deletedAt: Timestamp? = nil
+    public var hardDeleted = false
+    /// Whether it never counts as unread in the channel (deleted, or a reply shown only in its thread).
+    public var hidden = false
+    /// The thread's parent when it is a reply.
+    public var parentID: String? = nil
+    /// A reply also shown in the channel (counted there as any message).
+    public var showInChannel = false
+    /// Replies to it, when it is a thread's parent.
+    public var replyCount = 0
+    /// When its text last changed (an edit of custom data alone leaves it).
+    public var textUpdatedAt: Timestamp? = nil
+}
+
+/// A member with their read state, the ids its cursors point at, and unread count.
+public struct MemberState: Sendable, Equatable {
+    public var userID: String
+    public var joinedAt: Timestamp
+    public var channelRole: ChannelRole
+    public var cursors: Cursors
+    public var readAt: Timestamp
+    public var deliveredAt: Timestamp
+    public var lastReadMessageID: String?
+    public var lastDeliveredMessageID: String?
+    public var unread: Int
+    public var firstUnreadMessageID: String?
+    /// The member's custom data (partial member update).
+    public var custom: [String: JSONValue] = [:]
+}
+
+/// Totals over all of a user's channels (for `me` and notification events).
+public struct UnreadTotals: Sendable, Equatable {
+    public var messages: Int
+    public var channels: Int
+}
+
+/// What a channel query returns before visibility rules are applied.
+public struct ChannelSnapshot: Sendable {
+    public var channel: ChannelRecord
+    public var config: ChannelConfig
+    public var members: [MemberState]
+    /// Oldest first.
+    public var messages: [MessageRecord]
+    /// Every user named by the members, messages and `created_by`.
+    public var users: [String: User]
+}
+
+public struct SendOutcome: Sendable {
+    public var message: MessageRecord
+    /// False when the id was already stored in this channel (R11): nothing changed.
+    public var created: Bool
+    /// Every member's unread state after the message, for `message.new`.
+    public var recipients: [RecipientUnread]
+}
+
+public struct RecipientUnread: Sendable, Equatable {
+    public var userID: String
+    public var channelUnread: Int
+    public var totals: UnreadTotals
+}
+
+/// A cursor change of one member in one channel, committed.
+public struct CursorOutcome: Sendable {
+    public var channel: ChannelRecord
+    public var config: ChannelConfig
+    /// The member whose cursor moved.
+    public var reader: User
+    public var update: CursorUpdate
+    public var state: MemberState
+    public var totals: UnreadTotals
+    public var at: Timestamp
+    /// Who may be told of the move by the `MoveAudience`, read in the same
+    /// transaction (before privacy and channel-type rules); empty when nothing moved.
+    public var recipients: [String]
+}
+
+/// What changed in one channel after a time, as `userID` asks (`POST /sync`).
+public struct ChannelChanges: Sendable {
+    public enum Access: Sendable, Equatable {
+        /// The user is a member: the fields below say what changed.
+        case member
+        /// The channel was deleted (soft), at that time.
+        case deleted(at: Timestamp)
+        /// No such channel (any more), or the user is not a member of it.
+        case gone
+    }
+
+    public var access: Access
+    public var channel: ChannelRecord?
+    public var config: ChannelConfig?
+    /// The messages stored after the time, oldest first, deleted ones included.
+    public var newMessages: [MessageRecord] = []
+    /// Messages from before it that were edited or deleted after it (edits first, each in time order).
+    public var changedMessages: [MessageRecord] = []
+    /// The read states of members who joined, read or received after it, and the user's own.
+    public var members: [MemberState] = []
+    /// Members who left after it.
+    public var removals: [(userID: String, at: Timestamp)] = []
+    public var users: [String: User] = [:]
+    /// More than `limit` of one kind of change: too much to tell, the channel must be reloaded.
+    public var tooMany = false
+
+    public init(access: Access, channel: ChannelRecord? = nil, config: ChannelConfig? = nil) {
+        self.access = access
+        self.channel = channel
+        self.config = config
+    }
+}
+
+/// The per-member answer behind `GET /messages/{id}/receipts`.
+public struct MessageReceipts: Sendable {
+    public var message: MessageRecord
+    public var channel: ChannelRecord
+    public var config: ChannelConfig
+    /// Every current member but the author who has received or read the message.
+    public var entries: [Entry]
+    public var users: [String: User]
+
+    /// One member's receipt: when each cursor reached the message.
+    public struct Entry: Sendable, Equatable {
+        public var userID: String
+        public var deliveredAt: Timestamp?
+        public var readAt: Timestamp?
+        /// False when the receipt log no longer holds the move that delivered
+        /// the message: `deliveredAt` is then an upper bound (`ReceiptRules.reached`).
+        public var deliveredExact = true
+        /// The same for `readAt`.
+        public var readExact = true
+    }
+
+    /// The entries from when each member's cursors reached the message (by
+    /// user), the author left out.
+    static func entries(read: [String: ReachedTime], delivered: [String: ReachedTime], author: String) -> [Entry] {
+        Set(read.keys).union(delivered.keys).subtracting([author]).map { userID in
+            Entry(
+                userID: userID, deliveredAt: delivered[userID].map { Timestamp(microseconds: $0.at) },
+                readAt: read[userID].map { Timestamp(microseconds: $0.at) },
+                deliveredExact: delivered[userID]?.exact ?? true, readExact: read[userID]?.exact ?? true)
+        }
+    }
+}
+
+/// One channel's unread count for a user (`GET /unread`).
+public struct ChannelUnread: Sendable, Equatable {
+    public var channel: ChannelID
+    public var unread: Int
+    public var lastRead: Timestamp
+    public var lastReadMessageID: String?
+}
+
+/// One thread's unread replies for a user.
+public struct ThreadUnread: Sendable, Equatable {
+    public var parentID: String
+    public var unread: Int
+    public var lastRead: Timestamp
+    public var lastReadMessageID: String?
+}
+
+/// A user's unread counts: totals, the channels and threads with unread messages.
+public struct UnreadCounts: Sendable, Equatable {
+    public var totals: UnreadTotals
+    public var channels: [ChannelUnread]
+    public var threads: [ThreadUnread]
+}
+
+/// A thread marked read: its parent, when, and the reply the thread cursor is at.
+public struct ThreadRead: Sendable {
+    public var parent: MessageRecord
+    public var readAt: Timestamp
+    public var lastReadMessageID: String?
+}
+
+/// A background task's record (`GET /tasks/{id}`).
+public struct StoredTask: Sendable, Equatable {
+    public var id: String
+    public var status: String
+    public var result: [String: JSONValue]
+    public var createdAt: Timestamp
+    public var updatedAt: Timestamp
+}
