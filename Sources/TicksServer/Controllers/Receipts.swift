@@ -55,16 +55,11 @@ struct Receipts: Sendable {
         }
         let read = try await store.markThreadRead(reader, in: channel, parentID: parentID, now: .now())
         let users = try await store.users(ids: [reader])
-        let user = Presenter.user(reader, users)
-        var event = ChangeEvents.messageRead(by: user, in: channel.cid, at: read.readAt, upTo: read.lastReadMessageID)
-        event.thread = MessageThread(
-            parentMessageID: read.parent.id, channelCID: channel.cid.rawValue, createdByUserID: read.parent.userID,
-            replyCount: read.parent.replyCount, createdAt: read.parent.createdAt)
-        let config = try await store.channelType(named: channel.type)
-        let visible = config.map { ReceiptVisibility.othersSeeReads(of: user, config: $0) } ?? false
-        let members = visible ? try await store.memberIDs(of: channel) : [reader]
-        try events.send(event, to: members)
-        return event
+        let notice = ThreadReadNotice(
+            read, by: Presenter.user(reader, users), in: channel,
+            config: try await store.channelType(named: channel.type))
+        try events.send(notice.event, to: try await notice.recipients { try await store.memberIDs(of: channel) })
+        return notice.event
     }
 
     /// A `latest_delivered_messages` entry, the same over HTTP and on a socket.

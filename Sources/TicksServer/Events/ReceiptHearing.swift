@@ -137,6 +137,33 @@ struct CursorNotice {
     }
 }
 
+/// What a thread marked read tells (`POST /channels/{type}/{id}/read` with
+/// `thread_id`): `message.read` with the thread, to every member when the
+/// reader's reads are visible to the others (R8, R10), else to the reader's
+/// own connections alone. It moves no channel cursor, so it is told live only
+/// (no webhook, nothing for sync).
+struct ThreadReadNotice {
+    let event: Event
+    /// Whether members other than the reader hear it.
+    let toOthers: Bool
+    let reader: String
+
+    init(_ read: ThreadRead, by reader: User, in channel: ChannelRecord, config: ChannelConfig?) {
+        var event = ChangeEvents.messageRead(by: reader, in: channel.cid, at: read.readAt, upTo: read.lastReadMessageID)
+        event.thread = MessageThread(
+            parentMessageID: read.parent.id, channelCID: channel.cid.rawValue, createdByUserID: read.parent.userID,
+            replyCount: read.parent.replyCount, createdAt: read.parent.createdAt)
+        self.event = event
+        self.reader = reader.id
+        toOthers = config.map { ReceiptVisibility.othersSeeReads(of: reader, config: $0) } ?? false
+    }
+
+    /// Who hears it: the channel's `members` (read only when they do), or the reader alone.
+    func recipients(members: () async throws -> [String]) async rethrows -> [String] {
+        toOthers ? try await members() : [reader]
+    }
+}
+
 /// What `POST /sync` tells `viewer` of one member's cursors after `since`:
 /// the latest read, and the latest delivered past it, each only if it moved
 /// after `since`, still points at a message (not at or below a truncation)
