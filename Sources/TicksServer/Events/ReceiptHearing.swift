@@ -71,21 +71,28 @@ struct CursorNotice {
     /// `message.read`, when the read cursor moved.
     var read: Event?
     var othersSeeRead = false
-    /// `notification.mark_read` with the reader's counts, for the reader alone, with `read`.
-    var markedRead: Event?
     /// `message.delivered`, when the delivered cursor moved and the channel type sends delivery events.
     var delivered: Event?
     var othersSeeDelivered = false
+    /// The move, for the event only the reader's own connections get.
+    private let outcome: CursorOutcome
+
+    /// `notification.mark_read` with the reader's counts, for the reader alone, with `read`; built
+    /// only when asked (the live road), as the webhooks never send it.
+    var markedRead: Event? {
+        guard read != nil else { return nil }
+        return ChangeEvents.markedRead(
+            by: outcome.reader, in: outcome.channel.cid, at: outcome.at, state: outcome.state, totals: outcome.totals)
+    }
 
     init(_ outcome: CursorOutcome) {
+        self.outcome = outcome
         guard outcome.update.changed else { return }
         let reader = outcome.reader
         let visibility = ReceiptVisibility(config: outcome.config, users: [reader.id: reader], viewer: nil)
         if outcome.update.moved(.read) {
             read = Self.messageRead(outcome)
             othersSeeRead = visibility.readVisible(reader.id)
-            markedRead = ChangeEvents.markedRead(
-                by: reader, in: outcome.channel.cid, at: outcome.at, state: outcome.state, totals: outcome.totals)
         }
         guard outcome.update.moved(.delivered), outcome.config.deliveryEvents else { return }
         delivered = ChangeEvents.messageDelivered(

@@ -37,7 +37,7 @@ struct StatusTests {
 
     @Test("connections open on this node and those closed as too slow are counted", arguments: StoreKind.all)
     func connections(kind: StoreKind) async throws {
-        var limits = ServerLimits()
+        var limits = ServerLimits.patient
         limits.connectionBufferBytes = 2 * (128 + 64)
         try await TestServer.run(kind, limits: limits) { server in
             let hub = server.services.hub

@@ -252,7 +252,7 @@ struct SyncTests {
 
     @Test("bounds: a channel past its limit is named for a reload, channels past the answer's are left for the next call")
     func bounds() async throws {
-        var limits = ServerLimits()
+        var limits = ServerLimits.patient
         limits.syncEventsPerChannel = 5
         limits.syncEventsPerAnswer = 10
         try await TestServer.run(.standard, limits: limits) { server in

@@ -46,7 +46,7 @@ struct HardeningTests {
 
     @Test("an empty $in matches no channel (it answered 500 on SQLite); more than the limit is a 400", arguments: StoreKind.all)
     func emptyAndLongIn(_ kind: StoreKind) async throws {
-        var limits = ServerLimits()
+        var limits = ServerLimits.patient
         limits.maxFilterValues = 5
         try await TestServer.run(kind, limits: limits) { server in
             try await setUp(server)
@@ -177,7 +177,7 @@ struct HardeningTests {
 
     @Test("custom data over the limit is a 400 for users, messages and channels; at the limit it is stored", arguments: StoreKind.all)
     func customDataLimits(_ kind: StoreKind) async throws {
-        var limits = ServerLimits()
+        var limits = ServerLimits.patient
         limits.maxCustomDataBytes = 200
         try await TestServer.run(kind, limits: limits) { server in
             try await setUp(server)
@@ -217,7 +217,7 @@ struct HardeningTests {
 
     @Test("a channel takes at most maxChannelMembers members", arguments: StoreKind.all)
     func memberCap(_ kind: StoreKind) async throws {
-        var limits = ServerLimits()
+        var limits = ServerLimits.patient
         limits.maxChannelMembers = 4
         try await TestServer.run(kind, limits: limits) { server in
             try await setUp(server)
@@ -233,7 +233,7 @@ struct HardeningTests {
 
     @Test("a user holds at most maxConnectionsPerUser WebSockets; the next is refused with code 9 and closed")
     func connectionCap() async throws {
-        var limits = ServerLimits()
+        var limits = ServerLimits.patient
         limits.maxConnectionsPerUser = 2
         try await TestServer.run(.standard, .live, limits: limits) { server in
             try await server.upsert("alice", "bob")

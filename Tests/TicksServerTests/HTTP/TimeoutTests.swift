@@ -23,7 +23,7 @@ struct TimeoutTests {
     /// longer that a loaded machine's pauses between the test's bytes never
     /// reach it: a close within the header phase is the header timeout's.
     static var shortHeaderTimeout: ServerLimits {
-        var limits = ServerLimits()
+        var limits = ServerLimits.patient
         limits.headerTimeout = .seconds(3)
         limits.idleTimeout = .seconds(60)
         return limits

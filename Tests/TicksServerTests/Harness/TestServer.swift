@@ -69,7 +69,7 @@ struct TestServer: Sendable {
     /// Builds the same application `ticks serve` runs and drives it; `.live`
     /// listens on a loopback port (needed for WebSockets).
     static func run<Value: Sendable>(
-        _ kind: StoreKind = .standard, _ setup: TestingSetup = .router, limits: ServerLimits = ServerLimits(),
+        _ kind: StoreKind = .standard, _ setup: TestingSetup = .router, limits: ServerLimits = .patient,
         rateLimits: RateLimits = RateLimits(), largeChannelMembers: Int = 100, demo: Bool = false,
         webhooks: WebhookSettings = WebhookSettings(), time: TimeSource = .system,
         receiptLogRetention: ReceiptLogRetention = ReceiptLogRetention(),
@@ -81,10 +81,6 @@ struct TestServer: Sendable {
             host: "127.0.0.1", port: 0,
             credentials: try Credentials(apiKey: TestKeys.apiKey, apiSecret: TestKeys.apiSecret))
         configuration.limits = limits
-        // The server's header and idle timeouts are for real clients; a test's client on a saturated
-        // machine may not get its head read in 10 s. A test that sets its own timeouts keeps them.
-        if limits.headerTimeout == ServerLimits().headerTimeout { configuration.limits.headerTimeout = patience }
-        if limits.idleTimeout == ServerLimits().idleTimeout { configuration.limits.idleTimeout = patience }
         configuration.rateLimits = rateLimits
         configuration.largeChannelMembers = largeChannelMembers
         configuration.demo = demo
@@ -182,5 +178,17 @@ struct Reply: Sendable {
         #expect(json["message"].string?.isEmpty == false, sourceLocation: sourceLocation)
         #expect(json["duration"].string?.hasSuffix("ms") == true, sourceLocation: sourceLocation)
         #expect(json["more_info"].string != nil, sourceLocation: sourceLocation)
+    }
+}
+
+extension ServerLimits {
+    /// The server's limits with its header and idle timeouts at `TestServer.patience`: those are
+    /// for real clients, and a test's client on a saturated machine may not get its head read in
+    /// 10 s. Tests start from these; a test of the timeouts sets its own.
+    static var patient: ServerLimits {
+        var limits = ServerLimits()
+        limits.headerTimeout = TestServer.patience
+        limits.idleTimeout = TestServer.patience
+        return limits
     }
 }

@@ -252,7 +252,7 @@ struct RateLimitTests {
 
     @Test("GET /app: the app's settings, channel types, limits and the rate limits in force")
     func app() async throws {
-        var limits = ServerLimits()
+        var limits = ServerLimits.patient
         limits.maxConnectionsPerUser = 7
         try await TestServer.run(limits: limits, rateLimits: Self.tight) { server in
             let app = try await server.ok(.get, "/app")["app"]

@@ -102,7 +102,7 @@ struct SlowConnectionTests {
 
     @Test("over a real socket: a client that stops reading is disconnected, a reading one is not slowed")
     func liveSlowClient() async throws {
-        var limits = ServerLimits()
+        var limits = ServerLimits.patient
         limits.connectionBufferBytes = 64 * 1024
         try await TestServer.run(.standard, .live, limits: limits, rateLimits: .off) { server in
             try await server.upsert("alice", "bob", "sloth")
