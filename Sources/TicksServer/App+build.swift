@@ -212,8 +212,10 @@ func buildRouter(
     let api = router.group().add(middleware: AuthMiddleware(authority: services.authority))
     let events = EventPublisher(
         hub: services.hub, bus: configuration.eventBus, metrics: services.metrics, logger: logger,
-        audience: ReceiptAudience(fullChannelLimit: configuration.largeChannelMembers),
         tracing: configuration.tracing)
+    let receipts = Receipts(
+        store: services.store, events: events,
+        audience: ReceiptAudience(fullChannelLimit: configuration.largeChannelMembers))
     AppController(
         store: services.store, rateLimiter: services.rateLimiter, limits: configuration.limits,
         rateLimits: configuration.rateLimits, apiKey: configuration.credentials.apiKey,
@@ -229,12 +231,14 @@ func buildRouter(
     UnreadController(store: services.store).addRoutes(to: api)
     SyncController(store: services.store, limits: configuration.limits).addRoutes(to: api)
     ChannelTypesController(store: services.store).addRoutes(to: api)
-    ChannelsController(store: services.store, hub: services.hub, events: events, limits: configuration.limits)
+    ChannelsController(
+        store: services.store, hub: services.hub, events: events, receipts: receipts, limits: configuration.limits
+    ).addRoutes(to: api)
+    MessagesController(store: services.store, events: events, receipts: receipts, limits: configuration.limits)
         .addRoutes(to: api)
-    MessagesController(store: services.store, events: events, limits: configuration.limits).addRoutes(to: api)
     ConnectController(
         store: services.store, hub: services.hub, authority: services.authority, limits: configuration.limits,
-        receipts: Receipts(store: services.store, events: events),
+        receipts: receipts,
         rateLimiter: configuration.rateLimits.enabled ? services.rateLimiter : nil, logger: logger
     ).addRoutes(to: router)
     if configuration.demo {

@@ -82,7 +82,7 @@ extension ChannelsController {
         var request = request
         let body = try await request.decodeJSON(ActingUserFields.self)
         let reader = try context.requireActingUser(named: body.user?.id, body.userID)
-        for outcome in try await store.markAllRead(reader, audience: events.audience, now: .now()) {
+        for outcome in try await store.markAllRead(reader, audience: receipts.audience, now: .now()) {
             try events.cursorMoved(outcome)
         }
         return try context.respond(Empty())

@@ -11,9 +11,8 @@ struct ChannelsController {
     let store: any TicksStore
     let hub: ConnectionHub
     let events: EventPublisher
+    let receipts: Receipts
     let limits: ServerLimits
-
-    var receipts: Receipts { Receipts(store: store, events: events) }
 
     static let defaultMessageLimit = 25
     static let maxMessageLimit = 300

@@ -6,9 +6,8 @@ import TicksProtocol
 struct MessagesController {
     let store: any TicksStore
     let events: EventPublisher
+    let receipts: Receipts
     let limits: ServerLimits
-
-    var receipts: Receipts { Receipts(store: store, events: events) }
 
     func addRoutes(to group: RouterGroup<TicksRequestContext>) {
         group.on(.getMessage, use: get)

@@ -8,6 +8,8 @@ import TicksReceipts
 struct Receipts: Sendable {
     let store: any TicksStore
     let events: EventPublisher
+    /// Who hears of receipts; the store applies it when it commits a move.
+    let audience: ReceiptAudience
 
     /// At most this many entries in one mark delivered (Stream's limit).
     static let maxDeliveredEntries = 100
@@ -40,7 +42,7 @@ struct Receipts: Sendable {
     func markRead(_ reader: String, in channel: ChannelID, upTo messageID: String?) async throws -> Event {
         if let messageID { try requireValidID(messageID, "message_id") }
         let outcome = try await store.markRead(
-            reader, in: channel, upTo: messageID, audience: events.audience, now: .now())
+            reader, in: channel, upTo: messageID, audience: audience, now: .now())
         try events.cursorMoved(outcome)
         return CursorNotice.messageRead(outcome)
     }
@@ -76,7 +78,7 @@ struct Receipts: Sendable {
             try requireValidID(entry.id, "message id")
             return DeliveredTarget(channel: try requireCID(entry.cid, "cid"), messageID: entry.id)
         }
-        for outcome in try await store.markDelivered(reader, targets, audience: events.audience, now: .now()) {
+        for outcome in try await store.markDelivered(reader, targets, audience: audience, now: .now()) {
             try events.cursorMoved(outcome)
         }
     }

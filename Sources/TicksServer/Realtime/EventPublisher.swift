@@ -12,8 +12,6 @@ struct EventPublisher: Sendable {
     let bus: (any EventBus)?
     let metrics: ServerMetrics
     let logger: Logger
-    /// Who hears of receipts; the store applies it when it commits a move.
-    let audience: ReceiptAudience
     /// Whether each event is an `events.publish` span (`TicksServerConfiguration.tracing`).
     var tracing = false
 

@@ -124,9 +124,14 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
             if case .failure(let error) = outcomes[$0], error is OneStatementMove.Stale { true } else { false }
         }
         if !stale.isEmpty {
-            let (redone, more) = try await engine.write { program(stale.map { moves[$0] }, lock: true) }
-            for (index, outcome) in zip(stale, redone) { outcomes[index] = outcome }
-            recorded += more
+            // The first statement committed the others: a failing redo fails only the moves it redoes.
+            do {
+                let (redone, more) = try await engine.write { program(stale.map { moves[$0] }, lock: true) }
+                for (index, outcome) in zip(stale, redone) { outcomes[index] = outcome }
+                recorded += more
+            } catch {
+                for index in stale { outcomes[index] = .failure(error) }
+            }
         }
         // After the commit, so the reader finds the rows (as `write(_:change:)`).
         if recorded > 0 { recorder?.committed() }

@@ -1,3 +1,5 @@
+import ServiceContextModule
+import Synchronization
 import Testing
 import TicksProtocol
 import TicksReceipts
@@ -43,6 +45,31 @@ struct MoveBatcherTests {
         #expect(try await alice.outcome()?.at == alice.move.at)
         for receipt in later { #expect(try await receipt.outcome()?.at == receipt.move.at) }
         #expect(database.batcher.statistics == .init(batches: 2, moves: 4))
+    }
+
+    @Test("a batch runs outside the trace of the request that started its lane")
+    func batchOutsideTheRequestsTrace() async throws {
+        let traced = Mutex<[Bool]>([])
+        let batcher = MoveBatcher { moves in
+            traced.withLock { $0.append(ServiceContext.current != nil) }
+            return moves.map { .success(HeldDatabase.outcome(of: $0)) }
+        }
+        var request = ServiceContext.topLevel
+        request[RequestMark.self] = "alice's request"
+        let move = BatchedMove(
+            kind: .read, userID: "alice", channel: ChannelID(type: "messaging", id: "general"), messageID: nil,
+            at: Timestamp(microseconds: 1), audience: ReceiptAudience(fullChannelLimit: 100))
+        let outcome = try await ServiceContext.withValue(request) {
+            // The request's own context is there while it waits.
+            #expect(ServiceContext.current?[RequestMark.self] == "alice's request")
+            return try await batcher.submit(move)
+        }
+        #expect(outcome?.at == move.at)
+        #expect(traced.withLock { $0 } == [false])
+    }
+
+    private enum RequestMark: ServiceContextKey {
+        typealias Value = String
     }
 
     @Test("limit caps a batch; the rest follow in arrival order")

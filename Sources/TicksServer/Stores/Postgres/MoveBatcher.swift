@@ -97,7 +97,9 @@ final class MoveBatcher: Sendable {
 
     /// Runs batches until nothing waits, then frees the lane.
     private func startLane(with first: [Waiter]) {
-        Task {
+        // Detached: the lane serves many requests, so it takes none of the first one's task-local
+        // values (its trace context above all: the batch is no one request's child).
+        Task.detached { [self] in
             var batch = first
             while true {
                 let outcomes: Outcomes
