@@ -79,6 +79,25 @@ struct GroupCommitterTests {
         #expect(try database.names() == ["first", "c"])
     }
 
+    @Test(
+        "a write that ends the whole transaction fails with the writes before it; those after run in the next",
+        arguments: WriterKind.allCases)
+    func abortedTransaction(kind: WriterKind) async throws {
+        let database = try Committed(kind)
+        let first = try await database.holdTransaction("first")
+        let a = try await database.insert("a")
+        // As SQLite does on a full disk or an I/O error: the transaction is rolled back, savepoints and all.
+        let aborting = try await database.insertThenRollBack("aborting")
+        let b = try await database.insert("b")
+        first.release()
+        #expect(try await first.answer.value == "first")
+        // a's row went with the transaction: it must not be told it was stored.
+        await #expect(throws: (any Error).self) { try await a.value }
+        await #expect(throws: (any Error).self) { try await aborting.value }
+        #expect(try await b.value == "b")
+        #expect(try database.names() == ["first", "b"])
+    }
+
     @Test("a write is visible to a fresh connection when its call returns, for every write of a group (R12)")
     func answeredAfterCommit() async throws {
         let database = try Committed(.onDisk)
@@ -200,6 +219,14 @@ private final class Committed {
         try await write(name, answered: answered) { db in
             try Self.insertName(name, db)
             if let error { throw error }
+        }
+    }
+
+    /// Inserts `name`, then rolls back the whole transaction it runs in.
+    func insertThenRollBack(_ name: String) async throws -> Task<String, any Error> {
+        try await write(name) { db in
+            try Self.insertName(name, db)
+            try db.execute(sql: "ROLLBACK")
         }
     }
 

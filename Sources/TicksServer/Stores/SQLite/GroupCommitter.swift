@@ -8,7 +8,10 @@ import Synchronization
 /// machine BENCHMARKS.md describes), which alone would cap the server at about
 /// 800 writes a second. Each write runs in a savepoint of its own, so one that
 /// throws rolls back only its own changes; every caller is answered only after
-/// the shared commit (R12).
+/// the shared commit (R12). A write that ends the whole transaction (SQLite
+/// rolls it back itself on a full disk or an I/O error) fails with the writes
+/// before it, whose changes went too; the writes after it wait for the next
+/// transaction.
 actor GroupCommitter {
     private let writer: any DatabaseWriter
     private var queue: [any GroupedWrite] = []
@@ -44,11 +47,21 @@ actor GroupCommitter {
             queue.removeFirst(batch.count)
             do {
                 try await writer.write { db in
-                    for job in batch { job.run(in: db) }
+                    for job in batch {
+                        job.run(in: db)
+                        // A write that ended the whole transaction (SQLite rolls it back on a full disk or an
+                        // I/O error) took the changes of the writes before it along: they fail with its error.
+                        guard db.isInsideTransaction else { throw job.ownError ?? TransactionEnded() }
+                    }
                 }
                 for job in batch { job.finish(committed: nil) }
             } catch {
-                for job in batch { job.finish(committed: error) }
+                // The writes that never ran wait for the next transaction, unless none ran at all (the
+                // transaction could not begin): then all fail, or a failing BEGIN would loop for ever.
+                let ran = batch.filter(\.hasRun)
+                let waiting = ran.isEmpty ? [] : batch.filter { !$0.hasRun }
+                for job in ran.isEmpty ? batch : ran { job.finish(committed: error) }
+                queue.insert(contentsOf: waiting, at: 0)
             }
         }
         draining = false
@@ -81,8 +94,18 @@ actor GroupCommitter {
             result.withLock { $0 = outcome }
         }
 
+        var hasRun: Bool { result.withLock { $0 != nil } }
+
+        var ownError: (any Error)? {
+            result.withLock { if case .failure(let error)? = $0 { error } else { nil } }
+        }
+
+        /// Answers the caller: its own error when its write threw (its changes were rolled back
+        /// whatever became of the transaction), else the transaction's error, else its value.
         func finish(committed error: (any Error)?) {
-            if let error {
+            if let own = ownError {
+                continuation.resume(throwing: own)
+            } else if let error {
                 continuation.resume(throwing: error)
             } else {
                 continuation.resume(with: result.withLock { $0 } ?? .failure(CancellationError()))
@@ -93,5 +116,14 @@ actor GroupCommitter {
 
 protocol GroupedWrite: Sendable {
     func run(in db: Database)
+    /// Whether `run` ran it (in this transaction).
+    var hasRun: Bool { get }
+    /// The error its own write threw, when it did.
+    var ownError: (any Error)? { get }
     func finish(committed error: (any Error)?)
+}
+
+/// A write ended its group's transaction without an error of its own.
+struct TransactionEnded: Error, CustomStringConvertible {
+    var description: String { "the transaction was rolled back by one of its writes" }
 }
