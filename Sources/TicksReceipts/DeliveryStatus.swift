@@ -53,7 +53,7 @@ extension ReceiptRules {
             }
             if satisfied({ $0.read >= seq }) { return .read }
             // R9: without delivery events a message is never shown as delivered.
-            if features.deliveryEvents && satisfied({ $0.delivered >= seq }) { return .delivered }
+            if features.deliveryEvents && satisfied({ hasReceived(seq, $0) }) { return .delivered }
             return .sent
         }
     }
