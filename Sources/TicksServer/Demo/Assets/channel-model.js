@@ -227,9 +227,8 @@ export function indicatorFor(channel, message, me, outboxEntry) {
   if (readers.length > 0) {
     return { status: "read", label: isGroup ? `Read by ${readers.length}` : "Read", readers, isGroup };
   }
-  // R9; a channel type whose config is not known yet shows no delivery, as the Swift SDK does.
   const delivered =
-    channel.config.delivery_events === true &&
+    channel.config.delivery_events !== false &&
     others.some((read) => channel.cursors(read.user.id).delivered >= position);
   return delivered ? { status: "delivered", label: "Delivered", readers: [] } : { status: "sent", label: "Sent", readers: [] };
 }
