@@ -356,6 +356,10 @@ public struct ChannelState: Codable, Sendable, Equatable {
     public var read: [ReadState]
     public var watcherCount: Int
     public var membership: Member?
+    /// The newest of the viewer's own messages every other member has read (R13); absent when none.
+    public var readByAllUpTo: String?
+    /// The newest of the viewer's own messages every other member has received (R13); absent when none.
+    public var deliveredToAllUpTo: String?
 
     public init(
         channel: Channel, members: [Member], messages: [Message], read: [ReadState], watcherCount: Int,
@@ -375,6 +379,8 @@ public struct ChannelState: Codable, Sendable, Equatable {
         case read
         case watcherCount = "watcher_count"
         case membership
+        case readByAllUpTo = "read_by_all_up_to"
+        case deliveredToAllUpTo = "delivered_to_all_up_to"
     }
 }
 
@@ -417,18 +423,29 @@ public struct ReceiptsResponse: Codable, Sendable, Equatable {
     public var receipts: [Receipt]
     public var readCount: Int
     public var deliveredCount: Int
+    /// Whether every member but the author has read it, as the caller may know (R13; absent from older servers).
+    public var readByAll: Bool?
+    /// Whether every member but the author has received it (R13).
+    public var deliveredToAll: Bool?
 
-    public init(cid: String?, receipts: [Receipt], readCount: Int, deliveredCount: Int) {
+    public init(
+        cid: String?, receipts: [Receipt], readCount: Int, deliveredCount: Int, readByAll: Bool? = nil,
+        deliveredToAll: Bool? = nil
+    ) {
         self.cid = cid
         self.receipts = receipts
         self.readCount = readCount
         self.deliveredCount = deliveredCount
+        self.readByAll = readByAll
+        self.deliveredToAll = deliveredToAll
     }
 
     enum CodingKeys: String, CodingKey {
         case cid, receipts
         case readCount = "read_count"
         case deliveredCount = "delivered_count"
+        case readByAll = "read_by_all"
+        case deliveredToAll = "delivered_to_all"
     }
 }
 

@@ -20,6 +20,10 @@ public enum EventType: String, Codable, Sendable {
     case notificationRemovedFromChannel = "notification.removed_from_channel"
     /// To webhooks only (clients learn of a new channel from `notification.added_to_channel`).
     case channelCreated = "channel.created"
+    /// To an author's own connections: every other member has now read their messages up to `message_id` (R13).
+    case messageReadByAll = "message.read_by_all"
+    /// To an author's own connections: every other member has now received their messages up to `message_id` (R13).
+    case messageDeliveredToAll = "message.delivered_to_all"
 }
 
 /// The logged-in user as the first `health.check` frame describes them.

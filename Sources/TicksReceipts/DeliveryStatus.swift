@@ -36,13 +36,21 @@ public struct ReceiptFeatures: Sendable, Equatable {
 extension ReceiptRules {
     /// The status of an own message; `nil` when no indicator is shown (R8: read
     /// events off). `others` are the visible cursors of the other members.
+    /// With `.allMembers` and the server's own facts (`allReached`: how far
+    /// every other member has read and received the sender's messages, R13),
+    /// those decide, not the members a client happens to hold.
     public static func status(
-        _ local: LocalSendState, others: [Cursors], features: ReceiptFeatures, policy: GroupPolicy = .anyMember
+        _ local: LocalSendState, others: [Cursors], features: ReceiptFeatures, policy: GroupPolicy = .anyMember,
+        allReached: Cursors? = nil
     ) -> DeliveryStatus? {
         guard features.readEvents else { return nil }
         switch local {
         case .pending: return .pending
         case .failed: return .failed
+        case .stored(let seq) where policy == .allMembers && allReached != nil:
+            let all = allReached!
+            if all.read >= seq { return .read }
+            return features.deliveryEvents && hasReceived(seq, all) ? .delivered : .sent
         case .stored(let seq):
             guard !others.isEmpty else { return .sent }
             let satisfied: ((Cursors) -> Bool) -> Bool = { test in

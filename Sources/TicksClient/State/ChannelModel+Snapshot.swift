@@ -11,6 +11,8 @@ extension ChannelModel {
         let policy: GroupPolicy
         /// Each visible member's cursors, by user id.
         let cursors: [String: Cursors]
+        /// How far every other member has read and received the current user's messages (R13), as positions.
+        var allReached: Cursors? = nil
     }
 
     func statusContext(currentUserID: String, policy: GroupPolicy) -> StatusContext {
@@ -21,7 +23,12 @@ extension ChannelModel {
         for userID in reads.keys where memberIDs.contains(userID) || !isLoaded {
             cursors[userID] = self.cursors(of: userID)
         }
-        return StatusContext(currentUserID: currentUserID, features: features, policy: policy, cursors: cursors)
+        // A message not loaded is older than every loaded one (the newest are always loaded).
+        let allReached = Cursors(
+            read: position(of: readByAllUpTo) ?? 0, delivered: position(of: deliveredToAllUpTo) ?? 0)
+        return StatusContext(
+            currentUserID: currentUserID, features: features, policy: policy, cursors: cursors,
+            allReached: isFresh ? allReached : nil)
     }
 
     /// The loaded message at `offset` as the app sees it, with its status.
@@ -35,7 +42,9 @@ extension ChannelModel {
             id: message.id, cid: cid, text: message.text, author: ChatUser(message.user),
             createdAt: message.createdAt.date, extraData: message.custom, isSentByCurrentUser: own, localState: nil,
             deliveryStatus: own
-                ? ReceiptRules.status(.stored(seq: seq), others: readers, features: features, policy: context.policy)
+                ? ReceiptRules.status(
+                    .stored(seq: seq), others: readers, features: features, policy: context.policy,
+                    allReached: context.allReached)
                 : nil,
             readCount: features.readEvents ? ReceiptRules.readCount(seq, others: readers) : 0,
             deliveredCount: features.deliveryEvents ? ReceiptRules.deliveredCount(seq, others: readers) : 0,

@@ -26,6 +26,11 @@ struct ChannelModel: Sendable {
     var hasOlderInCache = false
     /// False once the current user left the channel or it was deleted.
     var isMember = true
+    /// The newest of the current user's messages every other member has
+    /// read, and received, as the server tells it (R13): the facts
+    /// `GroupPolicy.allMembers` goes by, whatever members are loaded.
+    var readByAllUpTo: String?
+    var deliveredToAllUpTo: String?
     /// Replies already counted in their parent's `replyCount` since it was loaded.
     private var countedReplies: Set<String> = []
 
@@ -99,6 +104,8 @@ struct ChannelModel: Sendable {
             if truncated { hasOlderInCache = false }
         }
         reads = Dictionary(state.read.map { ($0.user.id, $0) }, uniquingKeysWith: { $1 })
+        readByAllUpTo = state.readByAllUpTo
+        deliveredToAllUpTo = state.deliveredToAllUpTo
         let wasLoaded = isLoaded
         isLoaded = true
         isFresh = true
@@ -302,6 +309,14 @@ struct ChannelModel: Sendable {
             reads = [:]
             members = []
             isMember = false
+            outcome.changed = true
+        case .messageReadByAll, .messageDeliveredToAll:
+            // Only forward: a later event may be overtaken by a reload's older state, never the reverse.
+            guard let id = event.messageID else { break }
+            let read = event.type == .messageReadByAll
+            let current = read ? readByAllUpTo : deliveredToAllUpTo
+            if let current, let known = position(of: current), (position(of: id) ?? 0) <= known { break }
+            if read { readByAllUpTo = id } else { deliveredToAllUpTo = id }
             outcome.changed = true
         case .healthCheck, .channelCreated:
             break

@@ -106,7 +106,8 @@ extension ChannelsController {
             }
         }
         let state = Presenter.channelState(
-            snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)))
+            snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)),
+            allReached: try await allReached(in: snapshot, by: viewer))
         return try context.respond(state, status: created ? .created : .ok)
     }
 
@@ -159,9 +160,16 @@ extension ChannelsController {
             let snapshot = try await store.snapshot(of: channel, messageLimit: messageLimit, beforeMessageID: nil)
             states.append(
                 Presenter.channelState(
-                    snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID))))
+                    snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)),
+                    allReached: try await allReached(in: snapshot, by: viewer)))
         }
         return try context.respond(ChannelList(channels: states))
+    }
+
+    /// How far the viewer's own messages are read by all and delivered to all (R13): for a member only.
+    func allReached(in snapshot: ChannelSnapshot, by viewer: String?) async throws -> AllReachedUpTo {
+        guard let viewer, snapshot.members.contains(where: { $0.userID == viewer }) else { return AllReachedUpTo() }
+        return try await store.allReached(in: snapshot.channel, by: viewer)
     }
 
     /// Stream's `sort`: `[{field, direction}]`, 1 ascending, -1 descending

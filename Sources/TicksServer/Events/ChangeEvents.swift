@@ -98,6 +98,14 @@ enum ChangeEvents {
         return event
     }
 
+    /// `message.read_by_all` / `message.delivered_to_all`: every member but
+    /// the author has reached the author's messages up to `messageID` (R13).
+    static func reachedAll(_ reached: ReachedAll, in cid: ChannelID, at: Timestamp) -> Event {
+        var event = Event(type: reached.kind == .read ? .messageReadByAll : .messageDeliveredToAll, createdAt: at, cid: cid.rawValue)
+        event.messageID = reached.messageID
+        return event
+    }
+
     /// `notification.mark_unread`, which tells the reader's new read position.
     static func markedUnread(_ outcome: CursorOutcome) -> Event {
         var event = Event(

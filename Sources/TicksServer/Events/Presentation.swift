@@ -50,10 +50,12 @@ enum Presenter {
             lastDeliveredMessageID: showDelivered ? state.lastDeliveredMessageID : nil)
     }
 
-    static func channelState(_ snapshot: ChannelSnapshot, viewer: String?, watcherCount: Int) -> ChannelState {
+    static func channelState(
+        _ snapshot: ChannelSnapshot, viewer: String?, watcherCount: Int, allReached: AllReachedUpTo = AllReachedUpTo()
+    ) -> ChannelState {
         let visibility = ReceiptVisibility(config: snapshot.config, users: snapshot.users, viewer: viewer)
         let users = snapshot.users
-        return ChannelState(
+        var state = ChannelState(
             channel: channel(snapshot.channel, config: snapshot.config, users: users),
             members: snapshot.members.map { member($0, of: snapshot.channel, users: users) },
             messages: snapshot.messages.map { message($0, users: users) },
@@ -62,6 +64,9 @@ enum Presenter {
             membership: snapshot.members.first { $0.userID == viewer }.map {
                 member($0, of: snapshot.channel, users: users)
             })
+        state.readByAllUpTo = allReached.read
+        state.deliveredToAllUpTo = allReached.delivered
+        return state
     }
 
     /// The receipts of one message as `viewer` may see them, most recent first.
@@ -81,6 +86,7 @@ enum Presenter {
         }
         return ReceiptsResponse(
             cid: receipts.channel.cid.rawValue, receipts: entries, readCount: entries.count { $0.readAt != nil },
-            deliveredCount: entries.count { $0.deliveredAt != nil })
+            deliveredCount: entries.count { $0.deliveredAt != nil }, readByAll: receipts.readByAll,
+            deliveredToAll: receipts.deliveredToAll)
     }
 }

@@ -74,6 +74,8 @@ struct CursorNotice {
     /// `message.delivered`, when the delivered cursor moved and the channel type sends delivery events.
     var delivered: Event?
     var othersSeeDelivered = false
+    /// `message.read_by_all` / `message.delivered_to_all`, each to its author alone (R13).
+    var reachedAll: [(event: Event, author: String)] = []
     /// The move, for the event only the reader's own connections get.
     private let outcome: CursorOutcome
 
@@ -88,6 +90,9 @@ struct CursorNotice {
     init(_ outcome: CursorOutcome) {
         self.outcome = outcome
         guard outcome.update.changed else { return }
+        reachedAll = outcome.reachedAll.map {
+            (ChangeEvents.reachedAll($0, in: outcome.channel.cid, at: outcome.at), $0.author)
+        }
         let reader = outcome.reader
         let visibility = ReceiptVisibility(config: outcome.config, users: [reader.id: reader], viewer: nil)
         if outcome.update.moved(.read) {
@@ -114,8 +119,8 @@ struct CursorNotice {
     /// read told them (the reader's own connections had `message.read`), else
     /// to the reader alone unless a read told them already.
     func live(to recipients: [String]) -> [(event: Event, to: [String])] {
-        guard let reader = (read ?? delivered)?.user?.id else { return [] }
-        var sends: [(event: Event, to: [String])] = []
+        var sends = reachedAll.map { (event: $0.event, to: [$0.author]) }
+        guard let reader = (read ?? delivered)?.user?.id else { return sends }
         if let read {
             sends.append((read, othersSeeRead ? recipients : [reader]))
             if let markedRead { sends.append((markedRead, [reader])) }
@@ -133,6 +138,7 @@ struct CursorNotice {
     /// The events anyone but the reader may be told (webhooks, with no viewer).
     var toOthers: [Event] {
         (othersSeeRead ? [read].compactMap { $0 } : []) + (othersSeeDelivered ? [delivered].compactMap { $0 } : [])
+            + reachedAll.map(\.event)
     }
 
     /// `notification.mark_unread` is told to the others (the webhooks) only

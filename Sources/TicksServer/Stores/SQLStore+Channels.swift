@@ -17,7 +17,7 @@ extension SQLStore {
                     return Step.execute(
                         StoreSQL.upsertUser(
                             id: user.id, body: body, createdAt: user.createdAt!.microseconds, now: now.microseconds)
-                    ).map { user }
+                    ).then { _ in Self.keepSharing(of: user) }.map { user }
                 }
             }
         }

@@ -176,6 +176,6 @@ extension SQLStore {
                     }
                 }
             }
-        }
+        }.then { outcome in withReachedAll([outcome]).map { $0[0] } }
     }
 }

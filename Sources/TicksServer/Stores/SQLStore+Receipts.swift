@@ -15,9 +15,15 @@ extension SQLStore {
                             MessageReceipts.entries(read: read, delivered: delivered, author: message.userID)
                         }
                     }.then { entries in
-                        Fetch.users(entries.map(\.userID)).map { users in
-                            MessageReceipts(
-                                message: message, channel: found.channel, config: config, entries: entries, users: users)
+                        Fetch.users(entries.map(\.userID)).then { users in
+                            Self.thresholds(for: message.userID, in: message.channelPK, config: config).map { all in
+                                var receipts = MessageReceipts(
+                                    message: message, channel: found.channel, config: config, entries: entries,
+                                    users: users)
+                                receipts.readByAll = all[.read].map { $0 >= message.seq } ?? false
+                                receipts.deliveredToAll = all[.delivered].map { $0 >= message.seq } ?? false
+                                return receipts
+                            }
                         }
                     }
                 }

@@ -96,8 +96,8 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
 
     /// A batch of moves as one statement; those it left undone because their
     /// member's row changed meanwhile run again, with their members locked
-    /// first (`StoreSQL.moves`, `StoreSQL.lockMembers`). With a recorder the
-    /// statement and what the moves owe are one transaction.
+    /// first (`StoreSQL.moves`, `StoreSQL.lockMembers`). The statement, what
+    /// the moves made read by all and what they owe are one transaction.
     static func runBatch(_ moves: [BatchedMove], on engine: any StoreEngine, recorder: (any ChangeRecorder)?)
         async throws
         -> [Result<CursorOutcome?, any Error>]
@@ -106,20 +106,17 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         /// The moves, and how many rows the recorder wrote.
         @Sendable func program(_ moves: [BatchedMove], lock: Bool) -> StoreProgram<(Outcomes, Int)> {
             let moved =
-                lock
+                (lock
                 ? Step.execute(StoreSQL.lockMembers(of: moves)).then { _ in OneStatementMove.program(moves) }
-                : OneStatementMove.program(moves)
+                : OneStatementMove.program(moves)).then(withReachedAll)
             guard let recorder else { return moved.map { ($0, 0) } }
             return moved.then { outcomes in
                 let committed = outcomes.compactMap { try? $0.get() }.compactMap { $0 }
                 return recorder.record(.cursorsMoved(committed), now: .now()).map { (outcomes, $0) }
             }
         }
-        // Without a recorder one statement, committed on its own; with one, the statement and its rows.
-        var (outcomes, recorded) =
-            recorder == nil
-            ? try await engine.writeOne { program(moves, lock: false) }
-            : try await engine.write { program(moves, lock: false) }
+        // The statement, what the moves made read by all (R13) and what the moves owe, in one transaction.
+        var (outcomes, recorded) = try await engine.write { program(moves, lock: false) }
         let stale = outcomes.indices.filter {
             if case .failure(let error) = outcomes[$0], error is OneStatementMove.Stale { true } else { false }
         }

@@ -109,6 +109,24 @@ public struct CursorOutcome: Sendable {
     /// Who may be told of the move by the `MoveAudience`, read in the same
     /// transaction (before privacy and channel-type rules); empty when nothing moved.
     public var recipients: [String]
+    /// The messages the move made read by all or delivered to all (R13): the newest of each author.
+    public var reachedAll: [ReachedAll] = []
+}
+
+/// The newest message of `author` that became read by all (or delivered to
+/// all, by `kind`) in one change (R13).
+public struct ReachedAll: Sendable, Equatable {
+    public var kind: CursorKind
+    public var author: String
+    public var messageID: String
+    public var seq: Seq
+}
+
+/// The newest of a member's own messages that every other member has read
+/// (delivered), as channel state tells them (R13); nil when none.
+public struct AllReachedUpTo: Sendable, Equatable {
+    public var read: String?
+    public var delivered: String?
 }
 
 /// What changed in one channel after a time, as `userID` asks (`POST /sync`).
@@ -152,6 +170,9 @@ public struct MessageReceipts: Sendable {
     /// Every current member but the author who has received or read the message.
     public var entries: [Entry]
     public var users: [String: User]
+    /// Whether every member but the author has read (received) it, as the others may know (R13).
+    public var readByAll = false
+    public var deliveredToAll = false
 
     /// One member's receipt: when each cursor reached the message.
     public struct Entry: Sendable, Equatable {

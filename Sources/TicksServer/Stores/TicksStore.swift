@@ -113,6 +113,9 @@ public protocol TicksStore: Sendable {
         async throws -> [CursorOutcome]
     func unreadTotals(of userID: String) async throws -> UnreadTotals
     func receipts(forMessage id: String) async throws -> MessageReceipts?
+    /// The newest of `author`'s messages in `channel` that every other member
+    /// has read, and has received, as they may know it (R13).
+    func allReached(in channel: ChannelRecord, by author: String) async throws -> AllReachedUpTo
     /// The time of the oldest move the receipt log still holds (the first in
     /// log order); nil when it is empty. Retention (`ReceiptLogPruner`) keeps
     /// it within the window.

@@ -96,6 +96,11 @@ enum PostgresSchema {
             name: "v9-webhooks", statements: StoreMigrations.webhooks(integer: "BIGINT", key: "BIGSERIAL PRIMARY KEY")),
         Migration(
             name: "v10-receipt-log-retention", statements: StoreMigrations.receiptLogRetention(integer: "BIGINT")),
+        Migration(
+            name: "v11-all-members",
+            statements: StoreMigrations.allMembers(integer: "BIGINT") { field in
+                "CASE WHEN (body::jsonb #>> '{privacy_settings,\(field),enabled}') = 'false' THEN 0 ELSE 1 END"
+            }),
     ]
 
     /// An arbitrary constant: the advisory lock that serialises migrations.

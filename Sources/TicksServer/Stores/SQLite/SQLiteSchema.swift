@@ -104,6 +104,12 @@ enum SQLiteSchema {
         migrator.registerMigration("v10-receipt-log-retention") { db in
             for statement in StoreMigrations.receiptLogRetention(integer: "INTEGER") { try db.execute(sql: statement) }
         }
+        migrator.registerMigration("v11-all-members") { db in
+            let sharing = { (field: String) in
+                "CASE WHEN json_extract(body, '$.privacy_settings.\(field).enabled') = 0 THEN 0 ELSE 1 END"
+            }
+            for statement in StoreMigrations.allMembers(integer: "INTEGER", sharing: sharing) { try db.execute(sql: statement) }
+        }
         return migrator
     }
 }

@@ -170,3 +170,34 @@ extension StoreMigrations {
         ]
     }
 }
+
+extension StoreMigrations {
+    /// Read by everyone / delivered to everyone (R13): each member row keeps
+    /// a copy of its user's privacy (R10), so that where a member counts for
+    /// "all" (`StoreSQL.countedSeq`) is an expression of the row alone and
+    /// can be indexed per channel: the lowest positions of a channel of any
+    /// size are an index's first entries. `sharing(field)` reads a user's
+    /// `privacy_settings.<field>.enabled` from their stored JSON (1 unless false).
+    static func allMembers(integer: String, sharing: (String) -> String) -> [String] {
+        let flags = ["reads_shared": "read_receipts", "deliveries_shared": "delivery_receipts"].sorted { $0.key < $1.key }
+        return flags.flatMap { column, _ in
+            [
+                "ALTER TABLE app_user ADD COLUMN \(column) \(integer) NOT NULL DEFAULT 1",
+                "ALTER TABLE member ADD COLUMN \(column) \(integer) NOT NULL DEFAULT 1",
+            ]
+        } + flags.map { column, field in
+            "UPDATE app_user SET \(column) = \(sharing(field)) WHERE body LIKE '%privacy_settings%'"
+        } + [
+            """
+            UPDATE member SET
+              reads_shared = (SELECT u.reads_shared FROM app_user u WHERE u.id = member.user_id),
+              deliveries_shared = (SELECT u.deliveries_shared FROM app_user u WHERE u.id = member.user_id)
+            WHERE EXISTS (SELECT 1 FROM app_user u WHERE u.id = member.user_id
+                          AND (u.reads_shared = 0 OR u.deliveries_shared = 0))
+            """,
+            "CREATE INDEX member_read_by_all ON member (channel_pk, (\(StoreSQL.countedSeq(.read, deliveryEvents: true))))",
+            "CREATE INDEX member_read_by_all_quiet ON member (channel_pk, (\(StoreSQL.countedSeq(.read, deliveryEvents: false))))",
+            "CREATE INDEX member_delivered_to_all ON member (channel_pk, (\(StoreSQL.countedSeq(.delivered, deliveryEvents: true))))",
+        ]
+    }
+}

@@ -25,6 +25,8 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         /// A text column ordered by its bytes, as SQLite orders text: PostgreSQL
         /// would otherwise follow the database's locale.
         case byteOrdered(column: String)
+        /// PostgreSQL's transaction-scoped advisory lock on a key; `NULL` in SQLite, whose single writer already serialises changes.
+        case advisoryLock(Int64)
     }
 
     var parts: [Part]
@@ -62,6 +64,8 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         mutating func appendInterpolation(forUpdateOf table: String?) { parts.append(.forUpdate(of: table)) }
         /// A text column to order by, in byte order in both stores.
         mutating func appendInterpolation(byteOrdered column: String) { parts.append(.byteOrdered(column: column)) }
+        /// `pg_advisory_xact_lock(key)` in PostgreSQL, `NULL` in SQLite.
+        mutating func appendInterpolation(advisoryLock key: Int64) { parts.append(.advisoryLock(key)) }
     }
 
     static func + (left: StoreQuery, right: StoreQuery) -> StoreQuery { StoreQuery(parts: left.parts + right.parts) }
@@ -144,6 +148,13 @@ enum SQLDialect: Sendable {
                 if self == .postgres { text += " FOR UPDATE" + (table.map { " OF \($0)" } ?? "") }
             case .byteOrdered(let column):
                 text += self == .postgres ? "\(column) COLLATE \"C\"" : column
+            case .advisoryLock(let key):
+                switch self {
+                case .sqlite: text += "NULL"
+                case .postgres:
+                    bindings.append(.value(.int(key)))
+                    text += "pg_advisory_xact_lock(\(placeholder()))"
+                }
             case .array(let array):
                 precondition(self == .postgres, "arrays are bound only in PostgreSQL's statements")
                 bindings.append(.array(array))

@@ -133,8 +133,11 @@ enum StoreSQL {
 
     static func insertMember(channelPK: Int64, userID: String, cursors: Cursors, now: Int64) -> StoreQuery {
         """
-        INSERT INTO member (channel_pk, user_id, read_seq, read_at, delivered_seq, delivered_at, created_at)
-        VALUES (\(channelPK), \(userID), \(cursors.read), \(now), \(cursors.delivered), \(now), \(now))
+        INSERT INTO member (channel_pk, user_id, read_seq, read_at, delivered_seq, delivered_at, created_at,
+                            reads_shared, deliveries_shared)
+        VALUES (\(channelPK), \(userID), \(cursors.read), \(now), \(cursors.delivered), \(now), \(now),
+                COALESCE((SELECT reads_shared FROM app_user WHERE id = \(userID)), 1),
+                COALESCE((SELECT deliveries_shared FROM app_user WHERE id = \(userID)), 1))
         """
     }
 

@@ -1,0 +1,153 @@
+import TicksProtocol
+import TicksReceipts
+
+/// Read by everyone / delivered to everyone (R13, `AllMembers`): worked out
+/// from the channel's lowest counted cursors, which an index gives whatever
+/// the channel's size.
+extension SQLStore {
+    public func allReached(in channel: ChannelRecord, by author: String) async throws -> AllReachedUpTo {
+        try await engine.read {
+            Fetch.channel(pk: channel.pk).then { found in
+                guard let config = found.config else { return .done(AllReachedUpTo()) }
+                return Self.thresholds(for: author, in: channel.pk, config: config).then { thresholds in
+                    Step.each(CursorKind.allCases) { kind -> StoreProgram<String?> in
+                        guard let seq = thresholds[kind] else { return .done(nil) }
+                        return Step.row(StoreSQL.newestShown(by: author, upTo: seq, in: channel.pk)).map {
+                            try $0?.text(0)
+                        }
+                    }.map { ids in
+                        AllReachedUpTo(read: ids[CursorKind.allCases.firstIndex(of: .read)!],
+                                       delivered: ids[CursorKind.allCases.firstIndex(of: .delivered)!])
+                    }
+                }
+            }
+        }
+    }
+
+    /// Up to where every member but `author` has reached, for each kind the
+    /// channel type tells others of (none with read events off, R8; no
+    /// delivered with delivery events off, R9).
+    static func thresholds(for author: String, in channelPK: Int64, config: ChannelConfig)
+        -> StoreProgram<[CursorKind: Seq]>
+    {
+        Step.each(toldKinds(config)) { kind in
+            lowest(kind, config: config, in: channelPK, limit: 2).map { lowest in
+                (kind, AllMembers.threshold(for: author, lowest: lowest))
+            }
+        }.map { pairs in
+            var thresholds: [CursorKind: Seq] = [:]
+            for (kind, seq) in pairs { thresholds[kind] = seq }
+            return thresholds
+        }
+    }
+
+    /// The kinds of "all" a channel type tells.
+    static func toldKinds(_ config: ChannelConfig) -> [CursorKind] {
+        guard config.readEvents else { return [] }
+        return config.deliveryEvents ? [.read, .delivered] : [.read]
+    }
+
+    static func lowest(_ kind: CursorKind, config: ChannelConfig, in channelPK: Int64, limit: Int)
+        -> StoreProgram<[(userID: String, seq: Seq?)]>
+    {
+        Step.rows(StoreSQL.lowestCounted(kind, deliveryEvents: config.deliveryEvents, in: channelPK, limit: limit))
+            .map { rows in
+                try rows.map { row in
+                    let seq = try row.int(1)
+                    return (try row.text(0), seq == StoreSQL.notCounted ? nil : seq)
+                }
+            }
+    }
+
+    /// Each outcome with what its move made reached by all (`reachedAll`),
+    /// in the move's transaction. A batch of moves in one channel may reach
+    /// the same author's messages more than once: each author is told once,
+    /// of the newest.
+    static func withReachedAll(_ outcomes: [CursorOutcome]) -> StoreProgram<[CursorOutcome]> {
+        let locks = Set(outcomes.filter { !countedMoves($0).isEmpty }.map(\.channel.pk)).sorted()
+        return Step.each(locks) { Step.execute(StoreSQL.allMembersLock($0)) }.then { _ in
+            Step.each(outcomes) { outcome in
+                reachedAll(by: outcome).map { reached in
+                    var outcome = outcome
+                    outcome.reachedAll = reached
+                    return outcome
+                }
+            }
+        }.map { outcomes in
+            var newest: [String: Seq] = [:]
+            for outcome in outcomes {
+                for reached in outcome.reachedAll {
+                    let key = "\(outcome.channel.pk)/\(reached.kind)/\(reached.author)"
+                    newest[key] = max(newest[key] ?? 0, reached.seq)
+                }
+            }
+            return outcomes.map { outcome in
+                var outcome = outcome
+                outcome.reachedAll.removeAll { newest["\(outcome.channel.pk)/\($0.kind)/\($0.author)"] != $0.seq }
+                return outcome
+            }
+        }
+    }
+
+    /// `withReachedAll` over a batch's results: the moves that committed.
+    static func withReachedAll(_ results: [Result<CursorOutcome?, any Error>])
+        -> StoreProgram<[Result<CursorOutcome?, any Error>]>
+    {
+        let committed = results.indices.compactMap { index in
+            (try? results[index].get())?.map { (index, $0) }
+        }
+        return withReachedAll(committed.map(\.1)).map { outcomes in
+            var results = results
+            for ((index, _), outcome) in zip(committed, outcomes) { results[index] = .success(outcome) }
+            return results
+        }
+    }
+
+    /// The reader's counted positions before and after the move, for each
+    /// kind the channel type tells, where the move raised them.
+    static func countedMoves(_ outcome: CursorOutcome) -> [(kind: CursorKind, from: Seq, to: Seq)] {
+        let after = outcome.update.cursors
+        var before = after
+        for move in outcome.update.moves {
+            switch move.kind {
+            case .read: before.read = move.from
+            case .delivered: before.delivered = move.from
+            }
+        }
+        let reader = outcome.reader
+        return toldKinds(outcome.config).compactMap { kind in
+            func counted(_ cursors: Cursors) -> Seq? {
+                AllMembers.counted(
+                    kind, cursors, sharesReads: reader.sharesReadReceipts,
+                    sharesDeliveries: reader.sharesDeliveryReceipts, deliveryEvents: outcome.config.deliveryEvents)
+            }
+            guard let from = counted(before), let to = counted(after), to > from else { return nil }
+            return (kind, from, to)
+        }
+    }
+
+    /// What one move made reached by all: the newest message of each author.
+    static func reachedAll(by outcome: CursorOutcome) -> StoreProgram<[ReachedAll]> {
+        let pk = outcome.channel.pk
+        let mover = outcome.reader.id
+        return Step.each(countedMoves(outcome)) { move -> StoreProgram<[ReachedAll]> in
+            lowest(move.kind, config: outcome.config, in: pk, limit: 3).then { lowest in
+                guard let reached = AllMembers.reached(by: mover, from: move.from, to: move.to, lowest: lowest) else {
+                    return .done([])
+                }
+                return Step.rows(StoreSQL.newlyReached(reached, by: mover, in: pk)).map { rows in
+                    try rows.map { row in
+                        ReachedAll(kind: move.kind, author: try row.text(0), messageID: try row.text(1), seq: try row.int(2))
+                    }
+                }
+            }
+        }.map { $0.flatMap { $0 } }
+    }
+
+    /// The copy of the user's privacy on their member rows (`v11-all-members`).
+    static func keepSharing(of user: User) -> StoreProgram<Void> {
+        Step.each(StoreSQL.setSharing(of: user.id, reads: user.sharesReadReceipts, deliveries: user.sharesDeliveryReceipts)) {
+            Step.execute($0)
+        }.map { _ in () }
+    }
+}
