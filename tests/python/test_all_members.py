@@ -95,6 +95,21 @@ def test_members_who_leave_stop_counting_and_newcomers_hold_nothing_back(api, un
     assert up_to(api, cid, alice) == (m1, m1)
 
 
+def test_the_author_never_holds_back_their_own_messages(api, unique):
+    alice, bob = names(unique, "alice", "bob")
+    api.upsert_users(alice, bob)
+    cid = f"messaging:{unique}"
+    api.create_channel(cid, [alice, bob], created_by=alice)
+    b0, m1 = f"{unique}-b0", f"{unique}-m1"
+    api.send_message(cid, bob, "first", message_id=b0)
+    api.send_message(cid, alice, "hi", message_id=m1)
+    api.mark_read(cid, bob)
+    # alice's own read cursor goes back before both: she is still not one of "all" for m1.
+    api.call("POST", f"/channels/messaging/{unique}/unread", {"user": {"id": alice}, "message_id": b0})
+    assert all_facts(api, m1) == (True, True)
+    assert all_facts(api, b0) == (False, True), "bob's message: alice has received it, not read it any more"
+
+
 def test_a_private_reader_counts_only_through_delivery(api, unique):
     alice, bob, finn = names(unique, "alice", "bob", "finn")
     api.upsert_users(alice, bob, {"id": finn, "privacy_settings": {"read_receipts": {"enabled": False}}})
