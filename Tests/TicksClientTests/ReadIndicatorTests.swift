@@ -15,7 +15,7 @@ struct ReadIndicatorTests {
     static func channel(
         members: [String], reads: [String: (read: String?, delivered: String?, at: Int64)] = [:],
         readEvents: Bool = true, deliveryEvents: Bool = true, outbox: [OutboxEntry] = [],
-        policy: GroupPolicy = .anyMember
+        policy: GroupPolicy = .anyMember, allReached: (read: String?, delivered: String?) = (nil, nil)
     ) -> ChatChannel {
         let now = Timestamp(microseconds: start)
         let config = ChannelConfig(
@@ -39,12 +39,14 @@ struct ReadIndicatorTests {
                     unreadMessages: nil, firstUnreadMessageID: nil, lastDeliveredAt: cursor.delivered == nil ? nil : at,
                     lastDeliveredMessageID: cursor.delivered))
         }
-        let state = ChannelState(
+        var state = ChannelState(
             channel: Channel(
                 id: "g", type: "messaging", createdAt: now, updatedAt: now, createdBy: nil, memberCount: members.count,
                 lastMessageAt: now, config: config, custom: [:]),
             members: members.map { Member(user: users[$0]!, createdAt: now) }, messages: messages, read: readStates,
             watcherCount: 0, membership: nil)
+        state.readByAllUpTo = allReached.read
+        state.deliveredToAllUpTo = allReached.delivered
         var model = ChannelModel(cid: ChannelID(type: "messaging", id: "g"))
         _ = model.load(state, currentUserID: "alice")
         return model.snapshot(
@@ -113,13 +115,25 @@ struct ReadIndicatorTests {
         #expect(message.deliveredCount == 5)
     }
 
-    @Test("the all-members policy: read only when every other member read")
+    @Test("the all-members policy: read only when every other member read, as the server says (R13)")
     func allMembers() throws {
         let channel = Self.channel(
             members: ["alice", "bob", "carol"], reads: ["bob": ("m3", "m3", 1), "carol": (nil, "m2", 2)],
-            policy: .allMembers)
+            policy: .allMembers, allReached: (nil, "m2"))
         #expect(try indicator(channel, "m2").state == .delivered)
         #expect(try indicator(channel, "m3").state == .sent)
+        // A large channel: the members loaded have all read m3, but the server knows of others who have not.
+        let large = Self.channel(
+            members: ["alice", "bob", "carol"], reads: ["bob": ("m3", "m3", 1), "carol": ("m3", "m3", 2)],
+            policy: .allMembers, allReached: ("m1", "m3"))
+        #expect(try indicator(large, "m1").state == .read)
+        #expect(try indicator(large, "m2").state == .delivered)
+        #expect(try indicator(large, "m3").state == .delivered)
+        // Any member still counts the members loaded.
+        let any = Self.channel(
+            members: ["alice", "bob", "carol"], reads: ["bob": ("m3", "m3", 1), "carol": ("m3", "m3", 2)],
+            policy: .anyMember, allReached: ("m1", "m3"))
+        #expect(try indicator(any, "m3").state == .read)
     }
 
     @Test("hidden: others' messages, read events off (R8), or turned off by the app")

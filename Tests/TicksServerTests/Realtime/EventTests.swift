@@ -121,6 +121,8 @@ struct EventTests {
             #expect(event["last_delivered_message_id"].string == "g1")
             let receipt = try await server.receipts("g1")["receipts"][0]
             #expect(event["last_delivered_at"].time == receipt["delivered_at"].time)
+            // bob is every other member: the author hears it is delivered to all (R13).
+            #expect(try await alice.next("message.delivered_to_all")["message_id"].string == "g1")
             // R2: delivering again changes nothing and sends nothing.
             try await server.markDelivered("bob", [("messaging:g", "g1")])
             try await barrier(server, alice, carol)
@@ -323,6 +325,9 @@ struct EventTests {
             #expect(!receipt["read_at"].exists)
             // Bob's own connections hear of the read itself, and nothing twice.
             #expect(try await bob.next("message.read")["last_read_message_id"].string == "g1")
+            // R13: his read counts for "all" through the delivery it made, which alice sees anyway.
+            #expect(try await alice.next("message.delivered_to_all")["message_id"].string == "g1")
+            #expect(try await alice.next("message.read_by_all")["message_id"].string == "g1")
             try await barrier(server, alice, bob)
             #expect(eventsOfG(alice).isEmpty)
             #expect(!bob.pending.contains { $0["type"].string == "message.delivered" && $0["cid"].string == "messaging:g" })
@@ -331,6 +336,9 @@ struct EventTests {
             _ = try await alice.next("message.new")
             try await server.markDelivered("bob", [("messaging:g", "g2")])
             #expect(try await alice.next("message.delivered")["last_delivered_message_id"].string == "g2")
+            // "Read by all" comes with the delivery, so the read that follows tells alice nothing.
+            #expect(try await alice.next("message.read_by_all")["message_id"].string == "g2")
+            #expect(try await alice.next("message.delivered_to_all")["message_id"].string == "g2")
             try await server.markRead("messaging:g", "bob")
             try await barrier(server, alice)
             #expect(eventsOfG(alice).isEmpty)

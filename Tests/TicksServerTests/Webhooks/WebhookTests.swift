@@ -86,7 +86,8 @@ struct WebhookTests {
             #expect(
                 told == [
                     "channel.created -", "message.new alice", "message.read bob", "message.delivered carol",
-                    "notification.mark_unread bob",
+                    // carol's read counts for "all" through her delivery (R13).
+                    "message.read_by_all -", "message.delivered_to_all -", "notification.mark_unread bob",
                 ])
             #expect(calls.allSatisfy { $0.kind == "webhook" && $0.recipients == nil })
             let payload = try JSON(parsing: try #require(calls.first { $0.eventType == "message.new" }).payload)
