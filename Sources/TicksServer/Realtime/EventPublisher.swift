@@ -29,6 +29,10 @@ struct EventPublisher: Sendable {
         }
         try publish(
             EncodedEvent(object: JSONCoding.data(event), endings: endings), type: .messageNew, to: Array(endings.keys))
+        // The author's cursors jumped to their message (R4): others' messages it made read by all, to their authors.
+        for reached in outcome.reachedAll {
+            try send(ChangeEvents.reachedAll(reached, in: channel.cid, at: outcome.message.createdAt), to: [reached.author])
+        }
     }
 
     /// Events for a cursor that moved: `message.read` / `message.delivered` to

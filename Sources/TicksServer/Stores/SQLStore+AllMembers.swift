@@ -106,20 +106,25 @@ extension SQLStore {
     /// The reader's counted positions before and after the move, for each
     /// kind the channel type tells, where the move raised them.
     static func countedMoves(_ outcome: CursorOutcome) -> [(kind: CursorKind, from: Seq, to: Seq)] {
-        let after = outcome.update.cursors
+        countedMoves(outcome.update, by: outcome.reader, config: outcome.config)
+    }
+
+    static func countedMoves(_ update: CursorUpdate, by reader: User, config: ChannelConfig)
+        -> [(kind: CursorKind, from: Seq, to: Seq)]
+    {
+        let after = update.cursors
         var before = after
-        for move in outcome.update.moves {
+        for move in update.moves {
             switch move.kind {
             case .read: before.read = move.from
             case .delivered: before.delivered = move.from
             }
         }
-        let reader = outcome.reader
-        return toldKinds(outcome.config).compactMap { kind in
+        return toldKinds(config).compactMap { kind in
             func counted(_ cursors: Cursors) -> Seq? {
                 AllMembers.counted(
                     kind, cursors, sharesReads: reader.sharesReadReceipts,
-                    sharesDeliveries: reader.sharesDeliveryReceipts, deliveryEvents: outcome.config.deliveryEvents)
+                    sharesDeliveries: reader.sharesDeliveryReceipts, deliveryEvents: config.deliveryEvents)
             }
             guard let from = counted(before), let to = counted(after), to > from else { return nil }
             return (kind, from, to)
@@ -128,10 +133,28 @@ extension SQLStore {
 
     /// What one move made reached by all: the newest message of each author.
     static func reachedAll(by outcome: CursorOutcome) -> StoreProgram<[ReachedAll]> {
-        let pk = outcome.channel.pk
-        let mover = outcome.reader.id
-        return Step.each(countedMoves(outcome)) { move -> StoreProgram<[ReachedAll]> in
-            lowest(move.kind, config: outcome.config, in: pk, limit: 3).then { lowest in
+        reachedAll(by: outcome.reader, outcome.update, in: outcome.channel.pk, config: outcome.config)
+    }
+
+    /// What a sender's own cursors jumping to their message (R4) made reached by all, in the send's transaction.
+    static func reachedAll(bySending update: CursorUpdate?, _ sender: String, in channelPK: Int64, config: ChannelConfig?)
+        -> StoreProgram<[ReachedAll]>
+    {
+        guard let update, update.changed, let config, !toldKinds(config).isEmpty else { return .done([]) }
+        return Fetch.users([sender]).then { users in
+            Step.execute(StoreSQL.allMembersLock(channelPK)).then { _ in
+                reachedAll(by: users[sender] ?? User(id: sender), update, in: channelPK, config: config)
+            }
+        }
+    }
+
+    static func reachedAll(by reader: User, _ update: CursorUpdate, in pk: Int64, config: ChannelConfig)
+        -> StoreProgram<[ReachedAll]>
+    {
+        let mover = reader.id
+        let moves = countedMoves(update, by: reader, config: config)
+        return Step.each(moves) { move -> StoreProgram<[ReachedAll]> in
+            lowest(move.kind, config: config, in: pk, limit: 3).then { lowest in
                 guard let reached = AllMembers.reached(by: mover, from: move.from, to: move.to, lowest: lowest) else {
                     return .done([])
                 }

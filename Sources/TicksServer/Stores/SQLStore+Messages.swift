@@ -16,7 +16,7 @@ extension SQLStore {
                         if let stored {
                             return .done(try StoreRules.resend(of: try StoreRows.message(stored, cid: channel.cid), to: found.channel))
                         }
-                        return Self.append(new, custom: custom, to: found.channel, now: now)
+                        return Self.append(new, custom: custom, to: found.channel, config: found.config, now: now)
                     }
                 }
             }, change: { outcome in .messageSent(outcome, in: channel) })
@@ -27,8 +27,9 @@ extension SQLStore {
     }
 
     /// Stores a new message after the channel's last, and reads every member's unread state after it.
-    static func append(_ new: NewMessage, custom: String, to channel: ChannelRecord, now: Timestamp)
-        -> StoreProgram<SendOutcome>
+    static func append(
+        _ new: NewMessage, custom: String, to channel: ChannelRecord, config: ChannelConfig?, now: Timestamp
+    ) -> StoreProgram<SendOutcome>
     {
         let createdAt = StoreRules.messageTime(now: now, after: channel.lastMessageAt)
         let seq = channel.lastSeq + 1
@@ -61,12 +62,16 @@ extension SQLStore {
             // and an author who is no member has no read state.
             guard isMember, !new.threadOnly else { return .done(nil) }
             return Self.applyRead(new.userID, in: channel, target: seq, newest: seq, now: createdAt).map { $0 }
-        }.then { (_: CursorUpdate?) in
-            Fetch.memberStates(channel.pk)
-        }.then { members in
+        }.then { update in
+            Self.reachedAll(bySending: update, new.userID, in: channel.pk, config: config)
+        }.then { reachedAll in
+            Fetch.memberStates(channel.pk).map { (reachedAll, $0) }
+        }.then { reachedAll, members in
             Step.rows(StoreSQL.unreadTotals(ofMembersOf: channel.pk)).map { rows in
-                StoreRules.sent(
+                var outcome = StoreRules.sent(
                     new, to: channel, seq: seq, at: createdAt, members: members, totals: try StoreRows.totalsByUser(rows))
+                outcome.reachedAll = reachedAll
+                return outcome
             }
         }
     }

@@ -88,6 +88,8 @@ public struct SendOutcome: Sendable {
     public var created: Bool
     /// Every member's unread state after the message, for `message.new`.
     public var recipients: [RecipientUnread]
+    /// Others' messages that the author's cursors jumping to theirs (R4) made read by all (R13).
+    public var reachedAll: [ReachedAll] = []
 }
 
 public struct RecipientUnread: Sendable, Equatable {

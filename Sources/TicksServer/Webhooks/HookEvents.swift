@@ -32,12 +32,16 @@ enum HookEvents {
     private static func messageNew(_ outcome: SendOutcome, in channel: ChannelRecord, _ wanted: (EventType) -> Bool)
         -> StoreProgram<[HookEvent]>
     {
-        guard outcome.created, wanted(.messageNew) else { return none() }
         let message = outcome.message
+        // What the author's cursors jumping to their message made read by all (R13).
+        let reached = outcome.reachedAll.map { ChangeEvents.reachedAll($0, in: channel.cid, at: message.createdAt) }
+            .filter { wanted($0.type) }.map { HookEvent(event: $0, channel: channel.cid) }
+        guard outcome.created, wanted(.messageNew) else { return .done(reached) }
         return Fetch.users([message.userID]).map { users in
             let threadOnly = message.parentID != nil && !message.showInChannel
             let push = threadOnly ? [] : outcome.recipients.filter { $0.userID != message.userID }
             return [HookEvent(event: ChangeEvents.messageNew(message, users: users), channel: message.cid, pushCandidates: push)]
+                + reached
         }
     }
 

@@ -95,6 +95,8 @@ struct WebhookTests {
             #expect(payload["cid"].string == "messaging:g")
             #expect(payload["channel_type"].string == "messaging")
             #expect(payload["channel_id"].string == "g")
+            let all = try JSON(parsing: try #require(calls.first { $0.eventType == "message.read_by_all" }).payload)
+            #expect(all["message_id"].string == "m1" && all["cid"].string == "messaging:g")
 
             // The push hook: the new message, for the members other than the author (none has a socket).
             let pushes = try await Self.waiting(server, push, "messaging:g")
