@@ -63,7 +63,8 @@ extension ChatClient {
                     receiptType: receipt.readAt != nil ? .read : .delivered,
                     deliveredAt: receipt.deliveredAt?.date, readAt: receipt.readAt?.date,
                     deliveredAtIsExact: receipt.deliveredAtExact ?? true, readAtIsExact: receipt.readAtExact ?? true)
-            }, readCount: response.readCount, deliveredCount: response.deliveredCount)
+            }, readCount: response.readCount, deliveredCount: response.deliveredCount,
+            readByAll: response.readByAll ?? false, deliveredToAll: response.deliveredToAll ?? false)
     }
 
     // MARK: Delivered

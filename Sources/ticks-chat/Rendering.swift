@@ -27,6 +27,7 @@ struct Renderer {
         case .read:
             line += "  " + paint(indicator.symbol, Self.blue)
             if let count = indicator.readCount { line += " \(count)" }
+            if indicator.isReadByEveryone { line += " " + paint("everyone", Self.blue) }
         case .failed:
             line += "  " + paint(indicator.symbol, Self.red) + " (type /resend \(number))"
         default:
@@ -85,7 +86,10 @@ struct Renderer {
     /// Who read and who only received a message, with exact times (or, where
     /// the server pruned its receipt log, the time by which it had happened).
     func receipts(_ receipts: MessageReceipts, number: Int) -> [String] {
-        var lines = ["receipts of [\(number)]: read by \(receipts.readCount), delivered to \(receipts.deliveredCount)"]
+        let everyone = receipts.readByAll ? ", read by everyone" : receipts.deliveredToAll ? ", delivered to everyone" : ""
+        var lines = [
+            "receipts of [\(number)]: read by \(receipts.readCount), delivered to \(receipts.deliveredCount)\(everyone)"
+        ]
         for receipt in receipts.readBy {
             lines.append("  read by \(receipt.user.displayName) \(Self.when(receipt.readAt, exact: receipt.readAtIsExact))")
         }

@@ -124,7 +124,24 @@ struct ReceiptTests {
             try await server.markDelivered("carol", [("messaging:trip", "p1")])
             try await trip.wait("delivered to all") { $0.message(withID: "p1")?.deliveryStatus == .delivered }
             try await server.markRead("messaging:trip", "carol")
-            try await trip.wait("read by all") { $0.message(withID: "p1")?.deliveryStatus == .read }
+            let all = try await trip.wait("read by all") { $0.message(withID: "p1")?.deliveryStatus == .read }
+            // The server's facts (R13): the message, its indicator and its receipts say "everyone".
+            let p1 = try #require(all.message(withID: "p1"))
+            #expect(p1.isReadByAll && p1.isDeliveredToAll)
+            #expect(all.readIndicator(for: p1).isReadByEveryone)
+            #expect(all.readIndicator(for: p1).accessibilityLabel == "Read by everyone")
+            let receipts = try await alice.receipts(for: "p1")
+            #expect(receipts.readByAll && receipts.deliveredToAll)
+            // A newcomer has read everything already there (R5); the next message waits for them too.
+            try await server.addMembers("messaging:trip", ["dave"])
+            try await server.send("messaging:trip", id: "p2", from: "alice")
+            try await server.markRead("messaging:trip", "bob")
+            try await server.markRead("messaging:trip", "carol")
+            let waiting = try await trip.wait("p2 read by two of three") { $0.message(withID: "p2")?.readCount == 2 }
+            #expect(waiting.message(withID: "p2")?.deliveryStatus == .sent)
+            #expect(waiting.message(withID: "p1")?.deliveryStatus == .read)
+            try await server.markRead("messaging:trip", "dave")
+            try await trip.wait("p2 read by all") { $0.message(withID: "p2")?.isReadByAll == true }
             await alice.disconnect()
         }
     }

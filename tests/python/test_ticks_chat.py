@@ -73,9 +73,11 @@ def test_ticks_chat_shows_sent_delivered_read_and_the_count(ticks, client, uniqu
     client.mark_read(cid, bob)
     chat.wait_for(lambda line: "hello group" in line and line.endswith(BLUE_TICKS + " 1"))
     client.mark_read(cid, carol)
-    chat.wait_for(lambda line: "hello group" in line and line.endswith(BLUE_TICKS + " 2"))
+    # Every other member has read it: the server says so (R13), and the line shows it.
+    chat.wait_for(lambda line: "hello group" in line and line.endswith(BLUE_TICKS + " 2 \x1b[94meveryone\x1b[0m"))
 
     chat.type("/receipts 1")
+    chat.wait_for(lambda line: "receipts of [1]: read by 2, delivered to 2, read by everyone" in line)
     chat.wait_for(lambda line: "read by Carol at" in line)
     chat.wait_for(lambda line: "read by Bob at" in line)
 

@@ -33,8 +33,11 @@ public struct ReadIndicator: Sendable, Equatable {
     public var lastReaders: [ChatUser]
     /// Readers beyond `lastReaders` ("and N more").
     public var moreReadersCount: Int
-    /// A text alternative, e.g. "Read by 2".
+    /// A text alternative, e.g. "Read by 2", or "Read by everyone".
     public var accessibilityLabel: String
+    /// In a group, every other member has read it, as the server says (R13):
+    /// WhatsApp's blue ticks, right whatever members are loaded.
+    public var isReadByEveryone = false
 
     /// "and 2 more", or nil.
     public var moreReadersLabel: String? { moreReadersCount > 0 ? "and \(moreReadersCount) more" : nil }
@@ -105,11 +108,13 @@ extension ChatChannel {
             let readers = reads(for: message).map(\.user)
             let shown = Array(readers.prefix(max(options.maxReaders, 0)))
             let isGroup = memberCount > 2
+            let everyone = isGroup && message.isReadByAll
             return ReadIndicator(
                 state: .read, checkmarks: 2, tint: .blue,
                 readCount: isGroup && options.showsReadCount ? message.readCount : nil, lastReaders: shown,
                 moreReadersCount: max(readers.count - shown.count, 0),
-                accessibilityLabel: isGroup ? "Read by \(message.readCount)" : "Read")
+                accessibilityLabel: everyone ? "Read by everyone" : isGroup ? "Read by \(message.readCount)" : "Read",
+                isReadByEveryone: everyone)
         }
     }
 }

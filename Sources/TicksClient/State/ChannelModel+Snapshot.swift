@@ -49,7 +49,10 @@ extension ChannelModel {
             readCount: features.readEvents ? ReceiptRules.readCount(seq, others: readers) : 0,
             deliveredCount: features.deliveryEvents ? ReceiptRules.deliveredCount(seq, others: readers) : 0,
             isDeleted: message.deletedAt != nil, editedAt: message.textUpdatedAt?.date, replyCount: message.replyCount,
-            parentId: message.parentID, position: seq)
+            parentId: message.parentID,
+            isReadByAll: own && context.allReached.map { $0.read >= seq } == true,
+            isDeliveredToAll: own && context.allReached.map { ReceiptRules.hasReceived(seq, $0) } == true,
+            position: seq)
     }
 
     /// An own message still in the outbox, pending or failed.

@@ -85,6 +85,11 @@ public struct ChatMessage: Sendable, Equatable, Identifiable {
     public var replyCount = 0
     /// The thread's parent, for a reply.
     public var parentId: String? = nil
+    /// An own message every other member has read, as the server says (R13:
+    /// it knows every member, loaded or not; private readers count by delivery).
+    public var isReadByAll = false
+    /// An own message every other member has received (R13).
+    public var isDeliveredToAll = false
     /// Where the message is in the loaded part of the channel (1 = oldest
     /// loaded); nil while it is only local.
     let position: Seq?
@@ -161,6 +166,9 @@ public struct MessageReceipts: Sendable, Equatable {
     public var readCount: Int
     /// How many members' devices have it, those who read it included (R1).
     public var deliveredCount: Int
+    /// Every member but the author has read it, received it, as the others may know (R13).
+    public var readByAll = false
+    public var deliveredToAll = false
 
     /// The members who read it, most recent first.
     public var readBy: [MessageReceipt] { receipts.filter { $0.receiptType == .read } }
