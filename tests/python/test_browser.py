@@ -308,14 +308,20 @@ def test_a_group_shows_the_read_count_and_the_last_readers(demo, browsers):
     assert indicator.get_attribute("aria-label") == "Read by 4"
     assert [a.text for a in indicator.find_elements("css selector", ".avatar")] == ["ER", "DO", "DA"]
     assert indicator.find_element("css selector", ".more").text == "and 1 more"
+    assert indicator.get_attribute("data-everyone") == "false", "finn has neither read nor received it"
     amy.shot("read-by-4")
 
-    # finn reads privately (R10), and his answer must not make him a reader either.
+    # finn reads privately (R10), and his answer must not make him a reader either; but the read
+    # delivered it, and through his delivery he counts for "read by everyone" (R13): blue for all six.
     api.mark_read(cid, "finn")
     api.send_message(cid, "finn", "Me too", message_id="finn-1")
     amy.wait(lambda: amy.message("Me too") is not None, "finn's answer")
-    assert amy.indicator("Who is in?").get_attribute("data-read-count") == "4"
-    amy.shot("private-reader-answered")
+    amy.wait(lambda: amy.indicator("Who is in?").get_attribute("data-everyone") == "true", "read by everyone")
+    indicator = amy.indicator("Who is in?")
+    assert indicator.get_attribute("data-read-count") == "4"
+    assert indicator.get_attribute("aria-label") == "Read by everyone"
+    assert indicator.find_element("css selector", ".everyone").text == "everyone"
+    amy.shot("private-reader-answered-read-by-everyone")
 
     amy.indicator("Who is in?").click()
     amy.wait(lambda: len(amy.find_all("#read-by li[data-user-id]")) == 4, "four readers in the sheet")

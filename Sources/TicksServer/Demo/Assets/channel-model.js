@@ -28,6 +28,10 @@ export class ChannelModel {
     this.reindex();
     // The read states this user may see: their own, and others' unless hidden (R8, R10).
     this.reads = new Map((state.read ?? []).map((read) => [read.user.id, { ...read }]));
+    // The newest own messages every other member has read / received, as the server
+    // says (R13): it knows every member, loaded or not.
+    this.readByAllUpTo = state.read_by_all_up_to ?? null;
+    this.deliveredToAllUpTo = state.delivered_to_all_up_to ?? null;
     // A short page is the whole history; a full one may have more before it.
     this.beginningLoaded = this.messages.length < (pageSize ?? Infinity);
     // A page of older messages asked for before this load belongs to a log
@@ -225,7 +229,9 @@ export function indicatorFor(channel, message, me, outboxEntry) {
     .sort((a, b) => Date.parse(b.last_read ?? 0) - Date.parse(a.last_read ?? 0));
   const isGroup = channel.memberCount > 2;
   if (readers.length > 0) {
-    return { status: "read", label: isGroup ? `Read by ${readers.length}` : "Read", readers, isGroup };
+    const everyone = isGroup && position <= (channel.position(channel.readByAllUpTo) ?? 0);
+    const label = everyone ? "Read by everyone" : isGroup ? `Read by ${readers.length}` : "Read";
+    return { status: "read", label, readers, isGroup, everyone };
   }
   const delivered =
     channel.config.delivery_events !== false &&

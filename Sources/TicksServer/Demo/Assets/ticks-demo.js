@@ -323,6 +323,13 @@ class DemoApp {
         if (event.thread) break;
         reload = channel.moveCursor(event.user, "read", event.last_read_message_id, event.created_at) === "reload";
         break;
+      case "message.read_by_all":
+        // To the author alone (R13): every other member has read their messages up to it.
+        if (channel.isFurther(event.message_id, channel.readByAllUpTo)) channel.readByAllUpTo = event.message_id;
+        break;
+      case "message.delivered_to_all":
+        if (channel.isFurther(event.message_id, channel.deliveredToAllUpTo)) channel.deliveredToAllUpTo = event.message_id;
+        break;
       case "message.updated":
       case "message.deleted":
         // Edited or deleted, a message keeps its place and its receipts.

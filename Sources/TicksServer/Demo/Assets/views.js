@@ -85,6 +85,7 @@ function indicatorElement(indicator, messageID) {
     className: "indicator",
     "data-status": indicator.status,
     "data-read-count": indicator.readers.length,
+    "data-everyone": indicator.everyone ? "true" : "false",
     "data-message-id": messageID,
     title: indicator.label,
   };
@@ -99,6 +100,7 @@ function indicatorElement(indicator, messageID) {
     { ...common, type: "button", "aria-label": indicator.label, "aria-haspopup": "dialog" },
     element("span", { html: indicator.status === "sent" ? ICONS.sent : ICONS.double }),
     indicator.isGroup ? element("span", { className: "count", "aria-hidden": "true" }, String(indicator.readers.length)) : null,
+    indicator.everyone ? element("span", { className: "everyone", "aria-hidden": "true" }, "everyone") : null,
     shown.length > 0 ? element("span", { className: "readers", "aria-hidden": "true" }, shown.map((read) => avatar(read.user))) : null,
     more > 0 ? element("span", { className: "more", "aria-hidden": "true" }, `and ${more} more`) : null,
   );
