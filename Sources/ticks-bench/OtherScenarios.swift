@@ -17,6 +17,12 @@ struct Group: AsyncParsableCommand {
         var params: [String: Int]
         /// From the first mark read to the sender having seen every member's read.
         var time_to_read_count_ms: Double
+        /// From the first mark read to the sender's `message.read_by_all` for the message (R13); -1 when
+        /// none came (a server without it).
+        var time_to_read_by_all_ms: Double
+        /// The server's CPU (user and system, from its `/metrics`) from the send to the
+        /// last frame, per mark read; nil when it does not report it.
+        var server_cpu_us_per_mark: Double?
         var achieved_rate: Double
         var latency_ms: LatencySummary
         var errors: Int
@@ -33,7 +39,9 @@ struct Group: AsyncParsableCommand {
             let result = try await measure(ticks)
             try report(
                 [
-                    "group of \(members): full read count at the sender after \(result.time_to_read_count_ms) ms",
+                    "group of \(members): full read count at the sender after \(result.time_to_read_count_ms) ms,"
+                        + " message.read_by_all after \(result.time_to_read_by_all_ms) ms",
+                    "  server CPU per mark: \(result.server_cpu_us_per_mark.map { "\($0) µs" } ?? "not reported")",
                     "  marks: \(result.achieved_rate)/s, errors \(result.errors); each mark → sender: \(result.latency_ms.text)",
                     "  server sent \(result.frames_sent) frames, \(result.bytes_sent) bytes"
                         + " (\(result.frames_per_member) frames per member); connected at \(result.connect_rate)/s",
@@ -65,6 +73,7 @@ struct Group: AsyncParsableCommand {
         let messageID = "\(prefix)gm"
         let readers = Locked(Set<String>())
         let allRead = Locked<ContinuousClock.Instant?>(nil)
+        let readByAll = Locked<ContinuousClock.Instant?>(nil)
         let book = LatencyBook()
         let expected = members - 1
         let connected = Counter()
@@ -72,8 +81,11 @@ struct Group: AsyncParsableCommand {
         let sockets = (0..<members).map { index in
             Task {
                 await ticks.runSocket(user: ids[index], token: tokens[index], connected: connected) { frame in
-                    guard index == 0, let key = TicksTarget.receiptSeen(in: frame), key.hasSuffix("|\(messageID)|read")
-                    else { return }
+                    guard index == 0 else { return }
+                    if frame.contains("message.read_by_all"), frame.contains("\"\(messageID)\"") {
+                        readByAll.withLock { $0 = $0 ?? .now }
+                    }
+                    guard let key = TicksTarget.receiptSeen(in: frame), key.hasSuffix("|\(messageID)|read") else { return }
                     book.seen(key)
                     let reader = String(key.prefix { $0 != "|" })
                     let count = readers.withLock { set in
@@ -92,6 +104,7 @@ struct Group: AsyncParsableCommand {
         }
         let connectRate = Double(members) / (ContinuousClock.now - connectStart).seconds
 
+        let cpu0 = try await ticks.serverCPUSeconds()
         let frames0 = try await ticks.metric("ticks_ws_frames_sent_total")
         let bytes0 = try await ticks.metric("ticks_ws_bytes_sent_total")
         try await ticks.http.call(
@@ -117,6 +130,12 @@ struct Group: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(5))
         }
         let done = allRead.withLock { $0 }
+        // The read by all comes with the last move, beside its message.read: wait a little for it.
+        let lastDeadline = ContinuousClock.now + .seconds(5)
+        while done != nil, readByAll.withLock({ $0 }) == nil, ContinuousClock.now < lastDeadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let cpu1 = try await ticks.serverCPUSeconds()
         try await Task.sleep(for: .seconds(1))
         let frames = Int(try await ticks.metric("ticks_ws_frames_sent_total") - frames0)
         let bytes = Int(try await ticks.metric("ticks_ws_bytes_sent_total") - bytes0)
@@ -125,6 +144,10 @@ struct Group: AsyncParsableCommand {
         return Result(
             params: ["members": members, "concurrency": concurrency],
             time_to_read_count_ms: done.map { ((($0 - start).seconds) * 1000).rounded() } ?? -1,
+            time_to_read_by_all_ms: readByAll.withLock { $0 }.map { ((($0 - start).seconds) * 1000).rounded() } ?? -1,
+            server_cpu_us_per_mark: cpu0.flatMap { before in
+                cpu1.map { (($0 - before) / Double(expected) * 1_000_000 * 10).rounded() / 10 }
+            },
             achieved_rate: (Double(expected) / (marksDone - start).seconds).rounded(),
             latency_ms: book.summary, errors: errors.value, connect_rate: connectRate.rounded(), frames_sent: frames,
             bytes_sent: bytes, frames_per_member: (Double(frames) / Double(members) * 100).rounded() / 100)
