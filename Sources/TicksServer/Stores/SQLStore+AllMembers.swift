@@ -10,15 +10,11 @@ extension SQLStore {
             Fetch.channel(pk: channel.pk).then { found in
                 guard let config = found.config else { return .done(AllReachedUpTo()) }
                 return Self.thresholds(for: author, in: channel.pk, config: config).then { thresholds in
-                    Step.each(CursorKind.allCases) { kind -> StoreProgram<String?> in
+                    func newest(_ kind: CursorKind) -> StoreProgram<String?> {
                         guard let seq = thresholds[kind] else { return .done(nil) }
-                        return Step.row(StoreSQL.newestShown(by: author, upTo: seq, in: channel.pk)).map {
-                            try $0?.text(0)
-                        }
-                    }.map { ids in
-                        AllReachedUpTo(read: ids[CursorKind.allCases.firstIndex(of: .read)!],
-                                       delivered: ids[CursorKind.allCases.firstIndex(of: .delivered)!])
+                        return Step.row(StoreSQL.newestShown(by: author, upTo: seq, in: channel.pk)).map { try $0?.text(0) }
                     }
+                    return newest(.read).then { read in newest(.delivered).map { AllReachedUpTo(read: read, delivered: $0) } }
                 }
             }
         }
