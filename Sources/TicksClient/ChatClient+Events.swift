@@ -11,7 +11,10 @@ extension ChatClient {
         if event.type == .healthCheck {
             if let me = event.me {
                 self.me = me.user
-                setTotals(ChatUnreadTotals(totalUnreadCount: me.totalUnreadCount, unreadChannels: me.unreadChannels))
+                setTotals(
+                    ChatUnreadTotals(
+                        totalUnreadCount: me.totalUnreadCount, unreadChannels: me.unreadChannels,
+                        unreadThreads: totals.unreadThreads))
             }
             if let connectionID = event.connectionID, !status.isConnected {
                 connectedAt = event.createdAt
@@ -21,7 +24,10 @@ extension ChatClient {
             return
         }
         if let total = event.totalUnreadCount {
-            setTotals(ChatUnreadTotals(totalUnreadCount: total, unreadChannels: event.unreadChannels ?? totals.unreadChannels))
+            setTotals(
+                ChatUnreadTotals(
+                    totalUnreadCount: total, unreadChannels: event.unreadChannels ?? totals.unreadChannels,
+                    unreadThreads: event.unreadThreads ?? totals.unreadThreads))
         }
         guard let cid = event.cid.flatMap(ChannelID.init(cid:)) else { return }
         if event.type == .messageNew, let message = event.message, message.user.id == session.userID,

@@ -7,10 +7,14 @@ public struct ChatUnreadTotals: Sendable, Equatable {
     public var totalUnreadCount: Int
     /// Channels with at least one unread message.
     public var unreadChannels: Int
+    /// Threads with unread replies, once an event has told it
+    /// (`notification.mark_threads_read`, or ``ChatClient/markAllThreadsRead()``); nil before.
+    public var unreadThreads: Int?
 
-    public init(totalUnreadCount: Int, unreadChannels: Int) {
+    public init(totalUnreadCount: Int, unreadChannels: Int, unreadThreads: Int? = nil) {
         self.totalUnreadCount = totalUnreadCount
         self.unreadChannels = unreadChannels
+        self.unreadThreads = unreadThreads
     }
 }
 
@@ -158,7 +162,19 @@ extension ChatClient {
             models[cid] = model
             publish(cid)
         }
-        setTotals(ChatUnreadTotals(totalUnreadCount: 0, unreadChannels: 0))
+        setTotals(ChatUnreadTotals(totalUnreadCount: 0, unreadChannels: 0, unreadThreads: totals.unreadThreads))
+    }
+
+    /// Marks every thread of the current user read (`POST /threads/read`), in
+    /// one call however many there are; the channels' read states do not
+    /// move. The totals' `unreadThreads` is 0 at once; the user's other
+    /// devices hear `notification.mark_threads_read`. How many threads moved.
+    @discardableResult
+    public func markAllThreadsRead() async throws -> Int {
+        guard let session else { throw TicksClientError.notConnected }
+        let marked = try await session.api.markAllThreadsRead()
+        setTotals(ChatUnreadTotals(totalUnreadCount: totals.totalUnreadCount, unreadChannels: totals.unreadChannels, unreadThreads: 0))
+        return marked
     }
 
     // MARK: Receipt privacy

@@ -6,6 +6,9 @@ public enum EventType: String, Codable, Sendable {
     case messageRead = "message.read"
     case notificationMarkRead = "notification.mark_read"
     case notificationMarkUnread = "notification.mark_unread"
+    /// To a user's own connections: every thread of theirs was marked read
+    /// (`POST /threads/read`). Ticks' own: Stream has no such event.
+    case notificationMarkThreadsRead = "notification.mark_threads_read"
     case memberAdded = "member.added"
     case memberRemoved = "member.removed"
     case memberUpdated = "member.updated"
@@ -89,6 +92,9 @@ public struct Event: Codable, Sendable, Equatable {
     public var messageID: String?
     /// The thread a `message.read` marked read.
     public var thread: MessageThread?
+    /// How many threads have unread replies (`notification.mark_threads_read`;
+    /// Stream's name on its mark read events).
+    public var unreadThreads: Int?
 
     public init(type: EventType, createdAt: Timestamp, cid: String? = nil, user: User? = nil) {
         self.type = type
@@ -127,6 +133,7 @@ public struct Event: Codable, Sendable, Equatable {
         case hardDelete = "hard_delete"
         case messageID = "message_id"
         case thread
+        case unreadThreads = "unread_threads"
     }
 }
 

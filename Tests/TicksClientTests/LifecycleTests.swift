@@ -76,4 +76,34 @@ struct LifecycleTests {
             await bob.disconnect()
         }
     }
+
+    @Test("every thread read in one call: the totals' thread count is 0 here at once, and on the user's other device from its event")
+    func allThreadsRead() async throws {
+        try await LiveServer.with { server in
+            try await server.upsert("alice", "bob")
+            try await server.createChannel("messaging:club", members: ["alice", "bob"])
+            try await server.createChannel("messaging:team", members: ["alice", "bob"])
+            for (cid, parent, reply) in [("messaging:club", "p1", "r1"), ("messaging:team", "p2", "r2")] {
+                try await server.send(cid, id: parent, from: "alice")
+                try await server.wireCall(
+                    .post, "/channels/\(server.path(cid))/message",
+                    #"{"message": {"id": "\#(reply)", "text": "re", "parent_id": "\#(parent)", "user_id": "bob"}}"#,
+                    as: nil)
+            }
+            let phone = try await server.connected("alice")
+            let laptop = try await server.connected("alice")
+            #expect(try await phone.unreadCounts().threads == ["p1": 1, "p2": 1])
+            #expect(await laptop.unreadTotals.unreadThreads == nil)
+
+            #expect(try await phone.markAllThreadsRead() == 2)
+            #expect(await phone.unreadTotals.unreadThreads == 0)
+            _ = try await eventually("notification.mark_threads_read on the laptop") {
+                await laptop.unreadTotals.unreadThreads == 0 ? true : nil
+            }
+            #expect(try await laptop.unreadCounts().threads.isEmpty)
+            #expect(try await phone.markAllThreadsRead() == 0)
+            await phone.disconnect()
+            await laptop.disconnect()
+        }
+    }
 }

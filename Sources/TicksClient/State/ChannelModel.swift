@@ -231,6 +231,9 @@ struct ChannelModel: Sendable {
                 reads[currentUserID]?.lastRead = event.createdAt
             }
             outcome.changed = true
+        case .notificationMarkThreadsRead:
+            // No channel's read state moves (the client's totals take its counts).
+            break
         case .notificationMarkUnread:
             guard let seq = position(of: event.lastReadMessageID) else {
                 outcome.needsReload = true

@@ -118,6 +118,18 @@ struct APIClient: Sendable {
         let _: Ignored = try await call(.POST, "/channels/read", body: Empty())
     }
 
+    struct ThreadsReadReply: Decodable {
+        var markedThreadsCount: Int
+
+        enum CodingKeys: String, CodingKey { case markedThreadsCount = "marked_threads_count" }
+    }
+
+    /// How many threads moved.
+    func markAllThreadsRead() async throws -> Int {
+        let reply: ThreadsReadReply = try await call(.POST, "/threads/read", body: Empty())
+        return reply.markedThreadsCount
+    }
+
     struct SyncRequest: Encodable {
         var channelCIDs: [String]
         var lastSyncAt: Timestamp

@@ -88,6 +88,22 @@ extension ChannelsController {
         return try context.respond(Empty())
     }
 
+    struct ThreadsReadResponse: Encodable {
+        var markedThreadsCount: Int
+
+        enum CodingKeys: String, CodingKey { case markedThreadsCount = "marked_threads_count" }
+    }
+
+    /// `POST /threads/read`: every thread of the user read in one statement;
+    /// their own connections get one `notification.mark_threads_read` when any moved.
+    @Sendable func markAllThreadsRead(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        var request = request
+        let body = try await request.decodeJSON(ActingUserFields.self)
+        let reader = try context.requireActingUser(named: body.user?.id, body.userID)
+        let marked = try await receipts.markThreadsRead(reader)
+        return try context.respond(ThreadsReadResponse(markedThreadsCount: marked))
+    }
+
     struct MarkDeliveredRequest: Decodable {
         var latestDeliveredMessages: [Receipts.DeliveredEntry]
         var userID: String?

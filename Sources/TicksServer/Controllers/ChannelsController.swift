@@ -39,6 +39,7 @@ struct ChannelsController {
         group.on(.markRead, use: markRead)
         group.on(.markUnread, use: markUnread)
         group.on(.markChannelsRead, use: markAllRead)
+        group.on(.markThreadsRead, use: markAllThreadsRead)
         group.on(.markDelivered, use: markDelivered)
     }
 

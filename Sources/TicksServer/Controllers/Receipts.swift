@@ -64,6 +64,20 @@ struct Receipts: Sendable {
         return notice.event
     }
 
+    /// Marks every thread of `reader` read (404 for an unknown user); when any
+    /// moved, `notification.mark_threads_read` goes to the reader's own
+    /// connections alone: one event however many threads. How many moved.
+    func markThreadsRead(_ reader: String) async throws -> Int {
+        let now = Timestamp.now()
+        guard let read = try await store.markThreadsRead(reader, now: now) else {
+            throw APIError.notFound("user '\(reader)' does not exist")
+        }
+        guard !read.parentIDs.isEmpty else { return 0 }
+        let user = Presenter.user(reader, try await store.users(ids: [reader]))
+        try events.send(ChangeEvents.markedThreadsRead(by: user, at: now, read), to: [reader])
+        return read.parentIDs.count
+    }
+
     /// A `latest_delivered_messages` entry, the same over HTTP and on a socket.
     typealias DeliveredEntry = SocketReceipt.DeliveredEntry
 

@@ -75,6 +75,25 @@ enum ChangeEvents {
         return event
     }
 
+    /// `message.read` with `thread`: `reader`'s thread read state (live, and in `POST /sync`).
+    static func threadRead(_ read: ThreadRead, by reader: User, in cid: ChannelID) -> Event {
+        var event = messageRead(by: reader, in: cid, at: read.readAt, upTo: read.lastReadMessageID)
+        event.thread = MessageThread(
+            parentMessageID: read.parent.id, channelCID: cid.rawValue, createdByUserID: read.parent.userID,
+            replyCount: read.parent.replyCount, createdAt: read.parent.createdAt)
+        return event
+    }
+
+    /// `notification.mark_threads_read` (Ticks' own): every thread of
+    /// `reader`'s is read; their counts, as `notification.mark_read` carries them.
+    static func markedThreadsRead(by reader: User, at: Timestamp, _ read: ThreadsRead) -> Event {
+        var event = Event(type: .notificationMarkThreadsRead, createdAt: at, user: reader)
+        event.totalUnreadCount = read.totals.messages
+        event.unreadChannels = read.totals.channels
+        event.unreadThreads = read.unreadThreads
+        return event
+    }
+
     /// `message.delivered`: `reader`'s devices have received up to `lastDeliveredMessageID`.
     static func messageDelivered(
         by reader: User, in cid: ChannelID, at: Timestamp, deliveredAt: Timestamp, upTo lastDeliveredMessageID: String?

@@ -153,8 +153,8 @@ struct CursorNotice {
 /// What a thread marked read tells (`POST /channels/{type}/{id}/read` with
 /// `thread_id`): `message.read` with the thread, to every member when the
 /// reader's reads are visible to the others (R8, R10), else to the reader's
-/// own connections alone. It moves no channel cursor, so it is told live only
-/// (no webhook, nothing for sync).
+/// own connections alone. It moves no channel cursor, so no webhook hears it;
+/// `POST /sync` tells the reader their own thread read states (`SyncEvents`).
 struct ThreadReadNotice {
     let event: Event
     /// Whether members other than the reader hear it.
@@ -162,11 +162,7 @@ struct ThreadReadNotice {
     let reader: String
 
     init(_ read: ThreadRead, by reader: User, in channel: ChannelRecord, config: ChannelConfig?) {
-        var event = ChangeEvents.messageRead(by: reader, in: channel.cid, at: read.readAt, upTo: read.lastReadMessageID)
-        event.thread = MessageThread(
-            parentMessageID: read.parent.id, channelCID: channel.cid.rawValue, createdByUserID: read.parent.userID,
-            replyCount: read.parent.replyCount, createdAt: read.parent.createdAt)
-        self.event = event
+        event = ChangeEvents.threadRead(read, by: reader, in: channel.cid)
         self.reader = reader.id
         toOthers = config.map { ReceiptVisibility.othersSeeReads(of: reader, config: $0) } ?? false
     }

@@ -59,6 +59,10 @@ struct SyncEvents {
         for state in changes.members {
             events += cursorEvents(state, record: record, visibility: visibility, users: users)
         }
+        // The user's own thread read states (others' are told live only, docs/api.md "Sync").
+        for read in changes.threadReads {
+            events.append(ChangeEvents.threadRead(read, by: Presenter.user(userID, users), in: record.cid))
+        }
         if record.updatedAt > since {
             events.append(
                 ChangeEvents.channel(.channelUpdated, record, config: config, users: users, by: nil, at: record.updatedAt))

@@ -310,6 +310,26 @@ extension SQLStore {
         }
     }
 
+    /// One statement moves them all (`StoreSQL.readAllThreads`), in the
+    /// transaction that finds the user and reads their totals: no reply sent
+    /// meanwhile is lost from a count. No `StoreChange`: thread reads reach no
+    /// webhook (docs/webhooks.md).
+    public func markThreadsRead(_ userID: String, now: Timestamp) async throws -> ThreadsRead? {
+        try await engine.write {
+            Step.row(StoreSQL.unreadTotals(of: userID)).then { row -> StoreProgram<ThreadsRead?> in
+                guard let row else { return .done(nil) }
+                let totals = try StoreRows.totals(row)
+                return Step.rows(StoreSQL.readAllThreads(of: userID, at: now.microseconds)).then { moved in
+                    // What `GET /unread` would count now (0 but for threads whose parent is gone).
+                    Step.rows(StoreSQL.unreadThreads(of: [userID])).map { unread in
+                        ThreadsRead(
+                            parentIDs: try moved.map { try $0.text(0) }.sorted(), totals: totals, unreadThreads: unread.count)
+                    }
+                }
+            }
+        }
+    }
+
     public func replies(to parentID: String, before beforeID: String?, limit: Int) async throws -> [MessageRecord] {
         try await engine.read {
             Step.row(StoreSQL.messageThere(id: parentID)).then { row -> StoreProgram<[MessageRecord]> in

@@ -45,6 +45,14 @@ extension SQLStore {
                 }.then { rows in
                     changes.removals = try rows.map { (userID: try $0.text(0), at: Timestamp(microseconds: try $0.int(1))) }
                     changes.tooMany = changes.tooMany || changes.removals.count == count
+                    return Step.rows(StoreSQL.threadReads(of: userID, in: channel.pk, after: after, limit: count))
+                }.then { rows in
+                    changes.threadReads = try rows.map { row in
+                        ThreadRead(
+                            parent: try StoreRows.message(row, cid: channel.cid),
+                            readAt: Timestamp(microseconds: try row.int(15)), lastReadMessageID: try row.optionalText(16))
+                    }
+                    changes.tooMany = changes.tooMany || changes.threadReads.count == count
                     let named =
                         changes.newMessages.map(\.userID) + changes.changedMessages.map(\.userID)
                         + changes.members.map(\.userID) + changes.removals.map(\.userID) + [channel.createdBy].compactMap { $0 }

@@ -153,6 +153,8 @@ public struct ChannelChanges: Sendable {
     public var members: [MemberState] = []
     /// Members who left after it.
     public var removals: [(userID: String, at: Timestamp)] = []
+    /// The user's own thread read states that moved after it, oldest first.
+    public var threadReads: [ThreadRead] = []
     public var users: [String: User] = [:]
     /// More than `limit` of one kind of change: too much to tell, the channel must be reloaded.
     public var tooMany = false
@@ -228,6 +230,16 @@ public struct ThreadRead: Sendable {
     public var parent: MessageRecord
     public var readAt: Timestamp
     public var lastReadMessageID: String?
+}
+
+/// Every thread of a user marked read (`markThreadsRead`): the parents of
+/// the threads whose read state moved, and the user's channel totals, which
+/// thread reads leave as they are.
+public struct ThreadsRead: Sendable, Equatable {
+    public var parentIDs: [String]
+    public var totals: UnreadTotals
+    /// How many threads have unread replies now (`total_unread_threads_count`).
+    public var unreadThreads: Int
 }
 
 /// A background task's record (`GET /tasks/{id}`).

@@ -92,6 +92,11 @@ public protocol TicksStore: Sendable {
     /// the channel's cursors do not move.
     func markThreadRead(_ userID: String, in channel: ChannelRecord, parentID: String, now: Timestamp) async throws
         -> ThreadRead
+    /// Marks every thread read state of the user read, in one statement: each
+    /// moves to its thread's newest reply and its count becomes 0, in the
+    /// channels they are a member of, for parents still there. nil when the
+    /// user does not exist.
+    func markThreadsRead(_ userID: String, now: Timestamp) async throws -> ThreadsRead?
     /// Up to `limit` replies to `parentID` before `beforeID` (when given), oldest first.
     func replies(to parentID: String, before beforeID: String?, limit: Int) async throws -> [MessageRecord]
     func saveTask(_ task: StoredTask) async throws

@@ -40,7 +40,7 @@ struct PermissionTableTests {
     enum Action: String, CaseIterable, Sendable, CustomTestStringConvertible {
         case create, update, truncate, delete, addMembers, removeMembers
         case readChannel, readMessages, readReceipts, readMembers
-        case send, markRead, markUnread, markDelivered
+        case send, markRead, markUnread, markDelivered, markThreadsRead
 
         var testDescription: String { rawValue }
     }
@@ -67,12 +67,15 @@ struct PermissionTableTests {
     static func allowed(_ cell: Cell) -> Bool {
         // App-wide power is the server token's: it may do everything.
         if cell.token == .server { return true }
+        // `POST /threads/read` names no channel: any user marks their own threads, which are
+        // in channels they belong to; in any other it finds nothing to mark.
+        if cell.action == .markThreadsRead { return true }
         // A user token acts only in channels its user belongs to (and cannot create one
         // without being among its members): being its creator, or an admin, grants nothing outside.
         guard cell.place.isMember else { return false }
         switch cell.action {
         case .create, .readChannel, .readMessages, .readReceipts, .readMembers, .send, .markRead, .markUnread,
-            .markDelivered:
+            .markDelivered, .markThreadsRead:
             // What every member may do.
             return true
         case .update, .truncate, .delete, .addMembers, .removeMembers:
@@ -148,6 +151,16 @@ struct PermissionTableTests {
         if cell.action == .markUnread, cell.place.isMember {
             try await server.markRead(cast.cid, cast.actor)
         }
+        if cell.action == .markThreadsRead {
+            // A thread with a reply unread for the actor (who joins it by replying, when a member).
+            for (id, user) in [("\(cast.prefix)-r1", cast.actor), ("\(cast.prefix)-r2", cast.bob)] {
+                try await server.ok(
+                    .post, "\(cast.path)/message",
+                    #"{"message": {"id": "\#(id)", "text": "re", "parent_id": "\#(cast.message)", "user_id": "\#(user)"}}"#)
+            }
+            let threads = try #require(try await server.store.unreadCounts(of: [cast.actor])[cast.actor]).threads
+            #expect(threads.map(\.unread) == (cell.place.isMember ? [1] : []), "\(cell): set-up")
+        }
         #expect(try await members(cast, server).contains(cast.actor) == cell.place.isMember, "\(cell): set-up")
     }
 
@@ -200,6 +213,8 @@ struct PermissionTableTests {
                 .post, "/channels/delivered?user_id=\(actor)",
                 body: #"{"latest_delivered_messages": [{"cid": "\#(cast.cid)", "id": "\#(cast.message)"}], \#(asUser)}"#,
                 token: token)
+        case .markThreadsRead:
+            return try await server.call(.post, "/threads/read", body: "{\(asUser)}", token: token)
         }
     }
 
@@ -249,6 +264,10 @@ struct PermissionTableTests {
             #expect((try await store.message(id: "\(cast.prefix)-m2") != nil) == allowed, comment)
         case .markRead, .markUnread, .markDelivered:
             try await checkMark(cell, cast, allowed: allowed, server, comment)
+        case .markThreadsRead:
+            // The member's thread is read; no one else had any.
+            #expect(try reply.json()["marked_threads_count"].int == (cell.place.isMember ? 1 : 0), comment)
+            #expect(try await server.store.unreadCounts(of: [cast.actor])[cast.actor]?.threads == [], comment)
         }
     }
 

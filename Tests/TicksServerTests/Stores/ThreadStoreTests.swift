@@ -122,4 +122,59 @@ struct ThreadStoreTests {
             #expect(try await threads(store, "b") == [])
         }
     }
+
+    @Test(
+        "every thread of a user read at once: each at its newest reply, counts 0, others' and the channels' untouched",
+        arguments: StoreKind.all)
+    func allThreadsRead(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let one = try await setUp(store, "t5")
+            let two = try await setUp(store, "t6")
+            try await reply(store, "t5-r1", by: "b", to: "t5-p", in: one)
+            try await reply(store, "t5-r2", by: "c", to: "t5-p", in: one, shown: true)
+            try await reply(store, "t6-r1", by: "b", to: "t6-p", in: two)
+            _ = try await store.markThreadRead("c", in: two, parentID: "t6-p", now: .now())
+            #expect(try await threads(store, "a") == ["t5-p 2", "t6-p 1"])
+            #expect(try await threads(store, "b") == ["t5-p 1"])
+            let totals = try await store.unreadTotals(of: "a")
+            let cursors = try #require(try await store.member("a", of: one)).cursors
+
+            let read = try #require(try await store.markThreadsRead("a", now: .now()))
+            #expect(read.parentIDs == ["t5-p", "t6-p"])
+            #expect(read.unreadThreads == 0)
+            #expect(read.totals == totals)
+            #expect(try await threads(store, "a") == [])
+            // The channel's counts and cursors are the channel's: the reply shown there is still unread.
+            #expect(try await store.unreadTotals(of: "a") == totals && totals.messages == 1)
+            #expect(try #require(try await store.member("a", of: one)).cursors == cursors)
+            // Others' thread read states stay.
+            #expect(try await threads(store, "b") == ["t5-p 1"])
+            // Nothing left to move: none moved; c's threads are read already, b's one is not.
+            #expect(try await store.markThreadsRead("a", now: .now())?.parentIDs == [])
+            #expect(try await store.markThreadsRead("c", now: .now())?.parentIDs == [])
+            #expect(try await store.markThreadsRead("b", now: .now())?.parentIDs == ["t5-p"])
+            #expect(try await threads(store, "b") == [])
+            // Each thread cursor is at the newest reply: only a later one is unread.
+            try await reply(store, "t5-r3", by: "b", to: "t5-p", in: one)
+            let counts = try #require(try await store.unreadCounts(of: ["a"])["a"])
+            #expect(counts.threads.map { "\($0.parentID) \($0.unread) \($0.lastReadMessageID ?? "-")" } == ["t5-p 1 t5-r2"])
+            #expect(try await store.markThreadsRead("nobody", now: .now()) == nil)
+        }
+    }
+
+    @Test("a sync tells the user's own thread read states that moved after the time, and no one else's", arguments: StoreKind.all)
+    func syncedThreadReads(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let channel = try await setUp(store, "t7")
+            try await reply(store, "t7-r1", by: "b", to: "t7-p", in: channel)
+            try await reply(store, "t7-r2", by: "c", to: "t7-p", in: channel)
+            let since = Timestamp.now()
+            #expect(try await store.changes(in: channel.cid, for: "a", since: since, limit: 10).threadReads.isEmpty)
+            _ = try await store.markThreadsRead("a", now: .now())
+            _ = try await store.markThreadsRead("b", now: .now())
+            let changes = try await store.changes(in: channel.cid, for: "a", since: since, limit: 10)
+            #expect(changes.threadReads.map { "\($0.parent.id) \($0.lastReadMessageID ?? "-")" } == ["t7-p t7-r2"])
+            #expect(try await store.changes(in: channel.cid, for: "c", since: since, limit: 10).threadReads.isEmpty)
+        }
+    }
 }

@@ -216,6 +216,36 @@ extension StoreSQL {
         """
     }
 
+    /// Every thread read state of `userID` that is behind its thread's newest
+    /// reply, or counts unread ones, read up to that reply (as `readThread`):
+    /// in channels they are a member of, for parents still there. Returns the
+    /// parent ids of those it moved.
+    static func readAllThreads(of userID: String, at: Int64) -> StoreQuery {
+        let newest = "(SELECT COALESCE(MAX(r.seq), 0) FROM message r WHERE r.parent_id = thread_read.parent_id AND r.hard_deleted = 0)"
+        return """
+            UPDATE thread_read SET
+              read_seq = CASE WHEN \(raw: newest) > read_seq THEN \(raw: newest) ELSE read_seq END,
+              read_at = \(at), unread = 0
+            WHERE user_id = \(userID) AND (unread > 0 OR read_seq < \(raw: newest))
+              AND EXISTS (SELECT 1 FROM member m WHERE m.channel_pk = thread_read.channel_pk AND m.user_id = thread_read.user_id)
+              AND EXISTS (SELECT 1 FROM message g JOIN channel c ON c.pk = g.channel_pk
+                          WHERE g.id = thread_read.parent_id AND \(raw: messageIsThere))
+            RETURNING parent_id
+            """
+    }
+
+    /// The user's thread read states in a channel that moved after `after`,
+    /// oldest first: `messageColumns` of the parent, then read_at and the id
+    /// at their thread cursor.
+    static func threadReads(of userID: String, in channelPK: Int64, after: Int64, limit: Int) -> StoreQuery {
+        """
+        SELECT \(raw: messageColumns), t.read_at, (SELECT id FROM message WHERE channel_pk = t.channel_pk AND seq = t.read_seq)
+        FROM thread_read t JOIN message g ON g.id = t.parent_id JOIN channel c ON c.pk = g.channel_pk
+        WHERE t.channel_pk = \(channelPK) AND t.user_id = \(userID) AND t.read_at > \(after) AND \(raw: messageIsThere)
+        ORDER BY t.read_at, t.parent_id LIMIT \(Int64(limit))
+        """
+    }
+
     /// Column 0: the id of the message at `seq`.
     static func messageAt(seq: Seq, in channelPK: Int64) -> StoreQuery {
         "SELECT id FROM message WHERE channel_pk = \(channelPK) AND seq = \(seq)"
