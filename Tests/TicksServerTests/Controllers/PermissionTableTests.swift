@@ -41,6 +41,8 @@ struct PermissionTableTests {
         case create, update, truncate, delete, addMembers, removeMembers
         case readChannel, readMessages, readReceipts, readMembers
         case send, markRead, markUnread, markDelivered
+        /// `GET /unread/explain` and `POST /unread/recount`.
+        case explainUnread, recountUnread
 
         var testDescription: String { rawValue }
     }
@@ -67,14 +69,18 @@ struct PermissionTableTests {
     static func allowed(_ cell: Cell) -> Bool {
         // App-wide power is the server token's: it may do everything.
         if cell.token == .server { return true }
+        // Recounting the kept counts is the app's own backend's: never a user token's.
+        if cell.action == .recountUnread { return false }
         // A user token acts only in channels its user belongs to (and cannot create one
         // without being among its members): being its creator, or an admin, grants nothing outside.
         guard cell.place.isMember else { return false }
         switch cell.action {
         case .create, .readChannel, .readMessages, .readReceipts, .readMembers, .send, .markRead, .markUnread,
-            .markDelivered:
+            .markDelivered, .explainUnread:
             // What every member may do.
             return true
+        case .recountUnread:
+            return false
         case .update, .truncate, .delete, .addMembers, .removeMembers:
             // What managers may do: the channel's creator, its moderators, admins.
             return cell.place == .creator || cell.place == .channelModerator || cell.role == .admin
@@ -195,6 +201,10 @@ struct PermissionTableTests {
             return try await server.call(
                 .post, "\(cast.path)/unread", body: #"{"user": {"id": "\#(actor)"}, "message_id": "\#(cast.message)"}"#,
                 token: token)
+        case .explainUnread:
+            return try await server.call(.get, "/unread/explain?cid=\(cast.cid)&user_id=\(actor)", token: token)
+        case .recountUnread:
+            return try await server.call(.post, "/unread/recount", body: #"{"user_ids": ["\#(actor)"]}"#, token: token)
         case .markDelivered:
             return try await server.call(
                 .post, "/channels/delivered?user_id=\(actor)",
@@ -249,6 +259,24 @@ struct PermissionTableTests {
             #expect((try await store.message(id: "\(cast.prefix)-m2") != nil) == allowed, comment)
         case .markRead, .markUnread, .markDelivered:
             try await checkMark(cell, cast, allowed: allowed, server, comment)
+        case .explainUnread:
+            // A member's count explained (the owner's message, after their cursor); a server
+            // token asking for a non-member gets no read state and nothing counted.
+            guard allowed else { return }
+            let answer = try reply.json()
+            #expect(answer["member"].bool == cell.place.isMember, comment)
+            #expect(answer["unread_count"].int == (cell.place.isMember ? 1 : 0), comment)
+            let listed = answer["messages"].array.compactMap { $0["id"].string }
+            #expect(listed == (cell.place.isMember ? [cast.message] : []), comment)
+        case .recountUnread:
+            // Nothing had drifted: a recount checks the actor and changes nothing.
+            if allowed {
+                let answer = try reply.json()
+                #expect(answer["users_checked"].int == 1 && answer["fixed"].array.isEmpty, comment)
+            }
+            let channel = try #require(try await store.channel(ChannelID(type: "messaging", id: cast.channelID)), comment)
+            let unread = try await store.member(cast.actor, of: channel)?.unread
+            #expect(unread == (cell.place.isMember ? 1 : nil), comment)
         }
     }
 
