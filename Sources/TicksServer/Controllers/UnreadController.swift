@@ -214,9 +214,10 @@ extension UnreadController {
     /// not a member gets `member: false` and nothing counted — read state is
     /// kept for members only, as `GET /unread` lists none there.
     @Sendable func explain(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        let userID = try context.requireActingUser(named: request.queryParameter("user_id"))
+        // Every id is checked before who may ask: a malformed one is 400 whatever the token.
         guard let text = request.queryParameter("cid") else { throw APIError.input("cid is required") }
         let cid = try requireCID(text, "cid")
+        let userID = try context.requireActingUser(named: request.queryParameter("user_id"))
         guard let channel = try await store.channel(cid) else { throw APIError.notFound("channel \(cid) does not exist") }
         let explanation = try await store.explainUnread(of: userID, in: channel, listing: Self.maxExplainedMessages)
         if explanation == nil {
