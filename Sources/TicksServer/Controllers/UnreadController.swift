@@ -218,7 +218,9 @@ extension UnreadController {
         guard let text = request.queryParameter("cid") else { throw APIError.input("cid is required") }
         let cid = try requireCID(text, "cid")
         let userID = try context.requireActingUser(named: request.queryParameter("user_id"))
-        guard let channel = try await store.channel(cid) else { throw APIError.notFound("channel \(cid) does not exist") }
+        guard let channel = try await store.channel(cid) else {
+            throw APIError.notFound("channel \(cid) does not exist")
+        }
         let explanation = try await store.explainUnread(of: userID, in: channel, listing: Self.maxExplainedMessages)
         if explanation == nil {
             guard case .server = try context.requirePrincipal() else {

@@ -19,8 +19,10 @@ extension SQLStore {
                 let start = UnreadExplanation(
                     kept: state.unread, counted: 0, lastRead: state.readAt, lastReadMessageID: state.lastReadMessageID,
                     byReason: Dictionary(uniqueKeysWithValues: UnreadReason.allCases.map { ($0, 0) }), messages: [])
-                return Self.explain(userID, read: state.cursors.read, in: channel.pk, after: state.cursors.read,
-                    limit: limit, start).map { $0 }
+                return Self.explain(
+                    userID, read: state.cursors.read, in: channel.pk, after: state.cursors.read,
+                    limit: limit, start
+                ).map { $0 }
             }
         }
     }
@@ -129,7 +131,9 @@ extension SQLStore {
                 var fixes = fixes
                 var updates: [StoreQuery] = []
                 for row in rows {
-                    let (parentID, userID, kept, now) = (try row.text(0), try row.text(1), try row.int(4), try row.int(5))
+                    let (parentID, userID, kept, now) = (
+                        try row.text(0), try row.text(1), try row.int(4), try row.int(5)
+                    )
                     guard kept != now else { continue }
                     fixes.append(
                         UnreadFix(

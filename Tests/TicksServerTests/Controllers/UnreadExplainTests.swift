@@ -127,7 +127,8 @@ struct UnreadExplainTests {
             try await server.call(.post, "/unread/recount", body: #"{"user_ids": []}"#).expectError(400, code: 4)
             try await server.call(.post, "/unread/recount", body: #"{"user_ids": "alice"}"#).expectError(400, code: 4)
             let many = (0...100).map { "\"u\($0)\"" }.joined(separator: ",")
-            try await server.call(.post, "/unread/recount", body: #"{"user_ids": [\#(many)]}"#).expectError(400, code: 4)
+            try await server.call(.post, "/unread/recount", body: #"{"user_ids": [\#(many)]}"#).expectError(
+                400, code: 4)
             try await server.call(.post, "/unread/recount", body: #"{"user_ids": ["a b"]}"#).expectError(400, code: 4)
             let answer = try await server.ok(.post, "/unread/recount", #"{"user_ids": ["alice", "ghost"]}"#)
             #expect(answer["users_checked"].int == 1 && answer["fixed"].array.isEmpty)
