@@ -58,6 +58,27 @@ extension ChatClient {
             threads: Dictionary(reply.threads.map { ($0.parentMessageID, $0.unreadCount) }, uniquingKeysWith: { $1 }))
     }
 
+    /// Why the current user's unread count in `cid` is what it is: the count
+    /// the server keeps, the same count made afresh from the messages after
+    /// the read cursor, and those messages (the newest 100) with the rule
+    /// each followed. For a "stuck" badge: when ``UnreadExplanation/isConsistent``
+    /// is false the kept count drifted, and `POST /unread/recount` (server
+    /// side) sets it right.
+    public func explainUnread(_ cid: ChannelID) async throws -> UnreadExplanation {
+        let reply = try await api().explainUnread(cid)
+        return UnreadExplanation(
+            cid: cid, unreadCount: reply.unreadCount, counted: reply.counted, lastRead: reply.lastRead?.date,
+            lastReadMessageId: reply.lastReadMessageID,
+            counts: Dictionary(
+                reply.counts.compactMap { key, value in UnreadExplanation.Rule(rawValue: key).map { ($0, value) } },
+                uniquingKeysWith: { $1 }),
+            messages: reply.messages.compactMap { entry in
+                UnreadExplanation.Rule(rawValue: entry.rule).map {
+                    UnreadExplanation.Entry(messageId: entry.id, createdAt: entry.createdAt.date, rule: $0)
+                }
+            })
+    }
+
     /// Applies a message the server answered with as its event would, and returns it as the app sees it.
     private func apply(_ message: Message, as type: EventType) async throws -> ChatMessage {
         var event = Event(type: type, createdAt: message.updatedAt, cid: message.cid, user: message.user)
@@ -78,6 +99,45 @@ public struct UnreadCounts: Sendable, Equatable {
     public var channels: [ChannelID: Int]
     /// Threads with unread replies, by parent message id.
     public var threads: [String: Int]
+}
+
+/// A channel's unread count explained (``ChatClient/explainUnread(_:)``).
+public struct UnreadExplanation: Sendable, Equatable {
+    /// Why a message after the read cursor counts, or not.
+    public enum Rule: String, Sendable, Equatable, CaseIterable {
+        /// Another member's message after the cursor: it counts.
+        case counted
+        /// The user's own: never unread.
+        case own
+        /// Deleted: never unread.
+        case deleted
+        /// A reply shown only in its thread: counts in the thread, not the channel.
+        case threadOnly = "thread_only"
+    }
+
+    /// A message after the read cursor.
+    public struct Entry: Sendable, Equatable {
+        public var messageId: String
+        public var createdAt: Date
+        public var rule: Rule
+        public var isCounted: Bool { rule == .counted }
+    }
+
+    public var cid: ChannelID
+    /// The count the server keeps and serves (channel states, `unreadCounts()`).
+    public var unreadCount: Int
+    /// The same count made afresh from the messages.
+    public var counted: Int
+    /// When the user last read the channel; nil when they are not a member.
+    public var lastRead: Date?
+    public var lastReadMessageId: String?
+    /// Every message after the cursor, by rule.
+    public var counts: [Rule: Int]
+    /// The newest 100 of them at most, oldest first.
+    public var messages: [Entry]
+
+    /// Whether the kept count is the count the messages give.
+    public var isConsistent: Bool { unreadCount == counted }
 }
 
 extension ChatMessage {

@@ -25,11 +25,33 @@ public struct UnreadSummary: Sendable, Equatable {
     }
 }
 
+/// Which part of R7 decided whether a message counts as unread for a member
+/// (`GET /unread/explain` names it for each message after the read cursor).
+public enum UnreadRule: String, Sendable, Equatable, CaseIterable {
+    /// Counted: another member's message after the read cursor.
+    case counted
+    /// At or before the read cursor (R3).
+    case read
+    /// The member's own (R4).
+    case own
+    /// Never counts in the channel: deleted, or a reply shown only in its thread.
+    case hidden
+}
+
 extension ReceiptRules {
+    /// R3, R4, R7: the rule that decides whether the message is unread for
+    /// `memberID` with read cursor `read`, checked in this order — read, own,
+    /// hidden — so that each message has exactly one.
+    public static func unreadRule(_ entry: LogEntry, for memberID: String, read: Seq) -> UnreadRule {
+        if entry.seq <= read { return .read }
+        if entry.authorID == memberID { return .own }
+        return entry.counts ? .counted : .hidden
+    }
+
     /// R4, R7: whether the message is unread for `memberID` with read cursor
     /// `read` — after the cursor, not their own, and not deleted.
     public static func isUnread(_ entry: LogEntry, for memberID: String, read: Seq) -> Bool {
-        entry.seq > read && entry.authorID != memberID && entry.counts
+        unreadRule(entry, for: memberID, read: read) == .counted
     }
 
     /// R7 over a slice of the log (any order).

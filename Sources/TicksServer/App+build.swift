@@ -228,7 +228,7 @@ func buildRouter(
         startedAt: configuration.time.wallNow
     ).addRoutes(to: api)
     UsersController(store: services.store, limits: configuration.limits).addRoutes(to: api)
-    UnreadController(store: services.store).addRoutes(to: api)
+    UnreadController(store: services.store, metrics: services.metrics, logger: logger).addRoutes(to: api)
     SyncController(store: services.store, limits: configuration.limits).addRoutes(to: api)
     ChannelTypesController(store: services.store).addRoutes(to: api)
     ChannelsController(

@@ -46,6 +46,30 @@ struct LifecycleTests {
         }
     }
 
+    @Test("explainUnread tells the count served and the rule of each message after the cursor")
+    func explainUnread() async throws {
+        try await LiveServer.with { server in
+            try await server.upsert("alice", "bob")
+            try await server.createChannel("messaging:club", members: ["alice", "bob"])
+            let alice = try await server.connected("alice")
+            let club = await alice.channel(group)
+            try await club.load()
+            try await server.send("messaging:club", id: "e1", from: "alice")
+            try await server.send("messaging:club", id: "e2", from: "alice")
+            try await club.delete(messageId: "e2")
+            let bob = try await server.connected("bob")
+            let explained = try await bob.explainUnread(group)
+            #expect(explained.unreadCount == 1 && explained.counted == 1 && explained.isConsistent)
+            #expect(explained.messages.map(\.messageId) == ["e1", "e2"])
+            #expect(explained.messages.map(\.rule) == [.counted, .deleted])
+            #expect(explained.counts[.counted] == 1 && explained.counts[.deleted] == 1 && explained.counts[.own] == 0)
+            #expect(explained.lastRead != nil && explained.lastReadMessageId == nil)
+            #expect(try await bob.unreadCounts().channels[group] == explained.unreadCount)
+            await alice.disconnect()
+            await bob.disconnect()
+        }
+    }
+
     @Test("a thread has its own unread count: replies leave the channel's alone, reading the thread clears it")
     func threads() async throws {
         try await LiveServer.with { server in

@@ -46,7 +46,7 @@ HOSTILE_MARK = "@@hostile@@"
 
 # Operations that refuse a user token whatever the input (server tokens only).
 SERVER_ONLY = {"CreateChannelType", "UpdateChannelType", "DeleteChannels", "GetTask", "DeleteUser",
-               "ListFailedWebhooks", "RetryFailedWebhooks", "UnreadCountsBatch"}
+               "ListFailedWebhooks", "RetryFailedWebhooks", "UnreadCountsBatch", "RecountUnread"}
 
 
 def resolve(schema):

@@ -359,6 +359,39 @@ struct APIClient: Sendable {
         try await call(.GET, "/unread", body: Optional<MarkRead>.none)
     }
 
+    /// `GET /unread/explain`'s answer.
+    struct UnreadExplanationReply: Decodable {
+        struct Entry: Decodable {
+            var id: String
+            var createdAt: Timestamp
+            var rule: String
+
+            enum CodingKeys: String, CodingKey {
+                case id, rule
+                case createdAt = "created_at"
+            }
+        }
+
+        var unreadCount: Int
+        var counted: Int
+        var lastRead: Timestamp?
+        var lastReadMessageID: String?
+        var counts: [String: Int]
+        var messages: [Entry]
+
+        enum CodingKeys: String, CodingKey {
+            case counted, counts, messages
+            case unreadCount = "unread_count"
+            case lastRead = "last_read"
+            case lastReadMessageID = "last_read_message_id"
+        }
+    }
+
+    func explainUnread(_ cid: ChannelID) async throws -> UnreadExplanationReply {
+        let query = "\(cid)".addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? "\(cid)"
+        return try await call(.GET, "/unread/explain?cid=" + query, body: Optional<MarkRead>.none)
+    }
+
     func receipts(for messageID: String) async throws -> ReceiptsResponse {
         try await call(.GET, "/messages/\(messageID)/receipts", body: Optional<MarkRead>.none)
     }

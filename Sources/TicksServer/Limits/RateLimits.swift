@@ -56,8 +56,10 @@ public struct RateLimits: Sendable, Equatable {
                 case .updateUsers, .queryUsers, .updateUsersPartial, .unreadCountsBatch, .deleteUser:
                     Limit(user: 60, serverSide: 10_000)
                 case .updateChannel, .updateChannelPartial, .deleteChannel, .deleteChannels, .truncateChannel,
-                    .updateMemberPartial, .getTask:
+                    .updateMemberPartial, .getTask, .explainUnread:
                     Limit(user: 60, serverSide: 1_000)
+                case .recountUnread:
+                    Limit(user: 60, serverSide: 60)
                 case .createChannelType, .listChannelTypes, .getChannelType, .updateChannelType, .getApp,
                     .getRateLimits, .listFailedWebhooks, .retryFailedWebhooks, .getStatus:
                     Limit(user: 60, serverSide: 1_000)

@@ -226,6 +226,8 @@ extension SQLStore {
                         Step.execute(StoreSQL.recordRemovals(ofMember: userID, at: now.microseconds))
                     }.then { _ in Self.forgetOldRemovals(now: now) }
                     .then { _ in Step.execute(StoreSQL.deleteAllMemberships(of: userID)) }.then { _ in Step.execute(StoreSQL.deleteMemberRows(of: userID)) }
+                    // No channel left, so no unread: their totals go with their memberships.
+                    .then { _ in Step.execute(StoreSQL.setTotals(of: userID, to: UnreadTotals(messages: 0, channels: 0))) }
                     .then { _ in Step.execute(StoreSQL.deleteMoves(of: .user(userID))) }
                     .then { _ in Step.execute(StoreSQL.deleteThreadReads(of: .user(userID))) }
                     .then { _ in

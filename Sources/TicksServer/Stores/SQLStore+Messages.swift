@@ -95,9 +95,13 @@ extension SQLStore {
         -> StoreProgram<Void>
     {
         Step.execute(StoreSQL.addReply(to: parent.id)).then { _ in
-            Step.execute(StoreSQL.joinThread(parent, at: at.microseconds))
-        }.then { _ in
-            Step.execute(StoreSQL.countNewReply(in: parent.id, by: author))
+            Step.rows(StoreSQL.joinThread(parent, at: at.microseconds))
+        }.then { joined in
+            Step.execute(StoreSQL.countNewReply(in: parent.id, by: author)).map { joined }
+        }.then { joined in
+            // Joining after earlier replies (the author left the channel and came
+            // back): those after the parent are unread too, not only this one.
+            joined.isEmpty ? .done(()) : Step.execute(StoreSQL.recountThread(parent.id, of: parent.userID))
         }.then { _ in
             isMember
                 ? Step.execute(

@@ -225,6 +225,77 @@ public struct UnreadCounts: Sendable, Equatable {
     public var threads: [ThreadUnread]
 }
 
+/// Why a message after a member's read cursor counts as unread, or not
+/// (R4, R7, "Threads"): `ReceiptRules.unreadRule`, with a hidden message told
+/// apart as deleted or shown only in its thread.
+public enum UnreadReason: String, Sendable, Equatable, CaseIterable {
+    case counted
+    case own
+    case deleted
+    case threadOnly = "thread_only"
+
+    /// The reason of a message after the cursor (`rule` is never `.read` there).
+    init(_ rule: UnreadRule, deleted: Bool) {
+        switch rule {
+        case .counted, .read: self = .counted
+        case .own: self = .own
+        case .hidden: self = deleted ? .deleted : .threadOnly
+        }
+    }
+}
+
+/// One message after a member's read cursor and its reason.
+public struct ExplainedMessage: Sendable, Equatable {
+    public var id: String
+    public var seq: Seq
+    public var createdAt: Timestamp
+    public var reason: UnreadReason
+}
+
+/// A member's unread count in a channel as kept, and counted afresh from
+/// the messages after their read cursor (`GET /unread/explain`).
+public struct UnreadExplanation: Sendable, Equatable {
+    /// `member.unread`: what `GET /unread` and channel states serve.
+    public var kept: Int
+    /// The messages after the cursor that R7 counts.
+    public var counted: Int
+    public var lastRead: Timestamp
+    public var lastReadMessageID: String?
+    /// How many messages are after the cursor, by reason (every reason present, 0 when none).
+    public var byReason: [UnreadReason: Int]
+    /// The newest of them (at most the limit asked for), oldest first.
+    public var messages: [ExplainedMessage]
+}
+
+/// A kept count that a recount found wrong and set right.
+public struct UnreadFix: Sendable, Equatable {
+    public enum Field: String, Sendable {
+        /// `member.unread`.
+        case unread
+        /// `app_user.unread_messages`, `app_user.unread_channels`: the user's totals.
+        case unreadMessages = "unread_messages"
+        case unreadChannels = "unread_channels"
+        /// `thread_read.unread`.
+        case threadUnread = "thread_unread"
+    }
+
+    public var userID: String
+    /// The channel, for a member's or a thread's count; nil for a total.
+    public var cid: ChannelID?
+    /// The thread's parent, for a thread's count.
+    public var parentID: String?
+    public var field: Field
+    public var was: Int
+    public var now: Int
+}
+
+/// What one recount of some users' kept counts found.
+public struct UnreadRecount: Sendable, Equatable {
+    /// The users that exist among those asked for (every user when none were named).
+    public var usersChecked: Int
+    public var fixes: [UnreadFix]
+}
+
 /// A thread marked read: its parent, when, and the reply the thread cursor is at.
 public struct ThreadRead: Sendable {
     public var parent: MessageRecord

@@ -88,6 +88,15 @@ public protocol TicksStore: Sendable {
     func deleteUser(_ userID: String, hard: Bool, messages: Bool, now: Timestamp) async throws -> [Int64]
     /// Unread counts of each user among `userIDs` that exists.
     func unreadCounts(of userIDs: [String]) async throws -> [String: UnreadCounts]
+    /// `userID`'s unread count in `channel` as kept and as counted afresh from
+    /// the messages after their read cursor, with the reason of each (the
+    /// newest `limit` listed); nil when they are not a member.
+    func explainUnread(of userID: String, in channel: ChannelRecord, listing limit: Int) async throws
+        -> UnreadExplanation?
+    /// Counts the kept unread counts of `userIDs` (every user when nil, a
+    /// batch per transaction) afresh — members', totals, threads' — and sets
+    /// right those that differ; returns what it set.
+    func recountUnread(of userIDs: [String]?) async throws -> UnreadRecount
     /// Marks the thread of `parentID` read up to its newest reply for a member;
     /// the channel's cursors do not move.
     func markThreadRead(_ userID: String, in channel: ChannelRecord, parentID: String, now: Timestamp) async throws

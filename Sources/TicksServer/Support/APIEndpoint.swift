@@ -38,6 +38,8 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case deleteMessage = "DeleteMessage"
     case unreadCounts = "UnreadCounts"
     case unreadCountsBatch = "UnreadCountsBatch"
+    case explainUnread = "ExplainUnread"
+    case recountUnread = "RecountUnread"
     case sendMessage = "SendMessage"
     case markRead = "MarkRead"
     case markUnread = "MarkUnread"
@@ -55,7 +57,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         switch self {
         case .health, .metrics, .openAPI, .getApp, .getRateLimits, .queryUsers, .listChannelTypes, .getChannelType,
             .getMessage, .getReceipts, .getReplies, .connect, .getTask, .queryMembers, .getManyMessages, .unreadCounts,
-            .listFailedWebhooks, .getStatus:
+            .explainUnread, .listFailedWebhooks, .getStatus:
             .get
         case .updateChannelType, .updateMessagePartial: .put
         case .updateUsersPartial, .updateChannelPartial, .updateMemberPartial: .patch
@@ -91,6 +93,8 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .getManyMessages: "/channels/{type}/{id}/messages"
         case .unreadCounts: "/unread"
         case .unreadCountsBatch: "/unread_batch"
+        case .explainUnread: "/unread/explain"
+        case .recountUnread: "/unread/recount"
         case .sendMessage: "/channels/{type}/{id}/message"
         case .markRead: "/channels/{type}/{id}/read"
         case .markUnread: "/channels/{type}/{id}/unread"

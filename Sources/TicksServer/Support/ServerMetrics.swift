@@ -28,6 +28,8 @@ public struct ServerMetrics: Sendable {
     let busEventsLost: CoreMetrics.Counter
     /// Moves the receipt log's retention deleted (`ReceiptLogPruner`).
     let receiptLogPruned: CoreMetrics.Counter
+    /// Kept unread counts that `POST /unread/recount` found wrong and set right.
+    let unreadDriftFixed: CoreMetrics.Counter
     /// The time of the oldest move the receipt log keeps, in seconds since 1970; 0 while it is empty.
     let oldestReceiptMove: CoreMetrics.Gauge
 
@@ -56,6 +58,7 @@ public struct ServerMetrics: Sendable {
         serverErrors = CoreMetrics.Counter(label: "ticks_http_errors_total", dimensions: [("class", "5xx")], factory: factory)
         busEventsLost = CoreMetrics.Counter(label: "ticks_bus_events_lost_total", dimensions: [], factory: factory)
         receiptLogPruned = CoreMetrics.Counter(label: "ticks_receipt_log_pruned_total", dimensions: [], factory: factory)
+        unreadDriftFixed = CoreMetrics.Counter(label: "ticks_unread_drift_fixed_total", dimensions: [], factory: factory)
         oldestReceiptMove = CoreMetrics.Gauge(
             label: "ticks_receipt_log_oldest_move_timestamp_seconds", dimensions: [], factory: factory)
     }

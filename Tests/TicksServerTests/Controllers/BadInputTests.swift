@@ -36,6 +36,9 @@ struct BadInputTests {
         ("unknown channel", "/channels/messaging/nope/read", #"{"user_id": "bob"}"#, 404, 16),
         ("unknown channel type", "/channels/nope/x/query", #"{"data": {"members": ["bob"]}}"#, 400, 4),
         ("unread without message_id", "/channels/messaging/x/unread", #"{"user_id": "bob"}"#, 400, 4),
+        ("recount: user_ids of wrong type", "/unread/recount", #"{"user_ids": "bob"}"#, 400, 4),
+        ("recount: user id of wrong type", "/unread/recount", #"{"user_ids": [7]}"#, 400, 4),
+        ("recount: user id holding U+0000", "/unread/recount", #"{"user_ids": ["bob\u0000"]}"#, 400, 4),
         ("mark read for nobody", "/channels/messaging/x/read", "{}", 400, 4),
         ("message without text", "/channels/messaging/x/message", #"{"message": {"user_id": "alice"}}"#, 400, 4),
         ("message text holding U+0000", "/channels/messaging/x/message",
@@ -155,6 +158,20 @@ struct BadInputTests {
             try await server.call(.get, "/messages/nope").expectError(404, code: 16)
             try await server.call(.get, "/messages/nope/receipts").expectError(404, code: 16)
             try await server.call(.get, "/channeltypes/nope").expectError(404, code: 16)
+        }
+    }
+
+    @Test("bad cids and users for explain: malformed 400, unknown channel 404", arguments: StoreKind.all)
+    func badExplain(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await setUp(server)
+            for cid in ["messaging", "messaging:", ":x", "messaging:a%00b", "m%D0%B5ssaging:x", "messaging:a%20b"] {
+                try await server.call(.get, "/unread/explain?cid=\(cid)&user_id=bob").expectError(400, code: 4)
+            }
+            try await server.call(.get, "/unread/explain?cid=messaging:x&user_id=bob%00").expectError(400, code: 4)
+            try await server.call(.get, "/unread/explain?cid=messaging:nope&user_id=bob").expectError(404, code: 16)
+            try await server.call(.get, "/unread/explain?cid=nope:x&user_id=bob").expectError(404, code: 16)
+            try await expectUntouched(server)
         }
     }
 

@@ -41,6 +41,8 @@ struct PermissionTableTests {
         case create, update, truncate, delete, addMembers, removeMembers
         case readChannel, readMessages, readReceipts, readMembers
         case send, markRead, markUnread, markDelivered, markThreadsRead
+        /// `GET /unread/explain` and `POST /unread/recount`.
+        case explainUnread, recountUnread
 
         var testDescription: String { rawValue }
     }
@@ -70,14 +72,18 @@ struct PermissionTableTests {
         // `POST /threads/read` names no channel: any user marks their own threads, which are
         // in channels they belong to; in any other it finds nothing to mark.
         if cell.action == .markThreadsRead { return true }
+        // Recounting the kept counts is the app's own backend's: never a user token's.
+        if cell.action == .recountUnread { return false }
         // A user token acts only in channels its user belongs to (and cannot create one
         // without being among its members): being its creator, or an admin, grants nothing outside.
         guard cell.place.isMember else { return false }
         switch cell.action {
         case .create, .readChannel, .readMessages, .readReceipts, .readMembers, .send, .markRead, .markUnread,
-            .markDelivered, .markThreadsRead:
+            .markDelivered, .markThreadsRead, .explainUnread:
             // What every member may do.
             return true
+        case .recountUnread:
+            return false
         case .update, .truncate, .delete, .addMembers, .removeMembers:
             // What managers may do: the channel's creator, its moderators, admins.
             return cell.place == .creator || cell.place == .channelModerator || cell.role == .admin
@@ -208,6 +214,10 @@ struct PermissionTableTests {
             return try await server.call(
                 .post, "\(cast.path)/unread", body: #"{"user": {"id": "\#(actor)"}, "message_id": "\#(cast.message)"}"#,
                 token: token)
+        case .explainUnread:
+            return try await server.call(.get, "/unread/explain?cid=\(cast.cid)&user_id=\(actor)", token: token)
+        case .recountUnread:
+            return try await server.call(.post, "/unread/recount", body: #"{"user_ids": ["\#(actor)"]}"#, token: token)
         case .markDelivered:
             return try await server.call(
                 .post, "/channels/delivered?user_id=\(actor)",
@@ -268,6 +278,24 @@ struct PermissionTableTests {
             // The member's thread is read; no one else had any.
             #expect(try reply.json()["marked_threads_count"].int == (cell.place.isMember ? 1 : 0), comment)
             #expect(try await server.store.unreadCounts(of: [cast.actor])[cast.actor]?.threads == [], comment)
+        case .explainUnread:
+            // A member's count explained (the owner's message, after their cursor); a server
+            // token asking for a non-member gets no read state and nothing counted.
+            guard allowed else { return }
+            let answer = try reply.json()
+            #expect(answer["member"].bool == cell.place.isMember, comment)
+            #expect(answer["unread_count"].int == (cell.place.isMember ? 1 : 0), comment)
+            let listed = answer["messages"].array.compactMap { $0["id"].string }
+            #expect(listed == (cell.place.isMember ? [cast.message] : []), comment)
+        case .recountUnread:
+            // Nothing had drifted: a recount checks the actor and changes nothing.
+            if allowed {
+                let answer = try reply.json()
+                #expect(answer["users_checked"].int == 1 && answer["fixed"].array.isEmpty, comment)
+            }
+            let channel = try #require(try await store.channel(ChannelID(type: "messaging", id: cast.channelID)), comment)
+            let unread = try await store.member(cast.actor, of: channel)?.unread
+            #expect(unread == (cell.place.isMember ? 1 : nil), comment)
         }
     }
 

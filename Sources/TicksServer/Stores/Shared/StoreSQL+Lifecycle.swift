@@ -159,6 +159,74 @@ extension StoreSQL {
         "SELECT id, unread_messages, unread_channels FROM app_user WHERE \(in: "id", userIDs)"
     }
 
+    /// Up to `limit` messages of the channel after `seq`, in order: seq, id,
+    /// author, created_at, hidden, deleted (1 or 0) — what `ReceiptRules.unreadRule` takes.
+    static func messagesAfter(_ seq: Seq, in channelPK: Int64, limit: Int) -> StoreQuery {
+        """
+        SELECT seq, id, user_id, created_at, hidden, CASE WHEN deleted_at IS NULL THEN 0 ELSE 1 END
+        FROM message WHERE channel_pk = \(channelPK) AND seq > \(seq) ORDER BY seq LIMIT \(Int64(limit))
+        """
+    }
+
+    /// Up to `limit` user ids after `after` (from the first when nil), in byte order.
+    static func userIDs(after: String?, limit: Int) -> StoreQuery {
+        let from: StoreQuery = after.map { "WHERE \(byteOrdered: "id") > \($0) " } ?? ""
+        return "SELECT id FROM app_user " + from + "ORDER BY \(byteOrdered: "id") LIMIT \(Int64(limit))"
+    }
+
+    /// The channels the users are members of, locked in pk order (PostgreSQL),
+    /// as every change that takes them: a recount waits for sends and deletes.
+    static func lockChannels(ofMembers userIDs: [String]) -> StoreQuery {
+        """
+        SELECT pk FROM channel WHERE pk IN (SELECT channel_pk FROM member WHERE \(in: "user_id", userIDs))
+        ORDER BY pk\(forUpdateOf: nil)
+        """
+    }
+
+    /// The users' memberships with the kept count and the count made afresh
+    /// (`countedUnread`), locked: channel pk, type, id, user id, kept, counted.
+    static func memberCounts(of userIDs: [String]) -> StoreQuery {
+        """
+        SELECT m.channel_pk, c.type, c.id, m.user_id, m.unread, \(raw: countedUnread(of: "m"))
+        FROM member m JOIN channel c ON c.pk = m.channel_pk
+        WHERE \(in: "m.user_id", userIDs) ORDER BY m.channel_pk, m.user_id\(forUpdateOf: "m")
+        """
+    }
+
+    static func setUnread(of userID: String, in channelPK: Int64, to unread: Int64) -> StoreQuery {
+        "UPDATE member SET unread = \(unread) WHERE channel_pk = \(channelPK) AND user_id = \(userID)"
+    }
+
+    /// `unreadTotals(of:)`, locked in id order (PostgreSQL).
+    static func lockedTotals(of userIDs: [String]) -> StoreQuery {
+        """
+        SELECT id, unread_messages, unread_channels FROM app_user WHERE \(in: "id", userIDs)
+        ORDER BY \(byteOrdered: "id")\(forUpdateOf: nil)
+        """
+    }
+
+    static func setTotals(of userID: String, to totals: UnreadTotals) -> StoreQuery {
+        """
+        UPDATE app_user SET unread_messages = \(Int64(totals.messages)), unread_channels = \(Int64(totals.channels))
+        WHERE id = \(userID)
+        """
+    }
+
+    /// The users' thread read states with the kept count and the count made
+    /// afresh (`countedThreadUnread`), locked: parent id, user id, channel
+    /// type, channel id, kept, counted.
+    static func threadCounts(of userIDs: [String]) -> StoreQuery {
+        """
+        SELECT t.parent_id, t.user_id, c.type, c.id, t.unread, \(raw: countedThreadUnread(of: "t"))
+        FROM thread_read t JOIN channel c ON c.pk = t.channel_pk
+        WHERE \(in: "t.user_id", userIDs) ORDER BY t.parent_id, t.user_id\(forUpdateOf: "t")
+        """
+    }
+
+    static func setThreadUnread(of userID: String, in parentID: String, to unread: Int64) -> StoreQuery {
+        "UPDATE thread_read SET unread = \(unread) WHERE parent_id = \(parentID) AND user_id = \(userID)"
+    }
+
     // MARK: Tasks
 
     static func insertTask(id: String, status: String, result: String, at: Int64) -> StoreQuery {
@@ -180,13 +248,22 @@ extension StoreSQL {
     }
 
     /// The parent's author joins the thread's readers at its first reply
-    /// (having read up to the parent), while they are a member.
+    /// (having read up to the parent), while they are a member. A row back
+    /// when they joined just now.
     static func joinThread(_ parent: MessageRecord, at: Int64) -> StoreQuery {
         """
         INSERT INTO thread_read (parent_id, user_id, channel_pk, read_seq, read_at, unread)
         SELECT \(parent.id), \(parent.userID), \(parent.channelPK), \(parent.seq), \(at), 0
         WHERE EXISTS (SELECT 1 FROM member WHERE channel_pk = \(parent.channelPK) AND user_id = \(parent.userID))
-        ON CONFLICT (parent_id, user_id) DO NOTHING
+        ON CONFLICT (parent_id, user_id) DO NOTHING RETURNING user_id
+        """
+    }
+
+    /// One reader's thread count counted afresh (`countedThreadUnread`).
+    static func recountThread(_ parentID: String, of userID: String) -> StoreQuery {
+        """
+        UPDATE thread_read SET unread = \(raw: countedThreadUnread(of: "thread_read"))
+        WHERE parent_id = \(parentID) AND user_id = \(userID)
         """
     }
 
@@ -319,11 +396,15 @@ extension StoreSQL {
     /// Thread unread counts of a channel counted afresh: the replies after
     /// each reader's thread cursor, not theirs, not deleted.
     static func recountThreads(in channelPK: Int64) -> StoreQuery {
+        "UPDATE thread_read SET unread = \(raw: countedThreadUnread(of: "thread_read")) WHERE channel_pk = \(channelPK)"
+    }
+
+    /// `recountThreads`'s count as an expression of the `thread_read` row named `read`.
+    static func countedThreadUnread(of read: String) -> String {
         """
-        UPDATE thread_read SET unread = (SELECT COUNT(*) FROM message g
-          WHERE g.parent_id = thread_read.parent_id AND g.seq > thread_read.read_seq
-            AND g.user_id <> thread_read.user_id AND g.deleted_at IS NULL)
-        WHERE channel_pk = \(channelPK)
+        (SELECT COUNT(*) FROM message lg
+          WHERE lg.parent_id = \(read).parent_id AND lg.seq > \(read).read_seq
+            AND lg.user_id <> \(read).user_id AND lg.deleted_at IS NULL)
         """
     }
 

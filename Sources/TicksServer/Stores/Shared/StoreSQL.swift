@@ -498,14 +498,20 @@ enum StoreSQL {
     /// `userID`'s count, or (nil) every member's of the channel (a user's
     /// messages deleted).
     static func recountUnread(of userID: String?, in channelPK: Int64) -> StoreQuery {
-        let sql: StoreQuery = """
-            UPDATE member SET unread = (SELECT c.last_seq FROM channel c WHERE c.pk = member.channel_pk) - member.read_seq
-              - (SELECT COUNT(*) FROM message g
-                 WHERE g.channel_pk = member.channel_pk AND g.seq > member.read_seq
-                   AND (g.user_id = member.user_id OR g.hidden <> 0))
-            WHERE channel_pk = \(channelPK)
-            """
+        let sql: StoreQuery = "UPDATE member SET unread = \(raw: countedUnread(of: "member")) WHERE channel_pk = \(channelPK)"
         return (userID.map { sql + " AND user_id = \($0)" } ?? sql) + " RETURNING unread"
+    }
+
+    /// `recountUnread`'s count as an expression of the `member` row named
+    /// `member` (a table or its alias): what `POST /unread/recount` compares
+    /// with the kept count.
+    static func countedUnread(of member: String) -> String {
+        """
+        ((SELECT lc.last_seq FROM channel lc WHERE lc.pk = \(member).channel_pk) - \(member).read_seq
+          - (SELECT COUNT(*) FROM message lg
+             WHERE lg.channel_pk = \(member).channel_pk AND lg.seq > \(member).read_seq
+               AND (lg.user_id = \(member).user_id OR lg.hidden <> 0)))
+        """
     }
 
     /// Moves the user's totals by a change of one channel's count (`StoreRules.totalsChange`).
