@@ -56,9 +56,10 @@ extension SQLStore {
     }
 
     /// Each outcome with what its move made reached by all (`reachedAll`),
-    /// in the move's transaction. A batch of moves in one channel may reach
-    /// the same author's messages more than once: each author is told once,
-    /// of the newest.
+    /// in the move's transaction, after every row lock the moves took: the
+    /// channels' advisory locks come last, in pk order (docs/storage.md). A
+    /// batch of moves in one channel may reach the same author's messages
+    /// more than once: each author is told once, of the newest.
     static func withReachedAll(_ outcomes: [CursorOutcome]) -> StoreProgram<[CursorOutcome]> {
         let locks = Set(outcomes.filter { !countedMoves($0).isEmpty }.map(\.channel.pk)).sorted()
         return Step.each(locks) { Step.execute(StoreSQL.allMembersLock($0)) }.then { _ in
@@ -129,28 +130,33 @@ extension SQLStore {
 
     /// What one move made reached by all: the newest message of each author.
     static func reachedAll(by outcome: CursorOutcome) -> StoreProgram<[ReachedAll]> {
-        reachedAll(by: outcome.reader, outcome.update, in: outcome.channel.pk, config: outcome.config)
+        reachedAll(by: outcome.reader, outcome.update, in: outcome.channel, config: outcome.config)
     }
 
     /// What a sender's own cursors jumping to their message (R4) made reached by all, in the send's transaction.
-    static func reachedAll(bySending update: CursorUpdate?, _ sender: String, in channelPK: Int64, config: ChannelConfig?)
+    static func reachedAll(bySending update: CursorUpdate?, _ sender: String, in channel: ChannelRecord, config: ChannelConfig?)
         -> StoreProgram<[ReachedAll]>
     {
         guard let update, update.changed, let config, !toldKinds(config).isEmpty else { return .done([]) }
         return Fetch.users([sender]).then { users in
-            Step.execute(StoreSQL.allMembersLock(channelPK)).then { _ in
-                reachedAll(by: users[sender] ?? User(id: sender), update, in: channelPK, config: config)
+            Step.execute(StoreSQL.allMembersLock(channel.pk)).then { _ in
+                reachedAll(by: users[sender] ?? User(id: sender), update, in: channel, config: config)
             }
         }
     }
 
-    static func reachedAll(by reader: User, _ update: CursorUpdate, in pk: Int64, config: ChannelConfig)
+    static func reachedAll(by reader: User, _ update: CursorUpdate, in channel: ChannelRecord, config: ChannelConfig)
         -> StoreProgram<[ReachedAll]>
     {
         let mover = reader.id
+        let pk = channel.pk
         let moves = countedMoves(update, by: reader, config: config)
         return Step.each(moves) { move -> StoreProgram<[ReachedAll]> in
-            lowest(move.kind, config: config, in: pk, limit: 3).then { lowest in
+            // Two members: the mover is every member but the other, whose messages it reaches up
+            // to where it moved — no need to ask the index (a member who joins meanwhile has read
+            // everything, R5, and holds nothing back).
+            let lowest = channel.memberCount <= 2 ? .done([]) : lowest(move.kind, config: config, in: pk, limit: 3)
+            return lowest.then { lowest in
                 guard let reached = AllMembers.reached(by: mover, from: move.from, to: move.to, lowest: lowest) else {
                     return .done([])
                 }

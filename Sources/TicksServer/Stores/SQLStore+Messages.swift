@@ -63,7 +63,7 @@ extension SQLStore {
             guard isMember, !new.threadOnly else { return .done(nil) }
             return Self.applyRead(new.userID, in: channel, target: seq, newest: seq, now: createdAt).map { $0 }
         }.then { update in
-            Self.reachedAll(bySending: update, new.userID, in: channel.pk, config: config)
+            Self.reachedAll(bySending: update, new.userID, in: channel, config: config)
         }.then { reachedAll in
             Fetch.memberStates(channel.pk).map { (reachedAll, $0) }
         }.then { reachedAll, members in
