@@ -64,7 +64,7 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         mutating func appendInterpolation(forUpdateOf table: String?) { parts.append(.forUpdate(of: table)) }
         /// A text column to order by, in byte order in both stores.
         mutating func appendInterpolation(byteOrdered column: String) { parts.append(.byteOrdered(column: column)) }
-        /// `pg_advisory_xact_lock(key)` in PostgreSQL, `NULL` in SQLite.
+        /// `pg_advisory_xact_lock` on `key` in the current schema in PostgreSQL, `NULL` in SQLite.
         mutating func appendInterpolation(advisoryLock key: Int64) { parts.append(.advisoryLock(key)) }
     }
 
@@ -152,8 +152,9 @@ enum SQLDialect: Sendable {
                 switch self {
                 case .sqlite: text += "NULL"
                 case .postgres:
+                    // Keyed by schema too: several apps (or test runs) may share one database, one schema each.
                     bindings.append(.value(.int(key)))
-                    text += "pg_advisory_xact_lock(\(placeholder()))"
+                    text += "pg_advisory_xact_lock(hashtextextended(current_schema() || '/' || \(placeholder())::text, 0))"
                 }
             case .array(let array):
                 precondition(self == .postgres, "arrays are bound only in PostgreSQL's statements")
