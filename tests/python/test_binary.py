@@ -83,6 +83,9 @@ def test_token_command_and_websocket_events(ticks, client, unique):
         assert delivered["user"]["id"] == bob
         assert delivered["last_delivered_message_id"] == f"{unique}-m1"
         assert delivered["last_delivered_at"]
+        # bob is every other member: alice's message is delivered to all (R13), told after the receipt.
+        to_all = json.loads(socket.recv(timeout=10))
+        assert (to_all["type"], to_all["message_id"]) == ("message.delivered_to_all", f"{unique}-m1")
 
         client.mark_read(cid, bob)
         read = json.loads(socket.recv(timeout=10))
@@ -91,6 +94,8 @@ def test_token_command_and_websocket_events(ticks, client, unique):
         assert read["last_read_message_id"] == f"{unique}-m1"
         for field in ("cid", "channel_type", "channel_id", "created_at"):
             assert read[field]
+        by_all = json.loads(socket.recv(timeout=10))
+        assert (by_all["type"], by_all["message_id"]) == ("message.read_by_all", f"{unique}-m1")
 
         socket.send(json.dumps([{"type": "health.check"}]))
         assert json.loads(socket.recv(timeout=10))["type"] == "health.check"

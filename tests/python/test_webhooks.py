@@ -323,7 +323,9 @@ def test_every_change_calls_the_webhook_signed_with_its_event(store, receivers):
         ("message.new", "amy"),
         ("message.delivered", "pia"),
         ("message.delivered", "ben"),
+        ("message.delivered_to_all", None),  # pia and ben have it (R13)
         ("message.read", "ben"),
+        ("message.read_by_all", None),  # pia counts through her delivery (R10, R13)
         ("notification.mark_unread", "ben"),
         ("member.added", "quin"),
         ("member.removed", "quin"),
@@ -881,7 +883,9 @@ def test_a_hanging_receiver_holds_no_receipt_and_loses_nothing_on_a_graceful_sto
 
     restart_index = len(receiver.snapshot())
     store.start(*flags)
-    expected = ["channel.created", "message.new", "message.delivered", "message.read"]
+    # Each receipt makes amy's message delivered to all, then read by all (R13): ben is every other member.
+    expected = ["channel.created", "message.new", "message.delivered", "message.delivered_to_all", "message.read",
+                "message.read_by_all"]
     calls = receiver.wait_for(
         lambda calls: len({c.delivery_id for c in calls[restart_index:] if c.delivered}) >= len(cids) * len(expected),
         what="every change's call after the restart")[restart_index:]

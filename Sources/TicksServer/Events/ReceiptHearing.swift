@@ -119,8 +119,10 @@ struct CursorNotice {
     /// read told them (the reader's own connections had `message.read`), else
     /// to the reader alone unless a read told them already.
     func live(to recipients: [String]) -> [(event: Event, to: [String])] {
-        var sends = reachedAll.map { (event: $0.event, to: [$0.author]) }
-        guard let reader = (read ?? delivered)?.user?.id else { return sends }
+        // After the receipts that made them: "read by all" follows the last reader's message.read.
+        let all = reachedAll.map { (event: $0.event, to: [$0.author]) }
+        guard let reader = (read ?? delivered)?.user?.id else { return all }
+        var sends: [(event: Event, to: [String])] = []
         if let read {
             sends.append((read, othersSeeRead ? recipients : [reader]))
             if let markedRead { sends.append((markedRead, [reader])) }
@@ -132,7 +134,7 @@ struct CursorNotice {
                 sends.append((delivered, [reader]))
             }
         }
-        return sends
+        return sends + all
     }
 
     /// The events anyone but the reader may be told (webhooks, with no viewer).
