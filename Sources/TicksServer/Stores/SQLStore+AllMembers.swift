@@ -9,7 +9,8 @@ extension SQLStore {
         try await engine.read {
             Fetch.channel(pk: channel.pk).then { found in
                 guard let config = found.config else { return .done(AllReachedUpTo()) }
-                return Self.thresholds(for: author, in: channel.pk, config: config).then { thresholds in
+                return Self.thresholds(for: author, in: channel.pk, config: config, kept: self.keepsAllMembers).then {
+                    thresholds in
                     func newest(_ kind: CursorKind) -> StoreProgram<String?> {
                         guard let seq = thresholds[kind] else { return .done(nil) }
                         return Step.row(StoreSQL.newestShown(by: author, upTo: seq, in: channel.pk)).map { try $0?.text(0) }
@@ -23,10 +24,10 @@ extension SQLStore {
     /// Up to where every member but `author` has reached, for each kind the
     /// channel type tells others of (none with read events off, R8; no
     /// delivered with delivery events off, R9).
-    static func thresholds(for author: String, in channelPK: Int64, config: ChannelConfig)
+    static func thresholds(for author: String, in channelPK: Int64, config: ChannelConfig, kept: Bool)
         -> StoreProgram<[CursorKind: Seq]>
     {
-        Step.each(toldKinds(config)) { kind in
+        Step.each(kept ? toldKinds(config) : []) { kind in
             lowest(kind, config: config, in: channelPK, limit: 2).map { lowest in
                 (kind, AllMembers.threshold(for: author, lowest: lowest))
             }
@@ -60,7 +61,8 @@ extension SQLStore {
     /// channels' advisory locks come last, in pk order (docs/storage.md). A
     /// batch of moves in one channel may reach the same author's messages
     /// more than once: each author is told once, of the newest.
-    static func withReachedAll(_ outcomes: [CursorOutcome]) -> StoreProgram<[CursorOutcome]> {
+    static func withReachedAll(_ outcomes: [CursorOutcome], kept: Bool) -> StoreProgram<[CursorOutcome]> {
+        guard kept else { return .done(outcomes) }
         let locks = Set(outcomes.filter { !countedMoves($0).isEmpty }.map(\.channel.pk)).sorted()
         return Step.each(locks) { Step.execute(StoreSQL.allMembersLock($0)) }.then { _ in
             Step.each(outcomes) { outcome in
@@ -87,13 +89,13 @@ extension SQLStore {
     }
 
     /// `withReachedAll` over a batch's results: the moves that committed.
-    static func withReachedAll(_ results: [Result<CursorOutcome?, any Error>])
+    static func withReachedAll(_ results: [Result<CursorOutcome?, any Error>], kept: Bool)
         -> StoreProgram<[Result<CursorOutcome?, any Error>]>
     {
         let committed = results.indices.compactMap { index in
             (try? results[index].get())?.map { (index, $0) }
         }
-        return withReachedAll(committed.map(\.1)).map { outcomes in
+        return withReachedAll(committed.map(\.1), kept: kept).map { outcomes in
             var results = results
             for ((index, _), outcome) in zip(committed, outcomes) { results[index] = .success(outcome) }
             return results
@@ -134,10 +136,10 @@ extension SQLStore {
     }
 
     /// What a sender's own cursors jumping to their message (R4) made reached by all, in the send's transaction.
-    static func reachedAll(bySending update: CursorUpdate?, _ sender: String, in channel: ChannelRecord, config: ChannelConfig?)
-        -> StoreProgram<[ReachedAll]>
-    {
-        guard let update, update.changed, let config, !toldKinds(config).isEmpty else { return .done([]) }
+    static func reachedAll(
+        bySending update: CursorUpdate?, _ sender: String, in channel: ChannelRecord, config: ChannelConfig?, kept: Bool
+    ) -> StoreProgram<[ReachedAll]> {
+        guard kept, let update, update.changed, let config, !toldKinds(config).isEmpty else { return .done([]) }
         return Fetch.users([sender]).then { users in
             Step.execute(StoreSQL.allMembersLock(channel.pk)).then { _ in
                 reachedAll(by: users[sender] ?? User(id: sender), update, in: channel, config: config)
@@ -170,8 +172,8 @@ extension SQLStore {
     }
 
     /// The copy of the user's privacy on their member rows (`v11-all-members`).
-    static func keepSharing(of user: User) -> StoreProgram<Void> {
-        Step.each(StoreSQL.setSharing(of: user.id, reads: user.sharesReadReceipts, deliveries: user.sharesDeliveryReceipts)) {
+    static func keepSharing(of user: User, kept: Bool) -> StoreProgram<Void> {
+        Step.each(kept ? StoreSQL.setSharing(of: user.id, reads: user.sharesReadReceipts, deliveries: user.sharesDeliveryReceipts) : []) {
             Step.execute($0)
         }.map { _ in () }
     }

@@ -17,7 +17,7 @@ extension SQLStore {
                     return Step.execute(
                         StoreSQL.upsertUser(
                             id: user.id, body: body, createdAt: user.createdAt!.microseconds, now: now.microseconds)
-                    ).then { _ in Self.keepSharing(of: user) }.map { user }
+                    ).then { _ in Self.keepSharing(of: user, kept: self.keepsAllMembers) }.map { user }
                 }
             }
         }
@@ -114,7 +114,8 @@ extension SQLStore {
                     }
                     return Fetch.channel(pk: pk).then { current -> StoreProgram<[Void]> in
                         Step.each(Set(memberIDs)) { userID in
-                            Self.insertMember(userID, channelPK: pk, newest: current.channel.lastSeq, now: now)
+                            Self.insertMember(
+                                userID, channelPK: pk, newest: current.channel.lastSeq, now: now, sharing: self.keepsAllMembers)
                         }
                     }.then { _ in Fetch.channel(pk: pk).map { ($0.channel, true) } }
                 }
@@ -139,11 +140,15 @@ extension SQLStore {
     }
 
     /// R5: a new member has received and read everything already in the channel.
-    static func insertMember(_ userID: String, channelPK: Int64, newest: Seq, now: Timestamp) -> StoreProgram<Void> {
+    /// `sharing`: the row takes its user's privacy (`v11-all-members`).
+    static func insertMember(_ userID: String, channelPK: Int64, newest: Seq, now: Timestamp, sharing: Bool)
+        -> StoreProgram<Void>
+    {
         let at = now.microseconds
         let logged = newest > 0 ? CursorKind.allCases : []
         return Step.execute(
-            StoreSQL.insertMember(channelPK: channelPK, userID: userID, cursors: Cursors.joining(newest: newest), now: at)
+            StoreSQL.insertMember(
+                channelPK: channelPK, userID: userID, cursors: Cursors.joining(newest: newest), now: at, sharing: sharing)
         ).then { _ in
             Step.execute(StoreSQL.countMembers(channelPK, by: 1))
         }.then { _ in
@@ -225,7 +230,9 @@ extension SQLStore {
                         let newcomers = candidates.compactMap { $0 }
                         try StoreRules.requireRoom(for: newcomers.count, in: current.channel, maxMembers: maxMembers)
                         return Step.each(newcomers) { userID in
-                            Self.insertMember(userID, channelPK: channel.pk, newest: current.channel.lastSeq, now: now)
+                            Self.insertMember(
+                                userID, channelPK: channel.pk, newest: current.channel.lastSeq, now: now,
+                                sharing: self.keepsAllMembers)
                                 .then { _ in Fetch.memberStates(channel.pk, userID: userID) }
                         }
                     }

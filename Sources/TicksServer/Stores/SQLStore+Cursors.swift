@@ -30,7 +30,7 @@ extension SQLStore {
                 }.then { update in
                     Self.outcome(of: update, by: userID, in: found, now: now, audience: audience)
                 }
-            }.then { outcome in Self.withReachedAll([outcome]).map { $0[0] } }
+            }.then { outcome in Self.withReachedAll([outcome], kept: self.keepsAllMembers).map { $0[0] } }
         }, change: { outcome in .cursorsMoved([outcome]) })
     }
 
@@ -66,7 +66,7 @@ extension SQLStore {
                                 : .done(nil)
                         }
                 }
-            }.map { $0.compactMap { $0 } }.then { Self.withReachedAll($0) }
+            }.map { $0.compactMap { $0 } }.then { Self.withReachedAll($0, kept: self.keepsAllMembers) }
         }, change: { outcomes in .cursorsMoved(outcomes) })
     }
 
@@ -109,7 +109,7 @@ extension SQLStore {
                         }
                     }
                 }
-            }.map { $0.compactMap { $0 } }.then { Self.withReachedAll($0) }
+            }.map { $0.compactMap { $0 } }.then { Self.withReachedAll($0, kept: self.keepsAllMembers) }
         }, change: { outcomes in .cursorsMoved(outcomes) })
     }
 

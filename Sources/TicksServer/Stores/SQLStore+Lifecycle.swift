@@ -201,7 +201,7 @@ extension SQLStore {
                     user.updatedAt = now
                     return Step.execute(
                         StoreSQL.setUserBody(edit.id, body: try JSONCoding.string(user), now: now.microseconds)
-                    ).then { _ in Self.keepSharing(of: user) }.map { user }
+                    ).then { _ in Self.keepSharing(of: user, kept: self.keepsAllMembers) }.map { user }
                 }
             }
         }

@@ -16,7 +16,9 @@ extension SQLStore {
                         if let stored {
                             return .done(try StoreRules.resend(of: try StoreRows.message(stored, cid: channel.cid), to: found.channel))
                         }
-                        return Self.append(new, custom: custom, to: found.channel, config: found.config, now: now)
+                        return Self.append(
+                            new, custom: custom, to: found.channel, config: found.config, now: now,
+                            keepsAllMembers: self.keepsAllMembers)
                     }
                 }
             }, change: { outcome in .messageSent(outcome, in: channel) })
@@ -28,7 +30,8 @@ extension SQLStore {
 
     /// Stores a new message after the channel's last, and reads every member's unread state after it.
     static func append(
-        _ new: NewMessage, custom: String, to channel: ChannelRecord, config: ChannelConfig?, now: Timestamp
+        _ new: NewMessage, custom: String, to channel: ChannelRecord, config: ChannelConfig?, now: Timestamp,
+        keepsAllMembers: Bool
     ) -> StoreProgram<SendOutcome>
     {
         let createdAt = StoreRules.messageTime(now: now, after: channel.lastMessageAt)
@@ -63,7 +66,7 @@ extension SQLStore {
             guard isMember, !new.threadOnly else { return .done(nil) }
             return Self.applyRead(new.userID, in: channel, target: seq, newest: seq, now: createdAt).map { $0 }
         }.then { update in
-            Self.reachedAll(bySending: update, new.userID, in: channel, config: config)
+            Self.reachedAll(bySending: update, new.userID, in: channel, config: config, kept: keepsAllMembers)
         }.then { reachedAll in
             Fetch.memberStates(channel.pk).map { (reachedAll, $0) }
         }.then { reachedAll, members in

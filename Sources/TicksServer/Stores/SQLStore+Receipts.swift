@@ -16,7 +16,8 @@ extension SQLStore {
                         }
                     }.then { entries in
                         Fetch.users(entries.map(\.userID)).then { users in
-                            Self.thresholds(for: message.userID, in: message.channelPK, config: config).map { all in
+                            Self.thresholds(
+                                for: message.userID, in: message.channelPK, config: config, kept: self.keepsAllMembers).map { all in
                                 var receipts = MessageReceipts(
                                     message: message, channel: found.channel, config: config, entries: entries,
                                     users: users)

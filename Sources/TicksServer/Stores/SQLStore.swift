@@ -59,11 +59,16 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
 
     /// Whether its operations are spans (`TracedEngine`; `TicksServerConfiguration.tracing`).
     let traced: Bool
+    /// Whether the schema has R13's columns and indexes (`v11-all-members`): false only for a
+    /// node told to stop before that migration (`--migrations-up-to`, an older release's schema),
+    /// which then keeps no "read by all" (its code never needs more than that schema).
+    let keepsAllMembers: Bool
 
     /// - Parameter traced: spans for the transactions and statements that are part of a trace.
-    init(engine: any StoreEngine, traced: Bool = false) {
+    init(engine: any StoreEngine, traced: Bool = false, keepsAllMembers: Bool = true) {
         self.engine = traced ? TracedEngine(engine) : engine
         self.traced = traced
+        self.keepsAllMembers = keepsAllMembers
         let recorder = RecorderSlot()
         self.recorder = recorder
         // A batch holds the receipts of several requests and runs in a task of its own: it is not
@@ -72,7 +77,8 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         moveBatcher =
             engine.dialect == .postgres
             ? MoveBatcher { moves in
-                try await Self.runBatch(moves, on: engine, recorder: recorder.value.withLock { $0 })
+                try await Self.runBatch(
+                    moves, on: engine, recorder: recorder.value.withLock { $0 }, keepsAllMembers: keepsAllMembers)
             } : nil
     }
 
@@ -98,7 +104,9 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// member's row changed meanwhile run again, with their members locked
     /// first (`StoreSQL.moves`, `StoreSQL.lockMembers`). The statement, what
     /// the moves made read by all and what they owe are one transaction.
-    static func runBatch(_ moves: [BatchedMove], on engine: any StoreEngine, recorder: (any ChangeRecorder)?)
+    static func runBatch(
+        _ moves: [BatchedMove], on engine: any StoreEngine, recorder: (any ChangeRecorder)?, keepsAllMembers: Bool = true
+    )
         async throws
         -> [Result<CursorOutcome?, any Error>]
     {
@@ -108,7 +116,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
             let moved =
                 (lock
                 ? Step.execute(StoreSQL.lockMembers(of: moves)).then { _ in OneStatementMove.program(moves) }
-                : OneStatementMove.program(moves)).then(withReachedAll)
+                : OneStatementMove.program(moves)).then { withReachedAll($0, kept: keepsAllMembers) }
             guard let recorder else { return moved.map { ($0, 0) } }
             return moved.then { outcomes in
                 let committed = outcomes.compactMap { try? $0.get() }.compactMap { $0 }
@@ -170,7 +178,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         SQLStore(
             engine: PostgresEngine(
                 transactions: PostgresTransactions(client: client, logger: logger), migrationsUpTo: migrationsUpTo),
-            traced: traced)
+            traced: traced, keepsAllMembers: PostgresSchema.applies("v11-all-members", upTo: migrationsUpTo))
     }
 
     /// Brings the schema up to date and adds the built-in channel types (PostgreSQL;

@@ -131,14 +131,18 @@ enum StoreSQL {
         "SELECT EXISTS (SELECT 1 FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID))"
     }
 
-    static func insertMember(channelPK: Int64, userID: String, cursors: Cursors, now: Int64) -> StoreQuery {
-        """
-        INSERT INTO member (channel_pk, user_id, read_seq, read_at, delivered_seq, delivered_at, created_at,
-                            reads_shared, deliveries_shared)
-        VALUES (\(channelPK), \(userID), \(cursors.read), \(now), \(cursors.delivered), \(now), \(now),
-                COALESCE((SELECT reads_shared FROM app_user WHERE id = \(userID)), 1),
-                COALESCE((SELECT deliveries_shared FROM app_user WHERE id = \(userID)), 1))
-        """
+    /// `sharing`: with the copy of the user's privacy (`v11-all-members`; an older schema has no such columns).
+    static func insertMember(channelPK: Int64, userID: String, cursors: Cursors, now: Int64, sharing: Bool) -> StoreQuery {
+        let row: StoreQuery = """
+            INSERT INTO member (channel_pk, user_id, read_seq, read_at, delivered_seq, delivered_at, created_at\(
+                raw: sharing ? ", reads_shared, deliveries_shared" : ""))
+            VALUES (\(channelPK), \(userID), \(cursors.read), \(now), \(cursors.delivered), \(now), \(now)
+            """
+        guard sharing else { return row + ")" }
+        return row + """
+            , COALESCE((SELECT reads_shared FROM app_user WHERE id = \(userID)), 1),
+              COALESCE((SELECT deliveries_shared FROM app_user WHERE id = \(userID)), 1))
+            """
     }
 
     /// A row back when the role changed.
