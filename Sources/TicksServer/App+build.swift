@@ -69,6 +69,8 @@ public struct TicksServices: Sendable {
     public let metrics: ServerMetrics
     public let authority: TokenAuthority
     public let rateLimiter: RateLimiter
+    /// The app's settings that `PATCH /app` changes, as this node applies them.
+    let appOptions: AppOptionsCache
     /// The webhook outbox's queries (the store's tables).
     let outbox: any WebhookOutbox
     /// Deletes the receipt log's old moves; nil when retention is off.
@@ -133,7 +135,8 @@ public func buildApplication(
         logger: logger)
     let services = TicksServices(
         store: store, hub: hub, metrics: metrics, authority: authority,
-        rateLimiter: RateLimiter(limits: configuration.rateLimits, time: configuration.time), outbox: store,
+        rateLimiter: RateLimiter(limits: configuration.rateLimits, time: configuration.time),
+        appOptions: AppOptionsCache(store: store, time: configuration.time), outbox: store,
         receiptLogPruner: pruner)
     var webhookServices: [any Service] = []
     var webhookSender: WebhookSender?
@@ -143,7 +146,8 @@ public func buildApplication(
             logger: logger, time: configuration.time)
         store.recordChanges(
             with: WebhookRecorder(
-                settings: configuration.webhooks, offline: { hub.unconnected(among: $0) }, wake: { sender.wake() }))
+                settings: configuration.webhooks, offline: { hub.unconnected(among: $0) }, wake: { sender.wake() },
+                options: { [appOptions = services.appOptions] in appOptions.last }))
         webhookServices.append(sender)
         webhookSender = sender
     }
@@ -168,7 +172,11 @@ public func buildApplication(
             + (configuration.eventBus.map { [EventBusService(bus: $0, hub: hub)] } ?? []),
         onServerRunning: { channel in await configuration.onServerRunning(channel.localAddress?.port ?? 0) },
         logger: logger)
-    if let beforeServerStarts { application.beforeServerStarts(perform: beforeServerStarts) }
+    // The app's settings are read before the first request: the webhooks' events use the last read.
+    application.beforeServerStarts { [appOptions = services.appOptions] in
+        try await beforeServerStarts?()
+        _ = try await appOptions.current()
+    }
     return (application, services)
 }
 
@@ -215,9 +223,9 @@ func buildRouter(
         tracing: configuration.tracing)
     let receipts = Receipts(
         store: services.store, events: events,
-        audience: ReceiptAudience(fullChannelLimit: configuration.largeChannelMembers))
+        audience: ReceiptAudience(fullChannelLimit: configuration.largeChannelMembers), options: services.appOptions)
     AppController(
-        store: services.store, rateLimiter: services.rateLimiter, limits: configuration.limits,
+        store: services.store, options: services.appOptions, rateLimiter: services.rateLimiter, limits: configuration.limits,
         rateLimits: configuration.rateLimits, apiKey: configuration.credentials.apiKey,
         webhooks: configuration.webhooks
     ).addRoutes(to: api)
@@ -229,7 +237,7 @@ func buildRouter(
     ).addRoutes(to: api)
     UsersController(store: services.store, limits: configuration.limits).addRoutes(to: api)
     UnreadController(store: services.store, metrics: services.metrics, logger: logger).addRoutes(to: api)
-    SyncController(store: services.store, limits: configuration.limits).addRoutes(to: api)
+    SyncController(store: services.store, limits: configuration.limits, receipts: receipts).addRoutes(to: api)
     ChannelTypesController(store: services.store).addRoutes(to: api)
     ChannelsController(
         store: services.store, hub: services.hub, events: events, receipts: receipts, limits: configuration.limits

@@ -3,9 +3,11 @@ import Hummingbird
 import TicksProtocol
 
 /// `GET /app` (the app's settings, as Stream answers them, with the limits
-/// and rate limits in force) and `GET /rate_limits` (Stream's quota report).
+/// and rate limits in force), `PATCH /app` (the settings kept in the store,
+/// `AppOptions`) and `GET /rate_limits` (Stream's quota report).
 struct AppController {
     let store: any TicksStore
+    let options: AppOptionsCache
     let rateLimiter: RateLimiter
     let limits: ServerLimits
     let rateLimits: RateLimits
@@ -14,6 +16,7 @@ struct AppController {
 
     func addRoutes(to group: RouterGroup<TicksRequestContext>) {
         group.on(.getApp, use: app)
+        group.on(.updateApp, use: update)
         group.on(.getRateLimits, use: quotas)
     }
 
@@ -36,9 +39,12 @@ struct AppController {
         /// Server tokens only (the URLs are the app's own).
         var eventHooks: [EventHook]?
         var webhookDelivery: DeliverySettings
+        /// R15 (`PATCH /app`).
+        var reciprocalReadReceipts: Bool
 
         enum CodingKeys: String, CodingKey {
             case name, placement, limits
+            case reciprocalReadReceipts = "reciprocal_read_receipts"
             case webhookURL = "webhook_url"
             case webhookEvents = "webhook_events"
             case eventHooks = "event_hooks"
@@ -193,8 +199,30 @@ struct AppController {
                 headerTimeoutSeconds: limits.headerTimeout.components.seconds,
                 syncEventsPerChannel: limits.syncEventsPerChannel, syncEventsPerAnswer: limits.syncEventsPerAnswer),
             webhookURL: webhook?.webhookURL, webhookEvents: webhook?.eventTypes, eventHooks: hooks,
-            webhookDelivery: DeliverySettings(webhooks))
+            webhookDelivery: DeliverySettings(webhooks),
+            reciprocalReadReceipts: try await options.current().reciprocalReadReceipts)
         return try context.respond(AppResponse(app: settings))
+    }
+
+    /// `PATCH /app` (server tokens): changes the settings it names, which
+    /// must be ones Ticks keeps (`AppOptions.Change`); Stream's others are
+    /// refused rather than ignored, so that nobody believes one took effect.
+    @Sendable func update(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        guard case .server = try context.requirePrincipal() else {
+            throw APIError.forbidden("only a server token may change the app's settings")
+        }
+        var request = request
+        let fields = try await request.decodeJSON([String: JSONValue].self)
+        let known = Set(AppOptions.Change.CodingKeys.allCases.map(\.rawValue))
+        if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
+            throw APIError.input(
+                "app setting '\(unknown.prefix(64))' is not one Ticks keeps; it keeps: \(known.sorted().joined(separator: ", "))")
+        }
+        guard !fields.isEmpty else { throw APIError.input("the body names no app setting to change") }
+        let change = try await request.decodeJSON(AppOptions.Change.self)
+        let options = try await options.update(change)
+        context.logger.notice("app settings changed", metadata: ["reciprocal_read_receipts": "\(options.reciprocalReadReceipts)"])
+        return try context.respond(Empty())
     }
 
     /// One endpoint's quota as Stream reports it.

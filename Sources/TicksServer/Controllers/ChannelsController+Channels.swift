@@ -107,7 +107,8 @@ extension ChannelsController {
         }
         let state = Presenter.channelState(
             snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)),
-            allReached: try await allReached(in: snapshot, by: viewer))
+            allReached: try await allReached(in: snapshot, by: viewer),
+            viewerSeesReadsAsDeliveries: try await receipts.seesReadsAsDeliveries(viewer, known: snapshot.users))
         return try context.respond(state, status: created ? .created : .ok)
     }
 
@@ -161,7 +162,8 @@ extension ChannelsController {
             states.append(
                 Presenter.channelState(
                     snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)),
-                    allReached: try await allReached(in: snapshot, by: viewer)))
+                    allReached: try await allReached(in: snapshot, by: viewer),
+                    viewerSeesReadsAsDeliveries: try await receipts.seesReadsAsDeliveries(viewer, known: snapshot.users)))
         }
         return try context.respond(ChannelList(channels: states))
     }

@@ -79,7 +79,9 @@ extension ChannelsController {
         }
         let users = try await store.users(ids: [outcome.message.userID])
         if outcome.created {
-            try events.messageNew(outcome, channel: channel, users: users)
+            let hiding = try await receipts.seeReadsAsDeliveries(
+                among: outcome.reachedAll.filter { $0.kind == .read }.map(\.author))
+            try events.messageNew(outcome, channel: channel, users: users, seeReadsAsDeliveries: hiding)
         }
         return try context.respond(
             MessageResponse(message: Presenter.message(outcome.message, users: users)),

@@ -40,7 +40,8 @@ struct MessagesController {
         }
         try await ChannelPermissions.require(.read, in: receipts.channel, context: context, store: store)
         let viewer: String? = if case .user(let userID) = try context.requirePrincipal() { userID } else { nil }
-        return try context.respond(Presenter.receipts(receipts, viewer: viewer))
+        let hiding = try await self.receipts.seesReadsAsDeliveries(viewer, known: receipts.users)
+        return try context.respond(Presenter.receipts(receipts, viewer: viewer, viewerSeesReadsAsDeliveries: hiding))
     }
 
     func messageID(_ context: TicksRequestContext) throws -> String {

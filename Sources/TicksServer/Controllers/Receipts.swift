@@ -10,6 +10,8 @@ struct Receipts: Sendable {
     let events: EventPublisher
     /// Who hears of receipts; the store applies it when it commits a move.
     let audience: ReceiptAudience
+    /// The app's settings: reciprocal read receipts (R15) change what a move tells whom.
+    let options: AppOptionsCache
 
     /// At most this many entries in one mark delivered (Stream's limit).
     static let maxDeliveredEntries = 100
@@ -43,8 +45,35 @@ struct Receipts: Sendable {
         if let messageID { try requireValidID(messageID, "message_id") }
         let outcome = try await store.markRead(
             reader, in: channel, upTo: messageID, audience: audience, now: .now())
-        try events.cursorMoved(outcome)
+        try await tell(outcome)
         return CursorNotice.messageRead(outcome)
+    }
+
+    /// Tells a committed move live: `EventPublisher.cursorMoved`, with those
+    /// who would hear its read (or its "read by all") and see reads only as
+    /// deliveries (R15) looked up first, when the app's setting is on.
+    func tell(_ outcome: CursorOutcome) async throws {
+        guard outcome.update.changed else { return }
+        let notice = CursorNotice(outcome)
+        let hearers = (notice.othersSeeRead ? outcome.recipients : []) + notice.readByAllAuthors
+        let hiding = try await seeReadsAsDeliveries(among: hearers.filter { $0 != outcome.reader.id })
+        try events.cursorMoved(outcome, seeReadsAsDeliveries: hiding)
+    }
+
+    /// R15 for `viewer`: whether they see the others' reads only as
+    /// deliveries; `known` may hold them already (a snapshot's users).
+    func seesReadsAsDeliveries(_ viewer: String?, known: [String: User] = [:]) async throws -> Bool {
+        guard let viewer, try await options.current().reciprocalReadReceipts else { return false }
+        let user = if let known = known[viewer] { known } else { try await store.users(ids: [viewer])[viewer] }
+        return user.map { !$0.sharesReadReceipts } ?? false
+    }
+
+    /// R15: those of `userIDs` who see the others' reads only as deliveries;
+    /// none, and no look-up, unless the app's reciprocal read receipts are on.
+    func seeReadsAsDeliveries(among userIDs: [String]) async throws -> Set<String> {
+        guard !userIDs.isEmpty, try await options.current().reciprocalReadReceipts else { return [] }
+        let users = try await store.users(ids: Array(Set(userIDs)))
+        return Set(users.values.filter { !$0.sharesReadReceipts }.map(\.id))
     }
 
     /// Marks the thread of `parentID` read for `reader` (their thread read
@@ -60,7 +89,10 @@ struct Receipts: Sendable {
         let notice = ThreadReadNotice(
             read, by: Presenter.user(reader, users), in: channel,
             config: try await store.channelType(named: channel.type))
-        try events.send(notice.event, to: try await notice.recipients { try await store.memberIDs(of: channel) })
+        let recipients = try await notice.recipients { try await store.memberIDs(of: channel) }
+        let hiding = try await seeReadsAsDeliveries(among: recipients.filter { $0 != reader })
+        // A thread read has no delivery to tell instead (R15).
+        try events.send(notice.event, to: recipients.filter { !hiding.contains($0) })
         return notice.event
     }
 
@@ -93,7 +125,7 @@ struct Receipts: Sendable {
             return DeliveredTarget(channel: try requireCID(entry.cid, "cid"), messageID: entry.id)
         }
         for outcome in try await store.markDelivered(reader, targets, audience: audience, now: .now()) {
-            try events.cursorMoved(outcome)
+            try await tell(outcome)
         }
     }
 }

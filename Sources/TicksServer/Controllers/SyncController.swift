@@ -15,6 +15,8 @@ import TicksProtocol
 struct SyncController {
     let store: any TicksStore
     let limits: ServerLimits
+    /// For R15: whether the user sees the others' reads only as deliveries.
+    let receipts: Receipts
 
     func addRoutes(to group: RouterGroup<TicksRequestContext>) {
         group.on(.sync, use: sync)
@@ -64,7 +66,9 @@ struct SyncController {
         var remaining: [String] = []
         // The channels that fit, read one at a time: what is held stays within the answer's bound.
         var events: [Event] = []
-        let builder = SyncEvents(userID: userID, since: since, now: now)
+        let builder = SyncEvents(
+            userID: userID, since: since, now: now,
+            seesReadsAsDeliveries: try await receipts.seesReadsAsDeliveries(userID))
         for cid in cids {
             guard remaining.isEmpty else {
                 remaining.append(cid.rawValue)

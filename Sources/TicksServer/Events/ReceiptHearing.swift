@@ -38,17 +38,30 @@ public struct ReceiptAudience: MoveAudience, Equatable {
     }
 }
 
-/// Which members' receipts a viewer may see (R8, R10). A member always sees
-/// their own; others see them only when the channel type has read events and
-/// the member shares them.
+/// Which members' receipts a viewer may see (R8, R10, R15). A member always
+/// sees their own; others see them only when the channel type has read events
+/// and the member shares them; and a viewer who hides their own reads, where
+/// the app's reciprocal read receipts are on, sees the others' reads only as
+/// deliveries (R15).
 struct ReceiptVisibility {
     let config: ChannelConfig
     let users: [String: User]
     /// The user looking; nil for anyone but the member (the other members, a webhook).
     let viewer: String?
+    /// R15: the viewer hides their reads and the app's reciprocal read receipts are on.
+    let viewerSeesReadsAsDeliveries: Bool
+
+    /// - Parameter viewerSeesReadsAsDeliveries: R15 for `viewer` (`Receipts.seesReadsAsDeliveries`).
+    init(config: ChannelConfig, users: [String: User], viewer: String?, viewerSeesReadsAsDeliveries: Bool) {
+        self.config = config
+        self.users = users
+        self.viewer = viewer
+        self.viewerSeesReadsAsDeliveries = viewer != nil && viewerSeesReadsAsDeliveries
+    }
 
     func readVisible(_ userID: String) -> Bool {
-        (users[userID] ?? User(id: userID)).readsVisible(to: viewer, readEvents: config.readEvents)
+        guard userID == viewer || !viewerSeesReadsAsDeliveries else { return false }
+        return (users[userID] ?? User(id: userID)).readsVisible(to: viewer, readEvents: config.readEvents)
     }
 
     func deliveredVisible(_ userID: String) -> Bool {
@@ -56,9 +69,10 @@ struct ReceiptVisibility {
             to: viewer, readEvents: config.readEvents, deliveryEvents: config.deliveryEvents)
     }
 
-    /// Whether members other than `reader` may hear of `reader`'s reads.
+    /// Whether members other than `reader` may hear of `reader`'s reads (before R15, which is the hearer's).
     static func othersSeeReads(of reader: User, config: ChannelConfig) -> Bool {
-        ReceiptVisibility(config: config, users: [reader.id: reader], viewer: nil).readVisible(reader.id)
+        ReceiptVisibility(config: config, users: [reader.id: reader], viewer: nil, viewerSeesReadsAsDeliveries: false)
+            .readVisible(reader.id)
     }
 }
 
@@ -74,6 +88,9 @@ struct CursorNotice {
     /// `message.delivered`, when the delivered cursor moved and the channel type sends delivery events.
     var delivered: Event?
     var othersSeeDelivered = false
+    /// Whether the others may see the reader's deliveries at all: those who see reads
+    /// only as deliveries (R15) are told `delivered` where the others are told `read`.
+    var deliveredVisibleToOthers = false
     /// `message.read_by_all` / `message.delivered_to_all`, each to its author alone (R13).
     var reachedAll: [(event: Event, author: String)] = []
     /// The move, for the event only the reader's own connections get.
@@ -94,7 +111,8 @@ struct CursorNotice {
             (ChangeEvents.reachedAll($0, in: outcome.channel.cid, at: outcome.at), $0.author)
         }
         let reader = outcome.reader
-        let visibility = ReceiptVisibility(config: outcome.config, users: [reader.id: reader], viewer: nil)
+        let visibility = ReceiptVisibility(
+            config: outcome.config, users: [reader.id: reader], viewer: nil, viewerSeesReadsAsDeliveries: false)
         if outcome.update.moved(.read) {
             read = Self.messageRead(outcome)
             othersSeeRead = visibility.readVisible(reader.id)
@@ -103,7 +121,8 @@ struct CursorNotice {
         delivered = ChangeEvents.messageDelivered(
             by: reader, in: outcome.channel.cid, at: outcome.at, deliveredAt: outcome.state.deliveredAt,
             upTo: outcome.state.lastDeliveredMessageID)
-        othersSeeDelivered = visibility.deliveredVisible(reader.id) && !othersSeeRead
+        deliveredVisibleToOthers = visibility.deliveredVisible(reader.id)
+        othersSeeDelivered = deliveredVisibleToOthers && !othersSeeRead
     }
 
     /// The `message.read` event for a read state (also the answer to mark read).
@@ -117,14 +136,19 @@ struct CursorNotice {
     /// read, else to the reader alone, with `notification.mark_read` to the
     /// reader; `message.delivered` to them when the others may see it and no
     /// read told them (the reader's own connections had `message.read`), else
-    /// to the reader alone unless a read told them already.
-    func live(to recipients: [String]) -> [(event: Event, to: [String])] {
+    /// to the reader alone unless a read told them already. Those of
+    /// `seeReadsAsDeliveries` (R15) hear a read as `message.delivered`, and
+    /// never "read by all".
+    func live(to recipients: [String], seeReadsAsDeliveries hiding: Set<String>) -> [(event: Event, to: [String])] {
         // After the receipts that made them: "read by all" follows the last reader's message.read.
-        let all = reachedAll.map { (event: $0.event, to: [$0.author]) }
+        let all = reachedAll.compactMap { reached in
+            reached.event.type == .messageReadByAll && hiding.contains(reached.author)
+                ? nil : (event: reached.event, to: [reached.author])
+        }
         guard let reader = (read ?? delivered)?.user?.id else { return all }
         var sends: [(event: Event, to: [String])] = []
         if let read {
-            sends.append((read, othersSeeRead ? recipients : [reader]))
+            sends.append((read, othersSeeRead ? recipients.filter { !hiding.contains($0) || $0 == reader } : [reader]))
             if let markedRead { sends.append((markedRead, [reader])) }
         }
         if let delivered {
@@ -132,15 +156,24 @@ struct CursorNotice {
                 sends.append((delivered, read == nil ? recipients : recipients.filter { $0 != reader }))
             } else if read == nil {
                 sends.append((delivered, [reader]))
+            } else if othersSeeRead && deliveredVisibleToOthers {
+                let told = recipients.filter { hiding.contains($0) && $0 != reader }
+                if !told.isEmpty { sends.append((delivered, told)) }
             }
         }
         return sends + all
     }
 
-    /// The events anyone but the reader may be told (webhooks, with no viewer).
-    var toOthers: [Event] {
+    /// The events anyone but the reader may be told (webhooks, with no viewer). A "read by
+    /// all" is its author's view: not told of an author in `seeReadsAsDeliveries` (R15).
+    func toOthers(seeReadsAsDeliveries hiding: Set<String>) -> [Event] {
         (othersSeeRead ? [read].compactMap { $0 } : []) + (othersSeeDelivered ? [delivered].compactMap { $0 } : [])
-            + reachedAll.map(\.event)
+            + reachedAll.filter { $0.event.type != .messageReadByAll || !hiding.contains($0.author) }.map(\.event)
+    }
+
+    /// The authors whose "read by all" this move tells: whose privacy R15 needs.
+    var readByAllAuthors: [String] {
+        reachedAll.filter { $0.event.type == .messageReadByAll }.map(\.author)
     }
 
     /// `notification.mark_unread` is told to the others (the webhooks) only

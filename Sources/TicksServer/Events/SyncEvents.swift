@@ -9,6 +9,8 @@ struct SyncEvents {
     let userID: String
     let since: Timestamp
     let now: Timestamp
+    /// R15: the user sees the others' reads only as deliveries.
+    var seesReadsAsDeliveries = false
 
     /// The channel's events, oldest first; nil when there are more than `limit` (reload it).
     func events(of changes: ChannelChanges, in cid: ChannelID, limit: Int) -> [Event]? {
@@ -55,7 +57,8 @@ struct SyncEvents {
                     hardDelete: deleted ? message.hardDeleted : nil,
                     at: deleted ? message.deletedAt : (message.updatedAt ?? message.createdAt), users: users))
         }
-        let visibility = ReceiptVisibility(config: config, users: users, viewer: userID)
+        let visibility = ReceiptVisibility(
+            config: config, users: users, viewer: userID, viewerSeesReadsAsDeliveries: seesReadsAsDeliveries)
         for state in changes.members {
             events += cursorEvents(state, record: record, visibility: visibility, users: users)
         }

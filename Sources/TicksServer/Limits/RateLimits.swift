@@ -60,7 +60,7 @@ public struct RateLimits: Sendable, Equatable {
                     Limit(user: 60, serverSide: 1_000)
                 case .recountUnread:
                     Limit(user: 60, serverSide: 60)
-                case .createChannelType, .listChannelTypes, .getChannelType, .updateChannelType, .getApp,
+                case .createChannelType, .listChannelTypes, .getChannelType, .updateChannelType, .getApp, .updateApp,
                     .getRateLimits, .listFailedWebhooks, .retryFailedWebhooks, .getStatus:
                     Limit(user: 60, serverSide: 1_000)
                 case .connect, .demoToken:

@@ -18,7 +18,11 @@ struct EventPublisher: Sendable {
     /// `message.new` to every member, each with their own unread counts: the
     /// message is encoded once for all of them (`EncodedEvent`), and each
     /// recipient's frame ends with their counts.
-    func messageNew(_ outcome: SendOutcome, channel: ChannelRecord, users: [String: User]) throws {
+    /// The author's jump to their message (R4) may make others' messages read by all (R13): each
+    /// to its author, but not "read" to those of `seeReadsAsDeliveries` (R15).
+    func messageNew(
+        _ outcome: SendOutcome, channel: ChannelRecord, users: [String: User], seeReadsAsDeliveries hiding: Set<String>
+    ) throws {
         var event = ChangeEvents.messageNew(outcome.message, users: users)
         event.watcherCount = hub.connectedCount(among: outcome.recipients.map(\.userID))
         var endings: [String: String] = [:]
@@ -30,19 +34,20 @@ struct EventPublisher: Sendable {
         try publish(
             EncodedEvent(object: JSONCoding.data(event), endings: endings), type: .messageNew, to: Array(endings.keys))
         // The author's cursors jumped to their message (R4): others' messages it made read by all, to their authors.
-        for reached in outcome.reachedAll {
+        for reached in outcome.reachedAll where reached.kind != .read || !hiding.contains(reached.author) {
             try send(ChangeEvents.reachedAll(reached, in: channel.cid, at: outcome.message.createdAt), to: [reached.author])
         }
     }
 
     /// Events for a cursor that moved: `message.read` / `message.delivered` to
-    /// the members who may see it (`CursorNotice`), and `notification.mark_read` to the reader.
-    func cursorMoved(_ outcome: CursorOutcome) throws {
+    /// the members who may see it (`CursorNotice`), and `notification.mark_read` to the reader;
+    /// those of `seeReadsAsDeliveries` hear a read as a delivery (R15, `Receipts.tell`).
+    func cursorMoved(_ outcome: CursorOutcome, seeReadsAsDeliveries hiding: Set<String>) throws {
         guard outcome.update.changed else { return }
         for move in outcome.update.moves {
             (move.kind == .read ? metrics.readMoves : metrics.deliveredMoves).increment()
         }
-        for (event, userIDs) in CursorNotice(outcome).live(to: outcome.recipients) {
+        for (event, userIDs) in CursorNotice(outcome).live(to: outcome.recipients, seeReadsAsDeliveries: hiding) {
             try send(event, to: userIDs)
         }
     }

@@ -10,6 +10,10 @@ public protocol TicksStore: Sendable {
     /// The users that exist among `ids`.
     func users(ids: [String]) async throws -> [String: User]
 
+    // The app's settings (`PATCH /app`)
+    func appOptions() async throws -> AppOptions
+    func updateAppOptions(_ change: AppOptions.Change) async throws -> AppOptions
+
     // Channel types
     func channelTypes() async throws -> [ChannelConfig]
     func channelType(named name: String) async throws -> ChannelConfig?

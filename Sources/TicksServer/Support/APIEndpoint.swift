@@ -9,6 +9,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case metrics = "Metrics"
     case openAPI = "OpenAPI"
     case getApp = "GetApp"
+    case updateApp = "UpdateApp"
     case getRateLimits = "GetRateLimits"
     case updateUsers = "UpdateUsers"
     case updateUsersPartial = "UpdateUsersPartial"
@@ -60,7 +61,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
             .explainUnread, .listFailedWebhooks, .getStatus:
             .get
         case .updateChannelType, .updateMessagePartial: .put
-        case .updateUsersPartial, .updateChannelPartial, .updateMemberPartial: .patch
+        case .updateUsersPartial, .updateChannelPartial, .updateMemberPartial, .updateApp: .patch
         case .deleteChannel, .deleteMessage, .deleteUser: .delete
         default: .post
         }
@@ -72,7 +73,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .health: "/health"
         case .metrics: "/metrics"
         case .openAPI: "/openapi.json"
-        case .getApp: "/app"
+        case .getApp, .updateApp: "/app"
         case .getRateLimits: "/rate_limits"
         case .updateUsers, .queryUsers, .updateUsersPartial: "/users"
         case .deleteUser: "/users/{user_id}"

@@ -10,9 +10,11 @@ enum HookEvents {
     static func none() -> StoreProgram<[HookEvent]> { .done([]) }
 
     /// The events `change` owes whose kinds are `wanted`.
-    static func of(_ change: StoreChange, wanted: @escaping @Sendable (EventType) -> Bool) -> StoreProgram<[HookEvent]> {
+    static func of(_ change: StoreChange, wanted: @escaping @Sendable (EventType) -> Bool, options: AppOptions)
+        -> StoreProgram<[HookEvent]>
+    {
         switch change {
-        case .messageSent(let outcome, let channel): messageNew(outcome, in: channel, wanted)
+        case .messageSent(let outcome, let channel): messageNew(outcome, in: channel, wanted, options)
         case .messageUpdated(let record): message(.messageUpdated, record, wanted)
         case .messageDeleted(let record, let hard): message(.messageDeleted, record, hardDelete: hard, wanted)
         case .channelCreated(let record, let at): channel(.channelCreated, record, at: at, wanted)
@@ -21,7 +23,7 @@ enum HookEvents {
         case .channelDeleted(let record, let at): channel(.channelDeleted, record, at: at, wanted)
         case .membersAdded(let states, let record, let at): membersAdded(states, to: record, at: at, wanted)
         case .membersRemoved(let userIDs, let record, let at): membersRemoved(userIDs, from: record, at: at, wanted)
-        case .cursorsMoved(let outcomes): cursors(outcomes)
+        case .cursorsMoved(let outcomes): cursors(outcomes, options)
         case .markedUnread(let outcome): markedUnread(outcome)
         }
     }
@@ -29,27 +31,42 @@ enum HookEvents {
     /// `message.new` with the members to push to: every member but the
     /// author, for a message the channel shows (a reply shown only in its
     /// thread changes nobody's unread count, and is not pushed).
-    private static func messageNew(_ outcome: SendOutcome, in channel: ChannelRecord, _ wanted: (EventType) -> Bool)
-        -> StoreProgram<[HookEvent]>
-    {
+    private static func messageNew(
+        _ outcome: SendOutcome, in channel: ChannelRecord, _ wanted: @escaping (EventType) -> Bool, _ options: AppOptions
+    ) -> StoreProgram<[HookEvent]> {
         let message = outcome.message
-        // What the author's cursors jumping to their message made read by all (R13).
-        let reached = outcome.reachedAll.map { ChangeEvents.reachedAll($0, in: channel.cid, at: message.createdAt) }
-            .filter { wanted($0.type) }.map { HookEvent(event: $0, channel: channel.cid) }
-        guard outcome.created, wanted(.messageNew) else { return .done(reached) }
-        return Fetch.users([message.userID]).map { users in
-            let threadOnly = message.parentID != nil && !message.showInChannel
-            let push = threadOnly ? [] : outcome.recipients.filter { $0.userID != message.userID }
-            return [HookEvent(event: ChangeEvents.messageNew(message, users: users), channel: message.cid, pushCandidates: push)]
-                + reached
+        // What the author's cursors jumping to their message made read by all (R13), as each author may see it (R15).
+        let reachedAll = outcome.reachedAll.filter { wanted($0.kind == .read ? .messageReadByAll : .messageDeliveredToAll) }
+        let readByAllAuthors = reachedAll.filter { $0.kind == .read }.map(\.author)
+        return seeReadsAsDeliveries(among: readByAllAuthors, options).then { hiding in
+            let reached = reachedAll.filter { $0.kind != .read || !hiding.contains($0.author) }
+                .map { HookEvent(event: ChangeEvents.reachedAll($0, in: channel.cid, at: message.createdAt), channel: channel.cid) }
+            guard outcome.created, wanted(.messageNew) else { return .done(reached) }
+            return Fetch.users([message.userID]).map { users in
+                let threadOnly = message.parentID != nil && !message.showInChannel
+                let push = threadOnly ? [] : outcome.recipients.filter { $0.userID != message.userID }
+                return [
+                    HookEvent(event: ChangeEvents.messageNew(message, users: users), channel: message.cid, pushCandidates: push)
+                ] + reached
+            }
         }
     }
 
     /// `message.read` / `message.delivered` as the other members may see them.
-    private static func cursors(_ outcomes: [CursorOutcome]) -> StoreProgram<[HookEvent]> {
-        .done(outcomes.flatMap { outcome in
-            CursorNotice(outcome).toOthers.map { HookEvent(event: $0, channel: outcome.channel.cid) }
-        })
+    private static func cursors(_ outcomes: [CursorOutcome], _ options: AppOptions) -> StoreProgram<[HookEvent]> {
+        let notices = outcomes.map { ($0, CursorNotice($0)) }
+        return seeReadsAsDeliveries(among: notices.flatMap { $0.1.readByAllAuthors }, options).map { hiding in
+            notices.flatMap { outcome, notice in
+                notice.toOthers(seeReadsAsDeliveries: hiding).map { HookEvent(event: $0, channel: outcome.channel.cid) }
+            }
+        }
+    }
+
+    /// R15: those of `authors` who see the others' reads only as deliveries; none unless the
+    /// app's reciprocal read receipts are on (and then only when there is an author to ask of).
+    private static func seeReadsAsDeliveries(among authors: [String], _ options: AppOptions) -> StoreProgram<Set<String>> {
+        guard options.reciprocalReadReceipts, !authors.isEmpty else { return .done([]) }
+        return Fetch.users(Array(Set(authors))).map { users in Set(users.values.filter { !$0.sharesReadReceipts }.map(\.id)) }
     }
 
     /// `notification.mark_unread`, which tells the member's read position:

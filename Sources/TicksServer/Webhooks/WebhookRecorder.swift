@@ -28,6 +28,9 @@ struct WebhookRecorder: ChangeRecorder {
     /// Those of the users with no open socket on this node (the push hook names only them).
     let offline: @Sendable ([String]) -> [String]
     let wake: @Sendable () -> Void
+    /// The app's settings as this node last read them (`AppOptionsCache.last`): R15 hides an
+    /// author's "read by all" when they hide their reads.
+    var options: @Sendable () -> AppOptions = { AppOptions() }
 
     /// Whether any receiver wants events of `type` (so the store need not build them).
     func wants(_ type: EventType) -> Bool {
@@ -75,7 +78,7 @@ struct WebhookRecorder: ChangeRecorder {
 
     /// Writes the calls the events `change` owes make, in the change's transaction; how many.
     func record(_ change: StoreChange, now: Timestamp) -> StoreProgram<Int> {
-        HookEvents.of(change, wanted: wants).then { record($0, now: now) }
+        HookEvents.of(change, wanted: wants, options: options()).then { record($0, now: now) }
     }
 
     func committed() { wake() }

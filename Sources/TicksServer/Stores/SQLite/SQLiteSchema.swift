@@ -110,6 +110,9 @@ enum SQLiteSchema {
             }
             for statement in StoreMigrations.allMembers(integer: "INTEGER", sharing: sharing) { try db.execute(sql: statement) }
         }
+        migrator.registerMigration("v12-app-settings") { db in
+            for statement in StoreMigrations.appSettings() { try db.execute(sql: statement) }
+        }
         return migrator
     }
 }

@@ -40,6 +40,9 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     /// rules, texts by `requireStorableText`); this is the backstop that keeps
     /// the stores' answers the same when a check is missing.
     case unstorableText
+    /// The node's schema is held before the migration a change needs (`--migrations-up-to`, an
+    /// older release's schema in a rolling upgrade): the newer nodes make it.
+    case schemaBefore(migration: String)
 
     public var description: String {
         switch self {
@@ -59,6 +62,8 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
         case .tooManyMembers(let cid, let members, let adding, let limit):
             "channel \(cid) has \(members) members; adding \(adding) would pass the limit of \(limit)"
         case .unstorableText: "a value holds the character U+0000, which no id or text may contain"
+        case .schemaBefore(let migration):
+            "this node's schema is held before \(migration) (an older release's): make this change on an upgraded node"
         }
     }
 }

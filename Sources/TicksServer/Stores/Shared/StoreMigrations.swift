@@ -201,3 +201,11 @@ extension StoreMigrations {
         ]
     }
 }
+
+extension StoreMigrations {
+    /// The app's settings that `PATCH /app` changes (`AppOptions`): one row per
+    /// setting, its value as JSON. A setting without a row has its default.
+    static func appSettings() -> [String] {
+        ["CREATE TABLE app_setting (name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)"]
+    }
+}

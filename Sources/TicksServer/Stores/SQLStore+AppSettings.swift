@@ -1,0 +1,37 @@
+import TicksProtocol
+
+// The app's settings (`PATCH /app`): one row per setting that was ever set,
+// its value as JSON; a setting without a row has its default.
+
+extension SQLStore {
+    public func appOptions() async throws -> AppOptions {
+        guard keepsAppSettings else { return AppOptions() }
+        return try await engine.readOne { Self.appOptions() }
+    }
+
+    public func updateAppOptions(_ change: AppOptions.Change) async throws -> AppOptions {
+        guard keepsAppSettings else { throw StoreError.schemaBefore(migration: "v12-app-settings") }
+        let rows = try change.rows()
+        return try await engine.write {
+            Step.each(rows) { name, value in Step.execute(StoreSQL.setAppSetting(name, to: value)) }
+                .then { _ in Self.appOptions() }
+        }
+    }
+
+    private static func appOptions() -> StoreProgram<AppOptions> {
+        Step.rows(StoreSQL.appSettings).map { rows in
+            try AppOptions(settings: Dictionary(uniqueKeysWithValues: rows.map { (try $0.text(0), try $0.text(1)) }))
+        }
+    }
+}
+
+extension StoreSQL {
+    static let appSettings: StoreQuery = "SELECT name, value FROM app_setting"
+
+    static func setAppSetting(_ name: String, to value: String) -> StoreQuery {
+        """
+        INSERT INTO app_setting (name, value) VALUES (\(name), \(value))
+        ON CONFLICT (name) DO UPDATE SET value = excluded.value
+        """
+    }
+}
