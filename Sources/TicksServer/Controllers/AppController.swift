@@ -219,6 +219,9 @@ struct AppController {
                 "app setting '\(unknown.prefix(64))' is not one Ticks keeps; it keeps: \(known.sorted().joined(separator: ", "))")
         }
         guard !fields.isEmpty else { throw APIError.input("the body names no app setting to change") }
+        if let unset = fields.first(where: { $0.value == .null })?.key {
+            throw APIError.input("app setting '\(unset)' is null: a setting is changed to a value, never unset")
+        }
         let change = try await request.decodeJSON(AppOptions.Change.self)
         let options = try await options.update(change)
         context.logger.notice("app settings changed", metadata: ["reciprocal_read_receipts": "\(options.reciprocalReadReceipts)"])

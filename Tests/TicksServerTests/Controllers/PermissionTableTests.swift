@@ -43,6 +43,8 @@ struct PermissionTableTests {
         case send, markRead, markUnread, markDelivered, markThreadsRead
         /// `GET /unread/explain` and `POST /unread/recount`.
         case explainUnread, recountUnread
+        /// `PATCH /app` (R15's setting).
+        case updateApp
 
         var testDescription: String { rawValue }
     }
@@ -74,6 +76,8 @@ struct PermissionTableTests {
         if cell.action == .markThreadsRead { return true }
         // Recounting the kept counts is the app's own backend's: never a user token's.
         if cell.action == .recountUnread { return false }
+        // The app's settings are the app's own backend's too.
+        if cell.action == .updateApp { return false }
         // A user token acts only in channels its user belongs to (and cannot create one
         // without being among its members): being its creator, or an admin, grants nothing outside.
         guard cell.place.isMember else { return false }
@@ -82,7 +86,7 @@ struct PermissionTableTests {
             .markDelivered, .markThreadsRead, .explainUnread:
             // What every member may do.
             return true
-        case .recountUnread:
+        case .recountUnread, .updateApp:
             return false
         case .update, .truncate, .delete, .addMembers, .removeMembers:
             // What managers may do: the channel's creator, its moderators, admins.
@@ -154,6 +158,9 @@ struct PermissionTableTests {
             try await server.createChannel(cast.cid, members: [cast.owner, cast.bob], createdBy: cast.owner)
         }
         try await server.send(cast.cid, id: cast.message, from: cast.owner, text: "secret")
+        if cell.action == .updateApp {
+            _ = try await server.store.updateAppOptions(AppOptions.Change(reciprocalReadReceipts: false))
+        }
         if cell.action == .markUnread, cell.place.isMember {
             try await server.markRead(cast.cid, cast.actor)
         }
@@ -225,6 +232,8 @@ struct PermissionTableTests {
                 token: token)
         case .markThreadsRead:
             return try await server.call(.post, "/threads/read", body: "{\(asUser)}", token: token)
+        case .updateApp:
+            return try await server.call(.patch, "/app", body: #"{"reciprocal_read_receipts": true}"#, token: token)
         }
     }
 
@@ -296,6 +305,8 @@ struct PermissionTableTests {
             let channel = try #require(try await store.channel(ChannelID(type: "messaging", id: cast.channelID)), comment)
             let unread = try await store.member(cast.actor, of: channel)?.unread
             #expect(unread == (cell.place.isMember ? 1 : nil), comment)
+        case .updateApp:
+            #expect(try await store.appOptions().reciprocalReadReceipts == allowed, comment)
         }
     }
 
