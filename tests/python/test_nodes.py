@@ -281,3 +281,22 @@ def test_each_node_shows_its_own_sockets_and_a_listening_bus(cluster):
     # A user's token is refused.
     refused = via_a.raw("GET", "/admin/status", token=via_a.user_token("alice"))
     assert refused.status_code == 403 and refused.json()["code"] == 17
+
+
+def test_an_app_setting_changed_on_one_node_applies_on_the_other_within_a_second(cluster):
+    """`PATCH /app` on A: B, which read the settings before, serves R15 once its
+    second is up (`AppOptionsCache`), without a restart."""
+    a, b, via_a, via_b, channel = two_nodes_and_a_pair(cluster, "recip")
+    via_a.upsert_users({"id": "bob", "privacy_settings": {"read_receipts": {"enabled": False}}})
+    via_a.send_message(channel, "bob", "hi", message_id="r1")
+    via_a.mark_read(channel, "alice")
+    assert via_b.call("GET", "/app")["app"]["reciprocal_read_receipts"] is False
+    bob_token = via_b.user_token("bob")
+    seen = lambda: next(r for r in via_b.receipts("r1", token=bob_token)["receipts"] if r["user"]["id"] == "alice")
+    assert "read_at" in seen(), "before: bob sees alice's read"
+    started = time.monotonic()
+    via_a.call("PATCH", "/app", {"reciprocal_read_receipts": True})
+    while "read_at" in seen():
+        assert time.monotonic() - started < 10, "node B never applied node A's change"
+        time.sleep(0.05)
+    assert via_b.call("GET", "/app")["app"]["reciprocal_read_receipts"] is True
