@@ -233,8 +233,8 @@ actor ChatScreen {
     }
 
     static let help = [
-        "in the list: /open N or /open TYPE:ID, /more, /readall",
-        "in a channel: /list, /older, /receipts N, /resend [N]",
+        "in the list: /open N or /open TYPE:ID, /more, /readall, /readthreads",
+        "in a channel: /list, /older, /receipts N, /resend [N], /why (the unread count explained)",
         "anywhere: /privacy [read on|off] [delivery on|off], /quit",
     ]
 
@@ -266,6 +266,22 @@ actor ChatScreen {
                 say(["every channel marked read"])
             } catch {
                 say(["could not mark all read: \(error)"])
+            }
+        case "/readthreads":
+            do {
+                let marked = try await client.markAllThreadsRead()
+                say(["\(marked) thread\(marked == 1 ? "" : "s") marked read"])
+            } catch {
+                say(["could not mark threads read: \(error)"])
+            }
+        case "/why":
+            guard case .channel(let controller, _) = view else { return say(["/why works in a channel"]) }
+            let shown = channelState?.messages ?? []
+            let numbers = Dictionary(shown.enumerated().map { ($1.id, $0 + 1) }, uniquingKeysWith: { first, _ in first })
+            do {
+                say(renderer.unread(try await client.explainUnread(controller.cid), numbers: numbers))
+            } catch {
+                say(["could not explain the unread count: \(error)"])
             }
         case "/privacy":
             await privacy(Array(words.dropFirst()))

@@ -101,6 +101,29 @@ struct Renderer {
         return lines
     }
 
+    /// `/why`: the channel's unread count explained, each message by its
+    /// number in brackets when it is on screen, else by its id.
+    func unread(_ explanation: UnreadExplanation, numbers: [String: Int]) -> [String] {
+        let drift = explanation.isConsistent ? "" : " — drifted: the messages give \(explanation.counted)"
+        var lines = ["unread \(explanation.unreadCount)\(drift)"]
+        if let lastRead = explanation.lastRead {
+            lines.append("  read up to \(explanation.lastReadMessageId ?? "the start"), \(Self.exact(lastRead))")
+        }
+        for entry in explanation.messages {
+            let name = numbers[entry.messageId].map { "[\($0)]" } ?? entry.messageId
+            let why =
+                switch entry.rule {
+                case .counted: "counted"
+                case .own: "not counted: your own"
+                case .deleted: "not counted: deleted"
+                case .threadOnly: "not counted: a reply in its thread"
+                }
+            lines.append("  \(name) \(why)")
+        }
+        if explanation.messages.isEmpty { lines.append("  nothing after the read cursor") }
+        return lines
+    }
+
     static let clock: DateFormatter = {
         let formatter = DateFormatter()
         formatter.dateFormat = "HH:mm:ss"

@@ -97,6 +97,30 @@ def test_ticks_chat_shows_sent_delivered_read_and_the_count(ticks, client, uniqu
     assert chat.process.wait(timeout=10) == 0
 
 
+def test_ticks_chat_explains_the_unread_count_and_marks_every_thread_read(ticks, client, unique, tmp_path):
+    alice, bob = (f"{unique}-{name}" for name in ("alice", "bob"))
+    client.upsert_users({"id": alice, "name": "Alice"}, {"id": bob, "name": "Bob"})
+    cid = f"messaging:{unique}-t"
+    client.create_channel(cid, [alice, bob], created_by=alice)
+    client.send_message(cid, alice, "lunch?", message_id=f"{unique}-parent")
+
+    chat = Chat(ticks, alice, cid, tmp_path / "outbox.sqlite")
+    chat.wait_for(lambda line: "connected" in line)
+    # bob answers in the thread only: after alice's cursor, and not counted in the channel (R7).
+    client.send_message(cid, bob, "yes", message_id=f"{unique}-reply", parent_id=f"{unique}-parent")
+    chat.type("/why")
+    chat.wait_for(lambda line: line.startswith("unread 0"))
+    chat.wait_for(lambda line: f"{unique}-reply not counted: a reply in its thread" in line)
+    token = client.user_token(alice)
+    assert [t["parent_message_id"] for t in client.call("GET", "/unread", token=token)["threads"]] == [f"{unique}-parent"]
+
+    chat.type("/readthreads")
+    chat.wait_for(lambda line: "1 thread marked read" in line)
+    assert client.call("GET", "/unread", token=token)["threads"] == []
+    chat.type("/quit")
+    assert chat.process.wait(timeout=10) == 0
+
+
 class Screen:
     """ticks-chat on a real terminal: a tmux session, read with capture-pane."""
 
