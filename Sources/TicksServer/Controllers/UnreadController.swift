@@ -241,7 +241,9 @@ extension UnreadController {
 
     struct Recount: Encodable {
         var usersChecked: Int
+        /// The first `UnreadRecount.listedFixes`.
         var fixed: [Fix]
+        var fixedCount: Int
 
         struct Fix: Encodable {
             var userID: String
@@ -272,6 +274,7 @@ extension UnreadController {
         enum CodingKeys: String, CodingKey {
             case fixed
             case usersChecked = "users_checked"
+            case fixedCount = "fixed_count"
         }
     }
 
@@ -289,12 +292,12 @@ extension UnreadController {
             try userIDs.forEach { try requireValidID($0, "user id") }
         }
         let result = try await store.recountUnread(of: body.userIDs)
-        if !result.fixes.isEmpty {
-            metrics.unreadDriftFixed.increment(by: result.fixes.count)
+        if result.fixedCount > 0 {
+            metrics.unreadDriftFixed.increment(by: result.fixedCount)
             logger.warning(
                 "unread counts drifted: recount set them right",
                 metadata: [
-                    "fixed": "\(result.fixes.count)", "users_checked": "\(result.usersChecked)",
+                    "fixed": "\(result.fixedCount)", "users_checked": "\(result.usersChecked)",
                     "users": "\(Set(result.fixes.map(\.userID)).sorted().prefix(10))",
                 ])
         }
@@ -303,6 +306,6 @@ extension UnreadController {
                 userID: $0.userID, cid: $0.cid.map { "\($0)" }, parentID: $0.parentID, field: $0.field.rawValue,
                 was: $0.was, now: $0.now)
         }
-        return try context.respond(Recount(usersChecked: result.usersChecked, fixed: fixed))
+        return try context.respond(Recount(usersChecked: result.usersChecked, fixed: fixed, fixedCount: result.fixedCount))
     }
 }

@@ -72,9 +72,7 @@ extension SQLStore {
                 Fetch.texts(StoreSQL.userIDs(after: from, limit: Self.recountBatch))
             }
             guard let last = ids.last else { return total }
-            let batch = try await engine.write { Self.recount(ids) }
-            total.usersChecked += batch.usersChecked
-            total.fixes += batch.fixes
+            total.add(try await engine.write { Self.recount(ids) })
             after = last
         }
     }

@@ -293,7 +293,26 @@ public struct UnreadFix: Sendable, Equatable {
 public struct UnreadRecount: Sendable, Equatable {
     /// The users that exist among those asked for (every user when none were named).
     public var usersChecked: Int
+    /// The first `listedFixes` fixes made: a recount of every user holds no more in memory.
     public var fixes: [UnreadFix]
+    /// How many counts were set right, listed or not.
+    public var fixedCount: Int
+
+    /// At most this many fixes are listed.
+    public static let listedFixes = 1_000
+
+    public init(usersChecked: Int, fixes: [UnreadFix]) {
+        self.usersChecked = usersChecked
+        self.fixes = Array(fixes.prefix(Self.listedFixes))
+        fixedCount = fixes.count
+    }
+
+    /// This recount and `batch`, the next users'.
+    mutating func add(_ batch: UnreadRecount) {
+        usersChecked += batch.usersChecked
+        fixes += batch.fixes.prefix(max(0, Self.listedFixes - fixes.count))
+        fixedCount += batch.fixedCount
+    }
 }
 
 /// A thread marked read: its parent, when, and the reply the thread cursor is at.

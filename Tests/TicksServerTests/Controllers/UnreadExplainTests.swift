@@ -101,7 +101,7 @@ struct UnreadExplainTests {
             let bob = try await server.token("bob")
             try await server.call(.post, "/unread/recount", body: "{}", token: bob).expectError(403, code: 17)
             let fixed = try await server.ok(.post, "/unread/recount", #"{"user_ids": ["bob", "carol", "alice"]}"#)
-            #expect(fixed["users_checked"].int == 3)
+            #expect(fixed["users_checked"].int == 3 && fixed["fixed_count"].int == 3)
             let lines = Set(
                 fixed["fixed"].array.map {
                     "\($0["user_id"].string ?? "") \($0["cid"].string ?? "-") \($0["field"].string ?? "") "
@@ -118,6 +118,18 @@ struct UnreadExplainTests {
             let metrics = try await server.call(.get, "/metrics").body
             #expect(metrics.contains("ticks_unread_drift_fixed_total 3"))
         }
+    }
+
+    @Test("a recount lists the first 1,000 fixes and counts them all, batch after batch")
+    func listedFixesAreBounded() {
+        let fix = UnreadFix(userID: "u", cid: nil, parentID: nil, field: .unreadMessages, was: 1, now: 0)
+        var total = UnreadRecount(usersChecked: 0, fixes: [])
+        for _ in 1...15 { total.add(UnreadRecount(usersChecked: 100, fixes: Array(repeating: fix, count: 90))) }
+        total.add(UnreadRecount(usersChecked: 1, fixes: Array(repeating: fix, count: 1_200)))
+        #expect(total.usersChecked == 1_501)
+        #expect(total.fixedCount == 15 * 90 + 1_200)
+        #expect(total.fixes.count == UnreadRecount.listedFixes)
+        #expect(UnreadRecount(usersChecked: 1, fixes: Array(repeating: fix, count: 1_001)).fixes.count == 1_000)
     }
 
     @Test("recount refuses bad input", arguments: StoreKind.all)
