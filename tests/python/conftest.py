@@ -49,6 +49,21 @@ def store_arguments(store, prefix):
         psql(f"DROP SCHEMA {schema} CASCADE")
 
 
+@contextlib.contextmanager
+def served(store, prefix, tmp_path_factory, extra_args=()):
+    """A `ticks serve` on `store` ("sqlite" or "postgres", `store_arguments`),
+    rate limits off, with `extra_args`; it must exit cleanly when stopped.
+    Module fixtures use it for one server per store; `process.schema` is the
+    PostgreSQL schema (None on SQLite)."""
+    with store_arguments(store, prefix) as store_args:
+        process = TicksProcess(
+            tmp_path_factory.mktemp(f"{prefix}-{store}"), api_key=f"{prefix}key",
+            api_secret=secrets.token_urlsafe(48), extra_args=["--rate-limits", "off", *extra_args, *store_args])
+        process.schema = store_args[1].split("?schema=")[1] if store_args else None
+        yield process
+        assert process.stop() == 0, process.output()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

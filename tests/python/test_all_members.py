@@ -5,22 +5,17 @@ the wire on SQLite and PostgreSQL: receipts' `read_by_all` /
 `message.delivered_to_all` events to the author alone.
 """
 
-import secrets
 
 import pytest
-from conftest import TicksProcess, store_arguments
+from conftest import served
 from test_nodes import Socket
 from wire import Ticks
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def server(request, tmp_path_factory):
-    with store_arguments(request.param, "allmembers") as store_args:
-        process = TicksProcess(
-            tmp_path_factory.mktemp(f"all-{request.param}"), api_key="allkey",
-            api_secret=secrets.token_urlsafe(48), extra_args=["--rate-limits", "off", *store_args])
+    with served(request.param, "allmembers", tmp_path_factory) as process:
         yield process
-        assert process.stop() == 0, process.output()
 
 
 @pytest.fixture

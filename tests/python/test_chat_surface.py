@@ -14,12 +14,11 @@ test of its own (docs/receipt-rules.md, "Deleting, editing, truncating").
 import json
 import random
 import re
-import secrets
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import TicksProcess, store_arguments
+from conftest import served
 from test_nodes import Socket
 from websockets.sync.client import connect
 from wire import Ticks
@@ -32,12 +31,8 @@ DISTINCT_ID = re.compile(r"^!members-[A-Za-z0-9_-]{43}$")
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def server(request, tmp_path_factory):
     """One server per store for the module (the tests use fresh ids)."""
-    with store_arguments(request.param, "surface") as store_args:
-        process = TicksProcess(
-            tmp_path_factory.mktemp(f"surface-{request.param}"), api_key="surfacekey",
-            api_secret=secrets.token_urlsafe(48), extra_args=["--rate-limits", "off", *store_args])
+    with served(request.param, "surface", tmp_path_factory) as process:
         yield process
-        assert process.stop() == 0, process.output()
 
 
 @pytest.fixture

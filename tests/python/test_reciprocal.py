@@ -5,10 +5,9 @@ live events, receipts, channel state, sync, thread reads, read by all (R13)
 and the webhooks' read by all — and turning it off gives the reads back.
 """
 
-import secrets
 
 import pytest
-from conftest import TicksProcess, store_arguments
+from conftest import served
 from test_nodes import Socket
 from test_webhooks import Receiver
 from wire import APIError, Ticks
@@ -25,14 +24,9 @@ def receiver():
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def server(request, tmp_path_factory, receiver):
-    with store_arguments(request.param, "reciprocal") as store_args:
-        process = TicksProcess(
-            tmp_path_factory.mktemp(f"reciprocal-{request.param}"), api_key="recikey",
-            api_secret=secrets.token_urlsafe(48),
-            extra_args=["--rate-limits", "off", "--webhook", receiver.url,
-                        "--webhook-events", "message.read_by_all,message.delivered_to_all", *store_args])
+    hooks = ["--webhook", receiver.url, "--webhook-events", "message.read_by_all,message.delivered_to_all"]
+    with served(request.param, "reciprocal", tmp_path_factory, extra_args=hooks) as process:
         yield process
-        assert process.stop() == 0, process.output()
 
 
 @pytest.fixture

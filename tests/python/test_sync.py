@@ -4,22 +4,17 @@ list's order (`sort`), the notices that tell a user's devices of channels
 they join or leave, and POST /sync after time offline.
 """
 
-import secrets
 
 import pytest
-from conftest import TicksProcess, store_arguments
+from conftest import served
 from test_nodes import Socket
 from wire import APIError, Ticks
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def server(request, tmp_path_factory):
-    with store_arguments(request.param, "sync") as store_args:
-        process = TicksProcess(
-            tmp_path_factory.mktemp(f"sync-{request.param}"), api_key="synckey",
-            api_secret=secrets.token_urlsafe(48), extra_args=["--rate-limits", "off", *store_args])
+    with served(request.param, "sync", tmp_path_factory) as process:
         yield process
-        assert process.stop() == 0, process.output()
 
 
 @pytest.fixture

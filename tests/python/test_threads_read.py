@@ -4,27 +4,20 @@ one call, one notification.mark_threads_read to their own connections, their
 thread read states in POST /sync (docs/api.md, "MarkThreadsRead").
 """
 
-import secrets
 import subprocess
 import threading
 import time
 
 import pytest
-from conftest import POSTGRES_URL, TicksProcess, psql, store_arguments
+from conftest import POSTGRES_URL, psql, served
 from test_nodes import Socket
 from wire import APIError, Ticks
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def server(request, tmp_path_factory):
-    with store_arguments(request.param, "threads") as store_args:
-        process = TicksProcess(
-            tmp_path_factory.mktemp(f"threads-{request.param}"), api_key="threadskey",
-            api_secret=secrets.token_urlsafe(48), extra_args=["--rate-limits", "off", *store_args])
-        # The PostgreSQL schema, for the test that holds a row lock in it.
-        process.schema = store_args[1].split("?schema=")[1] if store_args else None
+    with served(request.param, "threads", tmp_path_factory) as process:
         yield process
-        assert process.stop() == 0, process.output()
 
 
 @pytest.fixture

@@ -6,21 +6,16 @@ explained count is the count GET /unread serves (docs/api.md, "Unread counts").
 """
 
 import random
-import secrets
 
 import pytest
-from conftest import TicksProcess, store_arguments
+from conftest import served
 from wire import APIError, Ticks
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def server(request, tmp_path_factory):
-    with store_arguments(request.param, "unread") as store_args:
-        process = TicksProcess(
-            tmp_path_factory.mktemp(f"unread-{request.param}"), api_key="unreadkey",
-            api_secret=secrets.token_urlsafe(48), extra_args=["--rate-limits", "off", *store_args])
+    with served(request.param, "unread", tmp_path_factory) as process:
         yield process
-        assert process.stop() == 0, process.output()
 
 
 @pytest.fixture
