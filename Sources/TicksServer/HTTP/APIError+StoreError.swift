@@ -4,7 +4,7 @@ extension APIError {
     /// Stream's error for a store's refusal.
     init(_ error: StoreError) {
         switch error {
-        case .channelTypeExists, .messageIDOfRemovedMessage: self = .conflict(error.description)
+        case .channelTypeExists, .messageIDOfRemovedMessage, .schemaBefore: self = .conflict(error.description)
         case .channelTypeNotFound, .channelNotFound, .messageNotFound: self = .notFound(error.description)
         case .notMember: self = .forbidden(error.description)
         case .inconsistent: self = APIError(status: .internalServerError, code: .internalError, "internal error")

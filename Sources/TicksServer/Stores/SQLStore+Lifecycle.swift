@@ -31,7 +31,9 @@ extension SQLStore {
                 if textChanged { edited.textUpdatedAt = now }
                 return Step.execute(
                     StoreSQL.editMessage(
-                        id: id, text: change.text, custom: try JSONCoding.string(change.custom), at: now.microseconds,
+                        id: id, text: change.text,
+                        custom: try StoredJSON.messageColumn(custom: change.custom, attachments: message.attachments),
+                        at: now.microseconds,
                         textChanged: textChanged)
                 ).map { edited }
             }
@@ -50,6 +52,7 @@ extension SQLStore {
                     deleted.hardDeleted = true
                     deleted.text = ""
                     deleted.custom = [:]
+                    deleted.attachments = []
                 }
                 var uncount =
                     message.hidden ? [] : StoreSQL.uncountMessage(seq: message.seq, in: message.channelPK, by: message.userID)

@@ -63,12 +63,16 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// node told to stop before that migration (`--migrations-up-to`, an older release's schema),
     /// which then keeps no "read by all" (its code never needs more than that schema).
     let keepsAllMembers: Bool
+    /// Whether the schema has R14's plays (`v12-played`): false for a node held before it, which
+    /// then answers a play with `StoreError.schemaBefore` and shows no plays in receipts.
+    let keepsPlays: Bool
 
     /// - Parameter traced: spans for the transactions and statements that are part of a trace.
-    init(engine: any StoreEngine, traced: Bool = false, keepsAllMembers: Bool = true) {
+    init(engine: any StoreEngine, traced: Bool = false, keepsAllMembers: Bool = true, keepsPlays: Bool = true) {
         self.engine = traced ? TracedEngine(engine) : engine
         self.traced = traced
         self.keepsAllMembers = keepsAllMembers
+        self.keepsPlays = keepsPlays
         let recorder = RecorderSlot()
         self.recorder = recorder
         // A batch holds the receipts of several requests and runs in a task of its own: it is not
@@ -178,7 +182,8 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         SQLStore(
             engine: PostgresEngine(
                 transactions: PostgresTransactions(client: client, logger: logger), migrationsUpTo: migrationsUpTo),
-            traced: traced, keepsAllMembers: PostgresSchema.applies("v11-all-members", upTo: migrationsUpTo))
+            traced: traced, keepsAllMembers: PostgresSchema.applies("v11-all-members", upTo: migrationsUpTo),
+            keepsPlays: PostgresSchema.applies("v12-played", upTo: migrationsUpTo))
     }
 
     /// Brings the schema up to date and adds the built-in channel types (PostgreSQL;

@@ -23,6 +23,7 @@ enum HookEvents {
         case .membersRemoved(let userIDs, let record, let at): membersRemoved(userIDs, from: record, at: at, wanted)
         case .cursorsMoved(let outcomes): cursors(outcomes)
         case .markedUnread(let outcome): markedUnread(outcome)
+        case .messagePlayed(let outcome): played(outcome, wanted)
         }
     }
 
@@ -50,6 +51,13 @@ enum HookEvents {
         .done(outcomes.flatMap { outcome in
             CursorNotice(outcome).toOthers.map { HookEvent(event: $0, channel: outcome.channel.cid) }
         })
+    }
+
+    /// `message.played`, when the other members may hear of it (R14: a private player's is never sent).
+    private static func played(_ outcome: PlayOutcome, _ wanted: (EventType) -> Bool) -> StoreProgram<[HookEvent]> {
+        let notice = PlayNotice(outcome)
+        guard notice.othersSee, wanted(.messagePlayed) else { return none() }
+        return .done([HookEvent(event: notice.event, channel: outcome.channel.cid)])
     }
 
     /// `notification.mark_unread`, which tells the member's read position:

@@ -101,6 +101,7 @@ enum PostgresSchema {
             statements: StoreMigrations.allMembers(integer: "BIGINT") { field in
                 "CASE WHEN (body::jsonb #>> '{privacy_settings,\(field),enabled}') = 'false' THEN 0 ELSE 1 END"
             }),
+        Migration(name: "v12-played", statements: StoreMigrations.played(integer: "BIGINT")),
     ]
 
     /// Whether migrating up to `last` (every migration when nil, or a name this binary does not

@@ -110,6 +110,9 @@ enum SQLiteSchema {
             }
             for statement in StoreMigrations.allMembers(integer: "INTEGER", sharing: sharing) { try db.execute(sql: statement) }
         }
+        migrator.registerMigration("v12-played") { db in
+            for statement in StoreMigrations.played(integer: "INTEGER") { try db.execute(sql: statement) }
+        }
         return migrator
     }
 }

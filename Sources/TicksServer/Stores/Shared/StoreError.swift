@@ -40,6 +40,9 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     /// rules, texts by `requireStorableText`); this is the backstop that keeps
     /// the stores' answers the same when a check is missing.
     case unstorableText
+    /// The schema stops before the migration `named` (a node held back with
+    /// `--migrations-up-to`): what needs it is unavailable until it runs.
+    case schemaBefore(String)
 
     public var description: String {
         switch self {
@@ -58,6 +61,8 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
         case .inconsistent(let what): "internal inconsistency: \(what)"
         case .tooManyMembers(let cid, let members, let adding, let limit):
             "channel \(cid) has \(members) members; adding \(adding) would pass the limit of \(limit)"
+        case .schemaBefore(let migration):
+            "this server's schema stops before migration \(migration) (--migrations-up-to): not available until it runs"
         case .unstorableText: "a value holds the character U+0000, which no id or text may contain"
         }
     }
