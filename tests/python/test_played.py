@@ -176,3 +176,27 @@ def test_a_channel_type_with_played_events_off_refuses_plays(api, unique):
     assert status == 400 and "played_events" in answer["message"]
     api.call("PUT", f"/channeltypes/{name}", {"played_events": True})
     assert play(api, mid, bob)[0] == 201
+
+
+def test_a_node_held_before_v12_keeps_attachments_and_refuses_plays_clearly(tmp_path):
+    """A node held at the schema just before `v12-played` (`--migrations-up-to`, as in
+    test_upgrade) in a rolling upgrade: attachments live with the message's custom data, so
+    they work; plays need `message_play`, so they answer 409 saying why, and receipts count
+    none. (Held at v9-webhooks, receipts answer 500 before any of this: they read
+    `receipt_log_pruned`, a v10 table — an older gap, left alone here.)"""
+    with store_arguments("postgres", "played_old") as store_args:
+        process = TicksProcess(
+            tmp_path / "old", api_key="oldkey", api_secret=secrets.token_urlsafe(48),
+            extra_args=["--rate-limits", "off", "--migrations-up-to", "v11-all-members", *store_args])
+        try:
+            api = Ticks(process.base_url, process.api_key, process.api_secret)
+            api.upsert_users("alice", "bob")
+            api.create_channel("messaging:old", ["alice", "bob"], created_by="alice")
+            sent = api.send_message("messaging:old", "alice", "", message_id="old-v", attachments=VOICE)
+            assert sent["attachments"] == VOICE
+            assert api.call("GET", "/messages/old-v")["message"]["attachments"] == VOICE
+            status, answer = play(api, "old-v", "bob")
+            assert status == 409 and "v12-played" in answer["message"], answer
+            assert played(api, "old-v") == ({}, 0)
+        finally:
+            assert process.stop() == 0, process.output()
