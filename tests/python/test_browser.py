@@ -330,6 +330,56 @@ def test_a_group_shows_the_read_count_and_the_last_readers(demo, browsers):
     amy.shot("receipts")
 
 
+def test_a_played_voice_note(demo, browsers):
+    """R14: amy sends a voice note; ben presses play, and amy's message shows it played — by one,
+    then, once carl played it too (through the API), by two. A private player never shows."""
+    api = stream(demo)
+    api.upsert_users({"id": "carl", "name": "Carl"},
+                     {"id": "pia", "name": "Pia", "privacy_settings": {"read_receipts": {"enabled": False}}})
+    ben = browsers(demo.base_url, "ben")
+    ben.sign_in("ben", "Ben")
+    amy = browsers(demo.base_url, "amy-v")
+    amy.sign_in("amy-v", "Amy")
+    amy.create_channel("Voice", ["ben", "carl", "pia"])
+    amy.find("#send-voice").click()
+
+    def voice_note(browser):
+        found = browser.find_all("#messages li.message[data-played]")
+        return found[0] if found else None
+
+    amy.wait(lambda: voice_note(amy) is not None and amy.indicator("") is not None, "amy's voice note")
+    mine = voice_note(amy)
+    assert mine.get_attribute("data-played") == "false"
+    assert mine.find_element("css selector", ".voice-kind").text == "Voice note"
+    assert not mine.find_elements("css selector", "button.play"), "the author does not play her own"
+    amy.shot("voice-note-sent")
+
+    ben.open_channel("Voice")
+    ben.wait(lambda: voice_note(ben) is not None, "the voice note on ben's page")
+    play = voice_note(ben).find_element("css selector", "button.play")
+    assert play.get_attribute("aria-label") == "Play voice note"
+    play.click()
+    ben.wait(lambda: voice_note(ben).get_attribute("data-played") == "true", "ben's own play shown")
+    assert not voice_note(ben).find_elements("css selector", "button.play")
+    ben.shot("played")
+
+    amy.wait(lambda: voice_note(amy).get_attribute("data-played") == "true", "amy sees it played")
+    played = voice_note(amy).find_element("css selector", ".played")
+    assert played.text == "▶ played 1" and played.get_attribute("aria-label") == "Played by 1"
+    amy.shot("played-by-1")
+
+    message_id = voice_note(amy).get_attribute("data-key")
+    api.call("POST", f"/messages/{message_id}/played", {"user_id": "pia"})  # private: amy never hears it
+    api.call("POST", f"/messages/{message_id}/played", {"user_id": "carl"})
+    amy.wait(lambda: voice_note(amy).find_element("css selector", ".voice").get_attribute("data-played-count") == "2",
+             "played by two")
+    played = voice_note(amy).find_element("css selector", ".played")
+    assert played.text == "▶ played 2" and played.get_attribute("aria-label") == "Played by 2"
+    receipts = api.receipts(message_id, token=api.user_token("amy-v"))
+    assert receipts["played_count"] == 2
+    amy.shot("played-by-2")
+
+
 def test_edited_deleted_and_threaded_messages_keep_their_receipts(demo, browsers):
     api = stream(demo)
     gus = browsers(demo.base_url, "gus")
