@@ -38,7 +38,9 @@ struct PlayedTests {
             #expect(indicator.accessibilityLabel.hasSuffix("played by 2"), "\(indicator.accessibilityLabel)")
             #expect(try await alice.receipts(for: "v1").playedCount == 2)
             // bob's own model shows his play too (his connections hear it).
-            let bobs = try await bobTrip.wait("bob's play") { $0.message(withID: "v1")?.playedBy.contains("bob") == true }
+            let bobs = try await bobTrip.wait("bob's play") {
+                $0.message(withID: "v1")?.playedBy.contains("bob") == true
+            }
             #expect(bobs.message(withID: "v1")?.isSentByCurrentUser == false)
             // The author cannot play their own: the server's 400.
             await #expect(throws: TicksClientError.self) { try await alice.markPlayed(messageId: "v1") }

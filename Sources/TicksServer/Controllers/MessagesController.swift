@@ -109,15 +109,17 @@ struct MessagesController {
     /// not deleted with an audio or video attachment, in a channel type with played events.
     static func requirePlayable(_ message: MessageRecord, by player: String, config: ChannelConfig) throws {
         guard config.playedEvents else {
-            throw APIError.input("channel type '\(config.name)' has played_events off: its messages are never marked played")
+            throw APIError.input(
+                "channel type '\(config.name)' has played_events off: its messages are never marked played")
         }
         guard message.userID != player else {
-            throw APIError.input("user '\(player)' wrote message '\(message.id)': an author does not mark their own message played")
+            throw APIError.input(
+                "user '\(player)' wrote message '\(message.id)': an author does not mark their own message played")
         }
         guard message.deletedAt == nil else { throw APIError.input("message '\(message.id)' is deleted") }
         guard Message.isPlayable(message.attachments) else {
             throw APIError.input(
-                "message '\(message.id)' has no audio or video attachment (type audio, video or voiceRecording) to play")
+                "message '\(message.id)' has no audio or video attachment (audio, video or voiceRecording) to play")
         }
     }
 

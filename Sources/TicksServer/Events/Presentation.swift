@@ -81,8 +81,8 @@ enum Presenter {
             guard readAt != nil || deliveredAt != nil || playedAt != nil else { return nil }
             return Receipt(
                 user: user(entry.userID, receipts.users), deliveredAt: deliveredAt, readAt: readAt,
-                deliveredAtExact: deliveredAt.map { _ in entry.deliveredExact }, readAtExact: readAt.map { _ in entry.readExact },
-                playedAt: playedAt)
+                deliveredAtExact: deliveredAt.map { _ in entry.deliveredExact },
+                readAtExact: readAt.map { _ in entry.readExact }, playedAt: playedAt)
         }.sorted { lhs, rhs in
             let left = lhs.readAt ?? lhs.deliveredAt ?? lhs.playedAt!
             let right = rhs.readAt ?? rhs.deliveredAt ?? rhs.playedAt!

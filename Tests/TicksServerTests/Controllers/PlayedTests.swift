@@ -72,7 +72,10 @@ struct PlayedTests {
             #expect(forFinn["played_count"].int == 2)
             let forAlice = try await server.ok(.get, "/messages/v1/receipts", token: try await server.token("alice"))
             #expect(forAlice["played_count"].int == 1)
-            #expect(forAlice["receipts"].array.compactMap { $0["played_at"].exists ? $0["user"]["id"].string : nil } == ["bob"])
+            #expect(
+                forAlice["receipts"].array.compactMap { $0["played_at"].exists ? $0["user"]["id"].string : nil } == [
+                    "bob"
+                ])
         }
     }
 
@@ -103,12 +106,14 @@ struct PlayedTests {
             try await server.sendVoiceNote("messaging:r", id: "v1", from: "alice")
             try await server.send("messaging:r", id: "t1", from: "alice")
             let bob = try await server.token("bob")
-            try (try await server.call(.post, "/messages/v1/played", body: "{}", token: try await server.token("alice")))
+            try
+                (try await server.call(.post, "/messages/v1/played", body: "{}", token: try await server.token("alice")))
                 .expectError(400, code: 4)
             try (try await server.call(.post, "/messages/t1/played", body: "{}", token: bob)).expectError(400, code: 4)
             try (try await server.call(.post, "/messages/v1/played", body: "{}", token: try await server.token("olga")))
                 .expectError(403, code: 17)
-            try (try await server.call(.post, "/messages/nope/played", body: "{}", token: bob)).expectError(404, code: 16)
+            try (try await server.call(.post, "/messages/nope/played", body: "{}", token: bob)).expectError(
+                404, code: 16)
             try (try await server.call(.post, "/messages/v1/played", body: "{}")).expectError(400, code: 4)
             // A server token naming a non-member: accepted, nothing kept.
             let outsider = try await server.ok(.post, "/messages/v1/played", #"{"user_id": "olga"}"#)
