@@ -119,6 +119,8 @@ extension SQLStore {
                     hard
                         ? Step.execute(StoreSQL.deleteMessages(of: channel.pk)).then { _ in
                             Step.execute(StoreSQL.forgetRemovals(from: channel.pk))
+                        }.then { _ in
+                            self.keepsPlays ? Step.execute(StoreSQL.deletePlays(of: channel.pk)) : .done(())
                         }.then { _ in Step.execute(StoreSQL.deleteChannelRow(channel.pk)) }
                         : Step.execute(StoreSQL.markDeleted(channel.pk, at: now.microseconds))
                 }.map { _ in memberIDs }

@@ -30,6 +30,14 @@ struct PlayedTests {
             // A member who left no longer shows a play.
             try await server.removeMembers("messaging:ab", ["bob"])
             #expect(try #require(try await store.receipts(forMessage: "v1")).entries.isEmpty)
+            // A hard delete of the channel takes its plays with it.
+            let sql = try #require(store as? SQLStore)
+            @Sendable func plays() async throws -> Int64 {
+                try await sql.engine.read { Step.row("SELECT COUNT(*) FROM message_play").map { try $0?.int(0) ?? -1 } }
+            }
+            #expect(try await plays() == 1)
+            try await server.ok(.delete, "/channels/messaging/ab?hard_delete=true")
+            #expect(try await plays() == 0)
         }
     }
 

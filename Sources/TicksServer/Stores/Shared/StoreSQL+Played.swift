@@ -23,4 +23,9 @@ extension StoreSQL {
         WHERE p.channel_pk = \(channelPK) AND p.seq = \(seq)
         """
     }
+
+    /// A channel's plays, when the channel goes for good (a hard delete, or a soft-deleted one made again).
+    static func deletePlays(of channelPK: Int64) -> StoreQuery {
+        "DELETE FROM message_play WHERE channel_pk = \(channelPK)"
+    }
 }
