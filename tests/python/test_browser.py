@@ -344,37 +344,44 @@ def test_a_played_voice_note(demo, browsers):
     amy.find("#send-voice").click()
 
     def voice_note(browser):
-        found = browser.find_all("#messages li.message[data-played]")
-        return found[0] if found else None
+        """The voice note as one snapshot (events redraw it: elements found earlier go stale)."""
+        return browser.driver.execute_script("""
+            const item = document.querySelector('#messages li.message[data-played]');
+            if (!item) return null;
+            const played = item.querySelector('.played');
+            const play = item.querySelector('button.play');
+            return {id: item.dataset.key, played: item.dataset.played,
+                    count: item.querySelector('.voice').dataset.playedCount,
+                    kind: item.querySelector('.voice-kind').textContent,
+                    play: play ? play.getAttribute('aria-label') : null,
+                    text: played ? played.textContent : null, label: played ? played.getAttribute('aria-label') : null,
+                    status: item.querySelector('.indicator')?.dataset.status ?? null};""")
 
-    amy.wait(lambda: voice_note(amy) is not None and amy.indicator("") is not None, "amy's voice note")
+    # Sent, then delivered by ben's open page: the redraws settle.
+    amy.wait(lambda: (voice_note(amy) or {}).get("status") == "delivered", "amy's voice note delivered")
     mine = voice_note(amy)
-    assert mine.get_attribute("data-played") == "false"
-    assert mine.find_element("css selector", ".voice-kind").text == "Voice note"
-    assert not mine.find_elements("css selector", "button.play"), "the author does not play her own"
+    assert (mine["played"], mine["kind"], mine["play"], mine["text"]) == ("false", "Voice note", None, None), \
+        "the author does not play her own"
     amy.shot("voice-note-sent")
 
     ben.open_channel("Voice")
-    ben.wait(lambda: voice_note(ben) is not None, "the voice note on ben's page")
-    play = voice_note(ben).find_element("css selector", "button.play")
-    assert play.get_attribute("aria-label") == "Play voice note"
-    play.click()
-    ben.wait(lambda: voice_note(ben).get_attribute("data-played") == "true", "ben's own play shown")
-    assert not voice_note(ben).find_elements("css selector", "button.play")
+    ben.wait(lambda: (voice_note(ben) or {}).get("play") == "Play voice note", "the Play button on ben's page")
+    ben.driver.execute_script("document.querySelector('#messages li.message[data-played] button.play').click()")
+    ben.wait(lambda: voice_note(ben)["played"] == "true", "ben's own play shown")
+    assert voice_note(ben)["play"] is None
     ben.shot("played")
 
-    amy.wait(lambda: voice_note(amy).get_attribute("data-played") == "true", "amy sees it played")
-    played = voice_note(amy).find_element("css selector", ".played")
-    assert played.text == "▶ played 1" and played.get_attribute("aria-label") == "Played by 1"
+    amy.wait(lambda: voice_note(amy)["played"] == "true", "amy sees it played")
+    played = voice_note(amy)
+    assert (played["text"], played["label"]) == ("▶ played 1", "Played by 1")
     amy.shot("played-by-1")
 
-    message_id = voice_note(amy).get_attribute("data-key")
+    message_id = played["id"]
     api.call("POST", f"/messages/{message_id}/played", {"user_id": "pia"})  # private: amy never hears it
     api.call("POST", f"/messages/{message_id}/played", {"user_id": "carl"})
-    amy.wait(lambda: voice_note(amy).find_element("css selector", ".voice").get_attribute("data-played-count") == "2",
-             "played by two")
-    played = voice_note(amy).find_element("css selector", ".played")
-    assert played.text == "▶ played 2" and played.get_attribute("aria-label") == "Played by 2"
+    amy.wait(lambda: voice_note(amy)["count"] == "2", "played by two")
+    played = voice_note(amy)
+    assert (played["text"], played["label"]) == ("▶ played 2", "Played by 2")
     receipts = api.receipts(message_id, token=api.user_token("amy-v"))
     assert receipts["played_count"] == 2
     amy.shot("played-by-2")
