@@ -64,7 +64,18 @@ extension ChatClient {
                     deliveredAt: receipt.deliveredAt?.date, readAt: receipt.readAt?.date,
                     deliveredAtIsExact: receipt.deliveredAtExact ?? true, readAtIsExact: receipt.readAtExact ?? true)
             }, readCount: response.readCount, deliveredCount: response.deliveredCount,
-            readByAll: response.readByAll ?? false, deliveredToAll: response.deliveredToAll ?? false)
+            readByAll: response.readByAll ?? false, deliveredToAll: response.deliveredToAll ?? false,
+            playedCount: response.playedCount ?? 0)
+    }
+
+    /// Tells the author (and the members who may see this user's reads, R14) that this user
+    /// played a voice note or video: the server keeps the first play, so calling again is
+    /// harmless. When it was first played; throws the server's 400 for a message with no audio
+    /// or video, the user's own message, or a channel type with played events off.
+    @discardableResult
+    public func markPlayed(messageId: String) async throws -> Date? {
+        guard let session else { throw TicksClientError.notConnected }
+        return try await session.api.markPlayed(messageId).playedAt?.date
     }
 
     // MARK: Delivered

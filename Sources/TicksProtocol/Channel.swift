@@ -13,6 +13,8 @@ public struct ChannelConfig: Codable, Sendable, Equatable {
     public var urlEnrichment: Bool
     public var messageRetention: String
     public var maxMessageLength: Int
+    /// Whether members may mark voice notes and videos played (R14; types stored before it have it on).
+    public var playedEvents = true
     /// The slash commands the type offers (Stream's `commands`).
     public var commands: [Command] = Command.all
     /// Who may do what in channels of the type, as Stream's policies describe it.
@@ -58,6 +60,7 @@ public struct ChannelConfig: Codable, Sendable, Equatable {
         case urlEnrichment = "url_enrichment"
         case messageRetention = "message_retention"
         case maxMessageLength = "max_message_length"
+        case playedEvents = "played_events"
         case commands, permissions
         case createdAt = "created_at"
         case updatedAt = "updated_at"
@@ -78,6 +81,7 @@ public struct ChannelConfig: Codable, Sendable, Equatable {
         urlEnrichment = try c.decode(Bool.self, forKey: .urlEnrichment)
         messageRetention = try c.decode(String.self, forKey: .messageRetention)
         maxMessageLength = try c.decode(Int.self, forKey: .maxMessageLength)
+        playedEvents = try c.decodeIfPresent(Bool.self, forKey: .playedEvents) ?? true
         // Types stored before commands and permissions were kept have the defaults.
         commands = try c.decodeIfPresent([Command].self, forKey: .commands) ?? Command.all
         permissions = try c.decodeIfPresent([Policy].self, forKey: .permissions) ?? Policy.ticksRules
@@ -396,11 +400,14 @@ public struct Receipt: Codable, Sendable, Equatable {
     public var deliveredAtExact: Bool?
     /// The same for `readAt`: false when it is an upper bound ("read by").
     public var readAtExact: Bool?
+    /// When the member first played the message (R14); nil when not, or not for this viewer.
+    public var playedAt: Timestamp?
 
     public init(
         user: User, deliveredAt: Timestamp?, readAt: Timestamp?, deliveredAtExact: Bool? = nil,
-        readAtExact: Bool? = nil
+        readAtExact: Bool? = nil, playedAt: Timestamp? = nil
     ) {
+        self.playedAt = playedAt
         self.user = user
         self.deliveredAt = deliveredAt
         self.readAt = readAt
@@ -414,6 +421,7 @@ public struct Receipt: Codable, Sendable, Equatable {
         case readAt = "read_at"
         case deliveredAtExact = "delivered_at_exact"
         case readAtExact = "read_at_exact"
+        case playedAt = "played_at"
     }
 }
 
@@ -427,11 +435,14 @@ public struct ReceiptsResponse: Codable, Sendable, Equatable {
     public var readByAll: Bool?
     /// Whether every member but the author has received it (R13).
     public var deliveredToAll: Bool?
+    /// How many members played it, as the caller may know (R14; absent from older servers).
+    public var playedCount: Int?
 
     public init(
         cid: String?, receipts: [Receipt], readCount: Int, deliveredCount: Int, readByAll: Bool? = nil,
-        deliveredToAll: Bool? = nil
+        deliveredToAll: Bool? = nil, playedCount: Int? = nil
     ) {
+        self.playedCount = playedCount
         self.cid = cid
         self.receipts = receipts
         self.readCount = readCount
@@ -446,6 +457,7 @@ public struct ReceiptsResponse: Codable, Sendable, Equatable {
         case deliveredCount = "delivered_count"
         case readByAll = "read_by_all"
         case deliveredToAll = "delivered_to_all"
+        case playedCount = "played_count"
     }
 }
 

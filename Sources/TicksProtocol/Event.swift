@@ -27,6 +27,8 @@ public enum EventType: String, Codable, Sendable {
     case messageReadByAll = "message.read_by_all"
     /// To an author's own connections: every other member has now received their messages up to `message_id` (R13).
     case messageDeliveredToAll = "message.delivered_to_all"
+    /// A member played a voice note or video (R14): `message_id`, `user`, `played_at`.
+    case messagePlayed = "message.played"
 }
 
 /// The logged-in user as the first `health.check` frame describes them.
@@ -95,6 +97,8 @@ public struct Event: Codable, Sendable, Equatable {
     /// How many threads have unread replies (`notification.mark_threads_read`;
     /// Stream's name on its mark read events).
     public var unreadThreads: Int?
+    /// `message.played`: when the member first played the message (R14).
+    public var playedAt: Timestamp?
 
     public init(type: EventType, createdAt: Timestamp, cid: String? = nil, user: User? = nil) {
         self.type = type
@@ -134,6 +138,7 @@ public struct Event: Codable, Sendable, Equatable {
         case messageID = "message_id"
         case thread
         case unreadThreads = "unread_threads"
+        case playedAt = "played_at"
     }
 }
 

@@ -19,6 +19,24 @@ public struct Message: Codable, Sendable, Equatable {
     public var showInChannel = false
     /// How many replies it has (a thread's parent).
     public var replyCount = 0
+    /// Stream's attachments, as sent (`type`, `asset_url`, …); `audio`,
+    /// `video` and `voiceRecording` ones make the message playable (R14).
+    public var attachments: [JSONValue] = []
+
+    /// The attachment types a member may mark played (`POST /messages/{id}/played`, R14).
+    public static let playableAttachmentTypes: Set<String> = ["audio", "video", "voiceRecording"]
+
+    /// Whether it carries an audio or video attachment (R14).
+    public var isPlayable: Bool { Self.isPlayable(attachments) }
+
+    public static func isPlayable(_ attachments: [JSONValue]) -> Bool {
+        attachments.contains { attachment in
+            if case .object(let fields) = attachment, case .string(let type)? = fields["type"] {
+                return playableAttachmentTypes.contains(type)
+            }
+            return false
+        }
+    }
 
     /// Stream's message type: `deleted` once deleted, `reply` for a reply
     /// shown only in its thread, else `regular`.
@@ -68,6 +86,7 @@ public struct Message: Codable, Sendable, Equatable {
         parentID = try c.decodeIfPresent(String.self, forKey: AnyCodingKey("parent_id"))
         showInChannel = try c.decodeIfPresent(Bool.self, forKey: AnyCodingKey("show_in_channel")) ?? false
         replyCount = try c.decodeIfPresent(Int.self, forKey: AnyCodingKey("reply_count")) ?? 0
+        attachments = try c.decodeIfPresent([JSONValue].self, forKey: AnyCodingKey("attachments")) ?? []
         custom = try c.customFields(excluding: Self.reserved)
     }
 
@@ -80,7 +99,7 @@ public struct Message: Codable, Sendable, Equatable {
         try c.encode(user, forKey: AnyCodingKey("user"))
         try c.encode(createdAt, forKey: AnyCodingKey("created_at"))
         try c.encode(updatedAt, forKey: AnyCodingKey("updated_at"))
-        try c.encode([JSONValue](), forKey: AnyCodingKey("attachments"))
+        try c.encode(attachments, forKey: AnyCodingKey("attachments"))
         try c.encode([JSONValue](), forKey: AnyCodingKey("mentioned_users"))
         try c.encode([JSONValue](), forKey: AnyCodingKey("latest_reactions"))
         try c.encode([JSONValue](), forKey: AnyCodingKey("own_reactions"))

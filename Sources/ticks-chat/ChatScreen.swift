@@ -234,7 +234,7 @@ actor ChatScreen {
 
     static let help = [
         "in the list: /open N or /open TYPE:ID, /more, /readall, /readthreads",
-        "in a channel: /list, /older, /receipts N, /resend [N], /why (the unread count explained)",
+        "in a channel: /list, /older, /receipts N, /play N, /resend [N], /why (the unread count explained)",
         "anywhere: /privacy [read on|off] [delivery on|off], /quit",
     ]
 
@@ -318,6 +318,20 @@ actor ChatScreen {
                 say(renderer.receipts(try await client.receipts(for: messages[number - 1].id), number: number))
             } catch {
                 say(["could not get receipts: \(error)"])
+            }
+        case "/play":
+            // R14: the user played a voice note or video (ticks-chat plays nothing itself).
+            guard words.count > 1, let number = Int(words[1]), let messages = channelState?.messages,
+                messages.indices.contains(number - 1)
+            else {
+                say(["usage: /play N, N the number in [brackets] of a voice note or video"])
+                return
+            }
+            do {
+                try await client.markPlayed(messageId: messages[number - 1].id)
+                say(["played [\(number)]"])
+            } catch {
+                say(["could not mark played: \(error)"])
             }
         default:
             say(["unknown command \(words[0]); try /help"])

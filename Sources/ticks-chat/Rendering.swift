@@ -20,6 +20,14 @@ struct Renderer {
     func line(number: Int, message: ChatMessage, in channel: ChatChannel) -> String {
         let time = Self.clock.string(from: message.createdAt)
         var line = "[\(number)] \(time) \(message.author.displayName): \(message.text)"
+        if message.isPlayable {
+            // R14: a voice note or video, with who played it (as this user may know).
+            let kind = Self.playableKind(message)
+            line += message.text.isEmpty ? "(\(kind))" : " (\(kind))"
+            line += message.isPlayed
+                ? "  " + paint("▶ played" + (message.playedCount > 1 ? " \(message.playedCount)" : ""), Self.blue)
+                : message.isSentByCurrentUser ? "" : "  " + paint("▶ /play \(number)", Self.dim)
+        }
         let indicator = channel.readIndicator(for: message)
         switch indicator.state {
         case .hidden:
@@ -34,6 +42,19 @@ struct Renderer {
             line += "  " + indicator.symbol
         }
         return line
+    }
+
+    /// `voice note`, `audio` or `video`: the first playable attachment's type.
+    static func playableKind(_ message: ChatMessage) -> String {
+        for case .object(let fields) in message.attachments {
+            guard case .string(let type)? = fields["type"] else { continue }
+            switch type {
+            case "voiceRecording": return "voice note"
+            case "audio", "video": return type
+            default: continue
+            }
+        }
+        return "media"
     }
 
     func lines(of channel: ChatChannel) -> [String] {
@@ -97,6 +118,7 @@ struct Renderer {
             lines.append(
                 "  delivered to \(receipt.user.displayName) \(Self.when(receipt.deliveredAt, exact: receipt.deliveredAtIsExact))")
         }
+        if receipts.playedCount > 0 { lines.append("  played by \(receipts.playedCount)") }
         if receipts.receipts.isEmpty { lines.append("  nobody has received it yet") }
         return lines
     }

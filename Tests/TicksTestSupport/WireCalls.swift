@@ -75,6 +75,22 @@ extension WireCalls {
             "{\"message\": {\"id\": \"\(id)\", \"text\": \"\(text)\", \"user\": {\"id\": \"\(user)\"}}}", as: nil)
     }
 
+    /// Sends voice note `id` from `user`: no text, one `voiceRecording` attachment (R14).
+    @discardableResult
+    public func sendVoiceNote(_ cid: String, id: String, from user: String) async throws -> JSON {
+        try await wireCall(
+            .post, "/channels/\(path(cid))/message",
+            "{\"message\": {\"id\": \"\(id)\", \"text\": \"\", \"user\": {\"id\": \"\(user)\"}, "
+                + "\"attachments\": [{\"type\": \"voiceRecording\", \"asset_url\": \"https://example.com/\(id).m4a\"}]}}",
+            as: nil)
+    }
+
+    /// Marks message `id` played by `user` (R14), naming them with the server token; the answer.
+    @discardableResult
+    public func markPlayed(_ id: String, by user: String) async throws -> JSON {
+        try await wireCall(.post, "/messages/\(id)/played", "{\"user_id\": \"\(user)\"}", as: nil)
+    }
+
     /// Marks the channel read for `user`, up to `messageID` or to its last message.
     @discardableResult
     public func markRead(_ cid: String, _ user: String, upTo messageID: String? = nil) async throws -> JSON {

@@ -330,6 +330,63 @@ def test_a_group_shows_the_read_count_and_the_last_readers(demo, browsers):
     amy.shot("receipts")
 
 
+def test_a_played_voice_note(demo, browsers):
+    """R14: amy sends a voice note; ben presses play, and amy's message shows it played — by one,
+    then, once carl played it too (through the API), by two. A private player never shows."""
+    api = stream(demo)
+    api.upsert_users({"id": "carl", "name": "Carl"},
+                     {"id": "pia", "name": "Pia", "privacy_settings": {"read_receipts": {"enabled": False}}})
+    ben = browsers(demo.base_url, "ben")
+    ben.sign_in("ben", "Ben")
+    amy = browsers(demo.base_url, "amy-v")
+    amy.sign_in("amy-v", "Amy")
+    amy.create_channel("Voice", ["ben", "carl", "pia"])
+    amy.find("#send-voice").click()
+
+    def voice_note(browser):
+        """The voice note as one snapshot (events redraw it: elements found earlier go stale)."""
+        return browser.driver.execute_script("""
+            const item = document.querySelector('#messages li.message[data-played]');
+            if (!item) return null;
+            const played = item.querySelector('.played');
+            const play = item.querySelector('button.play');
+            return {id: item.dataset.key, played: item.dataset.played,
+                    count: item.querySelector('.voice').dataset.playedCount,
+                    kind: item.querySelector('.voice-kind').textContent,
+                    play: play ? play.getAttribute('aria-label') : null,
+                    text: played ? played.textContent : null, label: played ? played.getAttribute('aria-label') : null,
+                    status: item.querySelector('.indicator')?.dataset.status ?? null};""")
+
+    # Sent, then delivered by ben's open page: the redraws settle.
+    amy.wait(lambda: (voice_note(amy) or {}).get("status") == "delivered", "amy's voice note delivered")
+    mine = voice_note(amy)
+    assert (mine["played"], mine["kind"], mine["play"], mine["text"]) == ("false", "Voice note", None, None), \
+        "the author does not play her own"
+    amy.shot("voice-note-sent")
+
+    ben.open_channel("Voice")
+    ben.wait(lambda: (voice_note(ben) or {}).get("play") == "Play voice note", "the Play button on ben's page")
+    ben.driver.execute_script("document.querySelector('#messages li.message[data-played] button.play').click()")
+    ben.wait(lambda: voice_note(ben)["played"] == "true", "ben's own play shown")
+    assert voice_note(ben)["play"] is None
+    ben.shot("played")
+
+    amy.wait(lambda: voice_note(amy)["played"] == "true", "amy sees it played")
+    played = voice_note(amy)
+    assert (played["text"], played["label"]) == ("▶ played 1", "Played by 1")
+    amy.shot("played-by-1")
+
+    message_id = played["id"]
+    api.call("POST", f"/messages/{message_id}/played", {"user_id": "pia"})  # private: amy never hears it
+    api.call("POST", f"/messages/{message_id}/played", {"user_id": "carl"})
+    amy.wait(lambda: voice_note(amy)["count"] == "2", "played by two")
+    played = voice_note(amy)
+    assert (played["text"], played["label"]) == ("▶ played 2", "Played by 2")
+    receipts = api.receipts(message_id, token=api.user_token("amy-v"))
+    assert receipts["played_count"] == 2
+    amy.shot("played-by-2")
+
+
 def test_edited_deleted_and_threaded_messages_keep_their_receipts(demo, browsers):
     api = stream(demo)
     gus = browsers(demo.base_url, "gus")

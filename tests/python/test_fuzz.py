@@ -4,8 +4,8 @@ Each store (SQLite, and PostgreSQL when TICKS_TEST_POSTGRES_URL is set) gets
 a fresh `ticks serve --demo` on loopback with rate limits off, seeded through
 the API with the objects the document's examples name (users fuzz-alice,
 fuzz-bob and fuzz-carol, channel messaging:fuzz-general, messages fuzz-m1 and
-fuzz-m2, fuzz-bob's reply fuzz-r1 in fuzz-m1's thread; and channel
-messaging:fuzz-doomed with message fuzz-doomed-m1, which the examples of the
+fuzz-m2, fuzz-bob's reply fuzz-r1 in fuzz-m1's thread, fuzz-bob's voice note
+fuzz-voice; and channel messaging:fuzz-doomed with message fuzz-doomed-m1, which the examples of the
 deleting and truncating operations name so that they leave the other
 examples' objects alone). Schemathesis then sends every operation
 but the WebSocket's, valid and invalid requests alike, first with fuzz-alice's
@@ -61,7 +61,7 @@ CHECKS = ",".join([
 
 SEED_USERS = ["fuzz-alice", "fuzz-bob", "fuzz-carol"]
 SEED_CHANNEL = "messaging:fuzz-general"
-SEED_MESSAGES = ["fuzz-m1", "fuzz-m2"]
+SEED_MESSAGES = ["fuzz-m1", "fuzz-m2", "fuzz-voice"]
 SEED_REPLY = "fuzz-r1"  # fuzz-bob's, in the thread of fuzz-m1
 DOOMED_CHANNEL = "messaging:fuzz-doomed"
 
@@ -291,6 +291,9 @@ def seed(client):
     client.mark_delivered("fuzz-bob", (SEED_CHANNEL, "fuzz-m1"))
     client.mark_read(SEED_CHANNEL, "fuzz-bob", message_id="fuzz-m1")
     client.send_message(SEED_CHANNEL, "fuzz-bob", "In the thread", message_id=SEED_REPLY, parent_id="fuzz-m1")
+    # MarkPlayed's example: fuzz-bob's voice note, for fuzz-alice to play (R14).
+    client.send_message(SEED_CHANNEL, "fuzz-bob", "", message_id="fuzz-voice",
+                        attachments=[{"type": "voiceRecording", "asset_url": "https://example.com/fuzz.m4a"}])
     client.create_channel(DOOMED_CHANNEL, ["fuzz-alice", "fuzz-bob"], created_by="fuzz-alice")
     client.send_message(DOOMED_CHANNEL, "fuzz-bob", "Soon gone", message_id="fuzz-doomed-m1")
     # DeleteUser's example: a member of the doomed channel with a message there.

@@ -394,7 +394,8 @@ def test_every_id_refuses_hostile_values_on_both_stores(swept_server):
     assert {user["id"]: user.get("name") for user in users} == {"fuzz-alice": "Alice", "fuzz-bob": "Bob",
                                                                   "fuzz-carol": "Carol"}
     state = client.query_channel(SEED_CHANNEL, user="fuzz-bob", messages_limit=10)
-    assert [(m["id"], m["text"]) for m in state["messages"]] == [("fuzz-m1", "Hello"), ("fuzz-m2", "Hi Alice")]
+    assert [(m["id"], m["text"]) for m in state["messages"]] == [
+        ("fuzz-m1", "Hello"), ("fuzz-m2", "Hi Alice"), ("fuzz-voice", "")]
 
 
 def stored_state(client):

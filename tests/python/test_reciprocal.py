@@ -159,3 +159,32 @@ def test_an_author_who_hides_reads_is_told_delivered_to_all_never_read_by_all(se
         assert state["read_by_all_up_to"] == f1
     finally:
         author.close()
+
+
+def test_a_user_who_hides_reads_is_not_told_of_the_others_plays(server, api, unique):
+    """A play is a read (R14): under R15 a viewer who hides their reads neither hears
+    `message.played` nor sees `played_at` or a `played_count` of the others'."""
+    alice, bob, finn = names(unique, "alice", "bob", "finn")
+    api.upsert_users(alice, bob, {"id": finn, "privacy_settings": HIDDEN})
+    cid = f"messaging:{unique}"
+    api.create_channel(cid, [alice, bob, finn], created_by=alice)
+    voice = f"{unique}-voice"
+    api.send_message(cid, alice, "", message_id=voice,
+                     attachments=[{"type": "voiceRecording", "asset_url": "https://example.com/v.m4a"}])
+    reciprocal(api, True)
+    hider, author = Socket(server, api, finn), Socket(server, api, alice)
+    try:
+        api.call("POST", f"/messages/{voice}/played", {"user_id": bob})
+        author.wait_for(lambda e: e["type"] == "message.played" and e["user"]["id"] == bob)
+        as_finn = api.receipts(voice, token=api.user_token(finn))
+        assert as_finn["played_count"] == 0 and not [r for r in as_finn["receipts"] if r.get("played_at")]
+        assert api.receipts(voice, token=api.user_token(alice))["played_count"] == 1
+        # finn's own play: his connections hear it (R10 keeps it from the others).
+        api.call("POST", f"/messages/{voice}/played", {"user_id": finn})
+        hider.wait_for(lambda e: e["type"] == "message.played" and e["user"]["id"] == finn)
+        assert [e for e in hider.events if e["type"] == "message.played" and e["user"]["id"] == bob] == []
+        reciprocal(api, False)
+        assert api.receipts(voice, token=api.user_token(finn))["played_count"] == 2
+    finally:
+        hider.close()
+        author.close()

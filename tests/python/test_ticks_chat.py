@@ -121,6 +121,34 @@ def test_ticks_chat_explains_the_unread_count_and_marks_every_thread_read(ticks,
     assert chat.process.wait(timeout=10) == 0
 
 
+def test_ticks_chat_plays_a_voice_note_and_shows_who_played_it(ticks, client, unique, tmp_path):
+    alice, bob, carol = (f"{unique}-{name}" for name in ("alice", "bob", "carol"))
+    client.upsert_users({"id": alice, "name": "Alice"}, {"id": bob, "name": "Bob"}, {"id": carol, "name": "Carol"})
+    cid = f"messaging:{unique}-v"
+    client.create_channel(cid, [alice, bob, carol], created_by=bob)
+    voice = f"{unique}-voice"
+    client.send_message(cid, bob, "", message_id=voice,
+                        attachments=[{"type": "voiceRecording", "asset_url": "https://example.com/v.m4a"}])
+
+    chat = Chat(ticks, alice, cid, tmp_path / "outbox.sqlite")
+    chat.wait_for(lambda line: "Bob: (voice note)" in line and "/play 1" in line)
+    chat.wait_for(lambda line: "connected" in line)
+    chat.type("/play 1")
+    # alice's own connection hears her play (R14): the line shows it played (the event may
+    # come before or after the command's own answer).
+    chat.wait_for(lambda line: "Bob: (voice note)" in line and line.endswith("\x1b[94m▶ played\x1b[0m"))
+    if "played [1]" not in chat.seen:
+        chat.wait_for(lambda line: line == "played [1]")
+    assert [r["user"]["id"] for r in client.receipts(voice)["receipts"] if r.get("played_at")] == [alice]
+    client.call("POST", f"/messages/{voice}/played", {"user_id": carol})
+    chat.wait_for(lambda line: "Bob: (voice note)" in line and line.endswith("\x1b[94m▶ played 2\x1b[0m"))
+    chat.type("/receipts 1")
+    chat.wait_for(lambda line: "played by 2" in line)
+
+    chat.type("/quit")
+    assert chat.process.wait(timeout=10) == 0
+
+
 class Screen:
     """ticks-chat on a real terminal: a tmux session, read with capture-pane."""
 

@@ -38,6 +38,11 @@ public struct ReadIndicator: Sendable, Equatable {
     /// In a group, every other member has read it, as the server says (R13):
     /// WhatsApp's blue ticks, right whatever members are loaded.
     public var isReadByEveryone = false
+    /// An own voice note or video that members played (R14, from `message.played`
+    /// as this user may see them): WhatsApp's blue microphone.
+    public var isPlayed = false
+    /// How many members played it (0 when none, or not a voice note or video).
+    public var playedCount = 0
 
     /// "and 2 more", or nil.
     public var moreReadersLabel: String? { moreReadersCount > 0 ? "and \(moreReadersCount) more" : nil }
@@ -91,7 +96,13 @@ public struct ReadIndicatorOptions: Sendable {
 extension ChatChannel {
     /// The read indicator of `message` in this channel.
     public func readIndicator(for message: ChatMessage, options: ReadIndicatorOptions = .default) -> ReadIndicator {
-        let indicator = defaultReadIndicator(for: message, options: options)
+        var indicator = defaultReadIndicator(for: message, options: options)
+        if indicator.state != .hidden, message.isPlayable, message.isPlayed {
+            indicator.isPlayed = true
+            indicator.playedCount = message.playedCount
+            indicator.accessibilityLabel +=
+                memberCount > 2 ? ", played by \(message.playedCount)" : ", played"
+        }
         return options.customize?(indicator, self, message) ?? indicator
     }
 

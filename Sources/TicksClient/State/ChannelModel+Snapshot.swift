@@ -52,6 +52,7 @@ extension ChannelModel {
             parentId: message.parentID,
             isReadByAll: own && context.allReached.map { $0.read >= seq } == true,
             isDeliveredToAll: own && context.allReached.map { ReceiptRules.hasReceived(seq, $0) } == true,
+            attachments: message.attachments, playedBy: (playedBy[message.id] ?? []).sorted(),
             position: seq)
     }
 

@@ -31,6 +31,8 @@ struct ChannelModel: Sendable {
     /// `GroupPolicy.allMembers` goes by, whatever members are loaded.
     var readByAllUpTo: String?
     var deliveredToAllUpTo: String?
+    /// Who played each loaded voice note or video, by message id, as `message.played` told it (R14).
+    var playedBy: [String: Set<String>] = [:]
     /// Replies already counted in their parent's `replyCount` since it was loaded.
     private var countedReplies: Set<String> = []
 
@@ -321,6 +323,10 @@ struct ChannelModel: Sendable {
             if let current, let known = position(of: current), (position(of: id) ?? 0) <= known { break }
             if read { readByAllUpTo = id } else { deliveredToAllUpTo = id }
             outcome.changed = true
+        case .messagePlayed:
+            // R14: a member played a voice note or video (the server sends only what this user may see).
+            guard let id = event.messageID, let user = event.user, index[id] != nil else { break }
+            outcome.changed = playedBy[id, default: []].insert(user.id).inserted
         case .healthCheck, .channelCreated:
             break
         }

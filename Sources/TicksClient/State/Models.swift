@@ -90,9 +90,22 @@ public struct ChatMessage: Sendable, Equatable, Identifiable {
     public var isReadByAll = false
     /// An own message every other member has received (R13).
     public var isDeliveredToAll = false
+    /// Stream's attachments, as sent (`type`, `asset_url`, …).
+    public var attachments: [JSONValue] = []
+    /// The members who played it (a voice note or video, R14), as this user may know; sorted.
+    public var playedBy: [String] = []
     /// Where the message is in the loaded part of the channel (1 = oldest
     /// loaded); nil while it is only local.
     let position: Seq?
+}
+
+extension ChatMessage {
+    /// Whether it has an audio or video attachment a member may mark played (R14).
+    public var isPlayable: Bool { Message.isPlayable(attachments) }
+    /// Whether any member other than the author played it.
+    public var isPlayed: Bool { playedCount > 0 }
+    /// How many members other than the author played it.
+    public var playedCount: Int { playedBy.count { $0 != author.id } }
 }
 
 /// One member's read state, as far as the current user may see it (R8, R10).
@@ -169,6 +182,8 @@ public struct MessageReceipts: Sendable, Equatable {
     /// Every member but the author has read it, received it, as the others may know (R13).
     public var readByAll = false
     public var deliveredToAll = false
+    /// How many members played it (R14), as the caller may know.
+    public var playedCount = 0
 
     /// The members who read it, most recent first.
     public var readBy: [MessageReceipt] { receipts.filter { $0.receiptType == .read } }

@@ -392,6 +392,16 @@ struct APIClient: Sendable {
         return try await call(.GET, "/unread/explain?cid=" + query, body: Optional<MarkRead>.none)
     }
 
+    struct Played: Decodable {
+        var playedAt: Timestamp?
+        enum CodingKeys: String, CodingKey { case playedAt = "played_at" }
+    }
+
+    /// `POST /messages/{id}/played` (R14): the first play's time (kept by the server, however often asked).
+    func markPlayed(_ messageID: String) async throws -> Played {
+        try await call(.POST, "/messages/\(messageID)/played", body: [String: String]())
+    }
+
     func receipts(for messageID: String) async throws -> ReceiptsResponse {
         try await call(.GET, "/messages/\(messageID)/receipts", body: Optional<MarkRead>.none)
     }

@@ -15,6 +15,7 @@ extension ChannelsController {
         var custom: [String: JSONValue]
         var parentID: String?
         var showInChannel: Bool?
+        var attachments: [JSONValue]
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: AnyCodingKey.self)
@@ -24,6 +25,7 @@ extension ChannelsController {
             showInChannel = try container.decodeIfPresent(Bool.self, forKey: AnyCodingKey("show_in_channel"))
             user = try container.decodeIfPresent(UserRef.self, forKey: AnyCodingKey("user"))
             userID = try container.decodeIfPresent(String.self, forKey: AnyCodingKey("user_id"))
+            attachments = try container.decodeIfPresent([JSONValue].self, forKey: AnyCodingKey("attachments")) ?? []
             custom = try container.customFields(excluding: Message.reserved)
         }
     }
@@ -51,7 +53,11 @@ extension ChannelsController {
             throw APIError.notFound("channel type '\(channel.type)' does not exist")
         }
         let text = body.message.text ?? ""
-        guard !text.isEmpty else { throw APIError.input("message.text must not be empty") }
+        let attachments = body.message.attachments
+        // A voice note or a photo may have no text (R14); a message with neither says nothing.
+        guard !text.isEmpty || !attachments.isEmpty else {
+            throw APIError.input("message.text must not be empty (unless the message has attachments)")
+        }
         try requireStorableText(text, "message.text")
         // Counted in Unicode scalars, so the length bounds the bytes too (a
         // character may hold any number of combining marks).
@@ -63,6 +69,7 @@ extension ChannelsController {
         let id = body.message.id ?? UUID().uuidString.lowercased()
         try requireValidID(id, "message id")
         try requireCustomData(body.message.custom, of: "message '\(id)'", limits: limits)
+        try requireAttachments(attachments, of: "message '\(id)'")
         if let parentID = body.message.parentID {
             try requireValidID(parentID, "message.parent_id")
             guard config.replies else { throw APIError.input("channel type '\(config.name)' has replies off") }
@@ -71,7 +78,7 @@ extension ChannelsController {
             NewMessage(
                 id: id, userID: author, text: text, custom: body.message.custom, parentID: body.message.parentID,
                 showInChannel: body.message.parentID != nil && body.message.showInChannel == true,
-                byServer: context.principal == .server),
+                attachments: attachments, byServer: context.principal == .server),
             to: channel, now: .now())
         // A message id belongs to its author: their retry is idempotent (R11); anyone else's is refused.
         guard outcome.message.userID == author else {

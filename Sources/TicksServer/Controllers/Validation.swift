@@ -39,6 +39,29 @@ func requireCustomData(_ custom: [String: JSONValue], of what: String, limits: S
     }
 }
 
+/// At most this many attachments on one message (Stream's limit).
+let maxAttachmentsPerMessage = 30
+/// At most this many bytes of attachments on one message, as JSON: they are
+/// kept with the message and sent with every read of it.
+let maxAttachmentBytes = 16 * 1024
+
+/// A message's attachments: objects, each with a string `type`, within the caps (400 otherwise).
+func requireAttachments(_ attachments: [JSONValue], of what: String) throws {
+    guard !attachments.isEmpty else { return }
+    guard attachments.count <= maxAttachmentsPerMessage else {
+        throw APIError.input("\(what) has \(attachments.count) attachments; at most \(maxAttachmentsPerMessage)")
+    }
+    for (index, attachment) in attachments.enumerated() {
+        guard case .object(let fields) = attachment, case .string(let type)? = fields["type"], !type.isEmpty else {
+            throw APIError.input("\(what): attachments[\(index)] must be an object with a string type")
+        }
+    }
+    let bytes = try JSONCoding.data(attachments).count
+    guard bytes <= maxAttachmentBytes else {
+        throw APIError.input("\(what) has \(bytes) bytes of attachments; at most \(maxAttachmentBytes)")
+    }
+}
+
 /// The values of a filter on ids (a value, `$eq` or `$in`), within
 /// `ServerLimits.maxFilterValues`, each valid by `rule` (400 otherwise, as
 /// the same id anywhere else in a request).

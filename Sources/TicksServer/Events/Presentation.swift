@@ -15,6 +15,7 @@ enum Presenter {
         message.parentID = record.parentID
         message.showInChannel = record.showInChannel
         message.replyCount = record.replyCount
+        message.attachments = record.attachments
         return message
     }
 
@@ -82,19 +83,22 @@ enum Presenter {
         let entries = receipts.entries.compactMap { entry -> Receipt? in
             let readAt = visibility.readVisible(entry.userID) ? entry.readAt : nil
             let deliveredAt = visibility.deliveredVisible(entry.userID) ? entry.deliveredAt : nil
-            guard readAt != nil || deliveredAt != nil else { return nil }
+            // A play is seen by whoever may see the member's reads (R14).
+            let playedAt = visibility.readVisible(entry.userID) ? entry.playedAt : nil
+            guard readAt != nil || deliveredAt != nil || playedAt != nil else { return nil }
             return Receipt(
                 user: user(entry.userID, receipts.users), deliveredAt: deliveredAt, readAt: readAt,
-                deliveredAtExact: deliveredAt.map { _ in entry.deliveredExact }, readAtExact: readAt.map { _ in entry.readExact })
+                deliveredAtExact: deliveredAt.map { _ in entry.deliveredExact },
+                readAtExact: readAt.map { _ in entry.readExact }, playedAt: playedAt)
         }.sorted { lhs, rhs in
-            let left = lhs.readAt ?? lhs.deliveredAt!
-            let right = rhs.readAt ?? rhs.deliveredAt!
+            let left = lhs.readAt ?? lhs.deliveredAt ?? lhs.playedAt!
+            let right = rhs.readAt ?? rhs.deliveredAt ?? rhs.playedAt!
             return left != right ? left > right : lhs.user.id < rhs.user.id
         }
         return ReceiptsResponse(
             cid: receipts.channel.cid.rawValue, receipts: entries, readCount: entries.count { $0.readAt != nil },
             deliveredCount: entries.count { $0.deliveredAt != nil },
             readByAll: receipts.readByAll && !visibility.viewerSeesReadsAsDeliveries,
-            deliveredToAll: receipts.deliveredToAll)
+            deliveredToAll: receipts.deliveredToAll, playedCount: entries.count { $0.playedAt != nil })
     }
 }

@@ -47,7 +47,7 @@ public struct RateLimits: Sendable, Equatable {
         for endpoint in APIEndpoint.allCases {
             limits[endpoint] =
                 switch endpoint {
-                case .markRead, .markDelivered, .markChannelsRead, .markThreadsRead, .markUnread:
+                case .markRead, .markDelivered, .markChannelsRead, .markThreadsRead, .markUnread, .markPlayed:
                     Limit(user: 300, serverSide: 60_000)
                 case .sendMessage, .getOrCreateChannel, .getOrCreateDistinctChannel, .queryChannels, .getMessage,
                     .getReceipts, .getReplies, .getManyMessages, .updateMessage, .updateMessagePartial, .deleteMessage,

@@ -52,6 +52,13 @@ struct EventPublisher: Sendable {
         }
     }
 
+    /// `message.played` to `recipients` (`PlayNotice`), for a first play only.
+    func played(_ play: PlayOutcome, notice: PlayNotice, to recipients: [String]) throws {
+        guard play.created else { return }
+        metrics.played.increment()
+        try send(notice.event, to: recipients)
+    }
+
     /// `notification.mark_unread` to the reader's own connections.
     func markedUnread(_ outcome: CursorOutcome) throws {
         guard outcome.update.changed else { return }

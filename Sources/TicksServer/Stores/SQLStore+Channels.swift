@@ -101,7 +101,7 @@ extension SQLStore {
                     if let pk = try inserted?.int(0) { return .done(pk) }
                     // The cid of a soft-deleted channel: what is left of it goes, and the new channel
                     // gets a key of its own, so nothing of the old one can reach its members.
-                    return Self.forgetDeletedChannel(cid).then { forgotten in
+                    return Self.forgetDeletedChannel(cid, plays: self.keepsPlays).then { forgotten in
                         forgotten ? Step.row(insert).map { try $0?.int(0) } : .done(nil)
                     }
                 }.then { made -> StoreProgram<(channel: ChannelRecord, created: Bool)> in
@@ -127,14 +127,16 @@ extension SQLStore {
     /// (its row, messages, removed members, receipt log and thread read
     /// states; its members went with the delete), so the cid can be made
     /// again. False when there is no such channel (another node made it again first).
-    static func forgetDeletedChannel(_ cid: ChannelID) -> StoreProgram<Bool> {
+    /// `plays`: its plays too (`v13-played`; an older schema has no such table).
+    static func forgetDeletedChannel(_ cid: ChannelID, plays: Bool) -> StoreProgram<Bool> {
         Step.row(StoreSQL.deletedChannel(type: cid.type, id: cid.id)).then { row in
             guard let pk = try row?.int(0) else { return .done(false) }
-            let statements = [
-                StoreSQL.deleteMoves(of: .channel(pk)), StoreSQL.deleteThreadReads(of: .channel(pk)),
-                StoreSQL.deleteMembers(of: pk), StoreSQL.forgetRemovals(from: pk), StoreSQL.deleteMessages(of: pk),
-                StoreSQL.deleteChannelRow(pk),
-            ]
+            let statements =
+                [
+                    StoreSQL.deleteMoves(of: .channel(pk)), StoreSQL.deleteThreadReads(of: .channel(pk)),
+                    StoreSQL.deleteMembers(of: pk), StoreSQL.forgetRemovals(from: pk), StoreSQL.deleteMessages(of: pk),
+                    StoreSQL.deleteChannelRow(pk),
+                ] + (plays ? [StoreSQL.deletePlays(of: pk)] : [])
             return Step.each(statements) { Step.execute($0) }.map { _ in true }
         }
     }

@@ -31,7 +31,9 @@ extension SQLStore {
                 if textChanged { edited.textUpdatedAt = now }
                 return Step.execute(
                     StoreSQL.editMessage(
-                        id: id, text: change.text, custom: try JSONCoding.string(change.custom), at: now.microseconds,
+                        id: id, text: change.text,
+                        custom: try StoredJSON.messageColumn(custom: change.custom, attachments: message.attachments),
+                        at: now.microseconds,
                         textChanged: textChanged)
                 ).map { edited }
             }
@@ -50,6 +52,7 @@ extension SQLStore {
                     deleted.hardDeleted = true
                     deleted.text = ""
                     deleted.custom = [:]
+                    deleted.attachments = []
                 }
                 var uncount =
                     message.hidden ? [] : StoreSQL.uncountMessage(seq: message.seq, in: message.channelPK, by: message.userID)
@@ -116,6 +119,8 @@ extension SQLStore {
                     hard
                         ? Step.execute(StoreSQL.deleteMessages(of: channel.pk)).then { _ in
                             Step.execute(StoreSQL.forgetRemovals(from: channel.pk))
+                        }.then { _ in
+                            self.keepsPlays ? Step.execute(StoreSQL.deletePlays(of: channel.pk)) : .done(())
                         }.then { _ in Step.execute(StoreSQL.deleteChannelRow(channel.pk)) }
                         : Step.execute(StoreSQL.markDeleted(channel.pk, at: now.microseconds))
                 }.map { _ in memberIDs }

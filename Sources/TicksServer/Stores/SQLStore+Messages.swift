@@ -6,7 +6,7 @@ extension SQLStore {
     public func sendMessage(_ new: NewMessage, to channel: ChannelRecord, now: Timestamp) async throws
         -> SendOutcome
     {
-        let custom = try JSONCoding.string(new.custom)
+        let custom = try StoredJSON.messageColumn(custom: new.custom, attachments: new.attachments)
         do {
             return try await write({
                 // The channel's row lock (PostgreSQL) numbers its messages one at

@@ -11,8 +11,11 @@ extension SQLStore {
                 return Fetch.channel(pk: message.channelPK).then { found in
                     guard let config = found.config else { return .done(nil) }
                     return Self.reachedTimes(.read, of: message).then { read in
-                        Self.reachedTimes(.delivered, of: message).map { delivered in
-                            MessageReceipts.entries(read: read, delivered: delivered, author: message.userID)
+                        Self.reachedTimes(.delivered, of: message).then { delivered in
+                            Self.playTimes(of: message, kept: self.keepsPlays).map { played in
+                                MessageReceipts.entries(
+                                    read: read, delivered: delivered, played: played, author: message.userID)
+                            }
                         }
                     }.then { entries in
                         Fetch.users(entries.map(\.userID)).then { users in

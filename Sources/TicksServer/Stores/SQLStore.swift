@@ -66,13 +66,20 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// Whether the schema has the app's settings (`v12-app-settings`); false likewise only for a
     /// node held at an older release's schema, which then serves the defaults and changes none.
     let keepsAppSettings: Bool
+    /// Whether the schema has R14's plays (`v13-played`): false for a node held before it, which
+    /// then answers a play with `StoreError.schemaBefore` and shows no plays in receipts.
+    let keepsPlays: Bool
 
     /// - Parameter traced: spans for the transactions and statements that are part of a trace.
-    init(engine: any StoreEngine, traced: Bool = false, keepsAllMembers: Bool = true, keepsAppSettings: Bool = true) {
+    init(
+        engine: any StoreEngine, traced: Bool = false, keepsAllMembers: Bool = true, keepsAppSettings: Bool = true,
+        keepsPlays: Bool = true
+    ) {
         self.engine = traced ? TracedEngine(engine) : engine
         self.traced = traced
         self.keepsAllMembers = keepsAllMembers
         self.keepsAppSettings = keepsAppSettings
+        self.keepsPlays = keepsPlays
         let recorder = RecorderSlot()
         self.recorder = recorder
         // A batch holds the receipts of several requests and runs in a task of its own: it is not
@@ -183,7 +190,8 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
             engine: PostgresEngine(
                 transactions: PostgresTransactions(client: client, logger: logger), migrationsUpTo: migrationsUpTo),
             traced: traced, keepsAllMembers: PostgresSchema.applies("v11-all-members", upTo: migrationsUpTo),
-            keepsAppSettings: PostgresSchema.applies("v12-app-settings", upTo: migrationsUpTo))
+            keepsAppSettings: PostgresSchema.applies("v12-app-settings", upTo: migrationsUpTo),
+            keepsPlays: PostgresSchema.applies("v13-played", upTo: migrationsUpTo))
     }
 
     /// Brings the schema up to date and adds the built-in channel types (PostgreSQL;

@@ -21,6 +21,8 @@ public enum StoreChange: Sendable {
     case cursorsMoved([CursorOutcome])
     /// A member's read cursor moved back (mark unread).
     case markedUnread(CursorOutcome)
+    /// A member first played a voice note or video (R14).
+    case messagePlayed(PlayOutcome)
 }
 
 /// What a change owes beyond the store's own rows, written in the change's

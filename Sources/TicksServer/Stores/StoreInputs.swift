@@ -13,6 +13,8 @@ public struct NewMessage: Sendable {
     public var parentID: String? = nil
     /// A reply also shown in the channel.
     public var showInChannel = false
+    /// Stream's attachments, as sent (bounded by the controller).
+    public var attachments: [JSONValue] = []
     /// Sent with a server token, which acts with full permissions as Stream's
     /// do: the author need not be a member (they must exist), and then gets
     /// no read state — Stream keeps read state for members only.
@@ -20,8 +22,9 @@ public struct NewMessage: Sendable {
 
     public init(
         id: String, userID: String, text: String, custom: [String: JSONValue], parentID: String? = nil,
-        showInChannel: Bool = false, byServer: Bool = false
+        showInChannel: Bool = false, attachments: [JSONValue] = [], byServer: Bool = false
     ) {
+        self.attachments = attachments
         self.id = id
         self.userID = userID
         self.text = text
@@ -81,6 +84,7 @@ public enum SyncLimits {
 public struct ChannelTypePatch: Sendable, Decodable {
     public var readEvents: Bool?
     public var deliveryEvents: Bool?
+    public var playedEvents: Bool?
     public var typingEvents: Bool?
     public var connectEvents: Bool?
     public var reactions: Bool?
@@ -99,6 +103,7 @@ public struct ChannelTypePatch: Sendable, Decodable {
         case commands, permissions
         case readEvents = "read_events"
         case deliveryEvents = "delivery_events"
+        case playedEvents = "played_events"
         case typingEvents = "typing_events"
         case connectEvents = "connect_events"
         case reactions, replies, quotes, search, mutes
@@ -109,6 +114,7 @@ public struct ChannelTypePatch: Sendable, Decodable {
     func apply(to config: inout ChannelConfig) {
         if let readEvents { config.readEvents = readEvents }
         if let deliveryEvents { config.deliveryEvents = deliveryEvents }
+        if let playedEvents { config.playedEvents = playedEvents }
         if let typingEvents { config.typingEvents = typingEvents }
         if let connectEvents { config.connectEvents = connectEvents }
         if let reactions { config.reactions = reactions }

@@ -47,6 +47,8 @@ public struct MessageRecord: Sendable, Equatable {
     public var replyCount = 0
     /// When its text last changed (an edit of custom data alone leaves it).
     public var textUpdatedAt: Timestamp? = nil
+    /// Stream's attachments, as sent (`StoredJSON.messageFields`).
+    public var attachments: [JSONValue] = []
 }
 
 /// A member with their read state, the ids its cursors point at, and unread count.
@@ -80,6 +82,18 @@ public struct ChannelSnapshot: Sendable {
     public var messages: [MessageRecord]
     /// Every user named by the members, messages and `created_by`.
     public var users: [String: User]
+}
+
+/// A member's play of a voice note or video (R14), as the store kept it.
+public struct PlayOutcome: Sendable {
+    public var message: MessageRecord
+    public var channel: ChannelRecord
+    public var config: ChannelConfig
+    public var player: User
+    /// When the member first played it: this call's time, or the kept one.
+    public var playedAt: Timestamp
+    /// False when an earlier play was kept (the call changes nothing, and tells nothing).
+    public var created: Bool
 }
 
 public struct SendOutcome: Sendable {
@@ -188,16 +202,21 @@ public struct MessageReceipts: Sendable {
         public var deliveredExact = true
         /// The same for `readAt`.
         public var readExact = true
+        /// When the member first played it (R14; `message_play`).
+        public var playedAt: Timestamp? = nil
     }
 
     /// The entries from when each member's cursors reached the message (by
     /// user), the author left out.
-    static func entries(read: [String: ReachedTime], delivered: [String: ReachedTime], author: String) -> [Entry] {
-        Set(read.keys).union(delivered.keys).subtracting([author]).map { userID in
+    static func entries(
+        read: [String: ReachedTime], delivered: [String: ReachedTime], played: [String: Timestamp] = [:], author: String
+    ) -> [Entry] {
+        Set(read.keys).union(delivered.keys).union(played.keys).subtracting([author]).map { userID in
             Entry(
                 userID: userID, deliveredAt: delivered[userID].map { Timestamp(microseconds: $0.at) },
                 readAt: read[userID].map { Timestamp(microseconds: $0.at) },
-                deliveredExact: delivered[userID]?.exact ?? true, readExact: read[userID]?.exact ?? true)
+                deliveredExact: delivered[userID]?.exact ?? true, readExact: read[userID]?.exact ?? true,
+                playedAt: played[userID])
         }
     }
 }

@@ -131,6 +131,9 @@ public protocol TicksStore: Sendable {
         async throws -> [CursorOutcome]
     func unreadTotals(of userID: String) async throws -> UnreadTotals
     func receipts(forMessage id: String) async throws -> MessageReceipts?
+    /// Keeps `userID`'s first play of `message` (R14): a later call finds it and changes nothing.
+    /// The caller checked who may play it; throws `StoreError.schemaBefore` on a schema before `v13-played`.
+    func markPlayed(_ message: MessageRecord, by userID: String, now: Timestamp) async throws -> PlayOutcome
     /// The newest of `author`'s messages in `channel` that every other member
     /// has read, and has received, as they may know it (R13).
     func allReached(in channel: ChannelRecord, by author: String) async throws -> AllReachedUpTo

@@ -21,6 +21,8 @@ public struct ServerMetrics: Sendable {
     let eventsPublished: CoreMetrics.Counter
     let readMoves: CoreMetrics.Counter
     let deliveredMoves: CoreMetrics.Counter
+    /// Voice notes and videos first played by a member (R14).
+    let played: CoreMetrics.Counter
     /// Answers with status 4xx, and 5xx.
     let clientErrors: CoreMetrics.Counter
     let serverErrors: CoreMetrics.Counter
@@ -54,6 +56,7 @@ public struct ServerMetrics: Sendable {
         readMoves = CoreMetrics.Counter(label: "ticks_cursor_moves_total", dimensions: [("kind", "read")], factory: factory)
         deliveredMoves = CoreMetrics.Counter(
             label: "ticks_cursor_moves_total", dimensions: [("kind", "delivered")], factory: factory)
+        played = CoreMetrics.Counter(label: "ticks_played_total", dimensions: [], factory: factory)
         clientErrors = CoreMetrics.Counter(label: "ticks_http_errors_total", dimensions: [("class", "4xx")], factory: factory)
         serverErrors = CoreMetrics.Counter(label: "ticks_http_errors_total", dimensions: [("class", "5xx")], factory: factory)
         busEventsLost = CoreMetrics.Counter(label: "ticks_bus_events_lost_total", dimensions: [], factory: factory)

@@ -25,6 +25,7 @@ enum HookEvents {
         case .membersRemoved(let userIDs, let record, let at): membersRemoved(userIDs, from: record, at: at, wanted)
         case .cursorsMoved(let outcomes): cursors(outcomes, options)
         case .markedUnread(let outcome): markedUnread(outcome)
+        case .messagePlayed(let outcome): played(outcome, wanted)
         }
     }
 
@@ -67,6 +68,13 @@ enum HookEvents {
     private static func seeReadsAsDeliveries(among authors: [String], _ options: AppOptions) -> StoreProgram<Set<String>> {
         guard options.reciprocalReadReceipts, !authors.isEmpty else { return .done([]) }
         return Fetch.users(Array(Set(authors))).map { users in Set(users.values.filter { !$0.sharesReadReceipts }.map(\.id)) }
+    }
+
+    /// `message.played`, when the other members may hear of it (R14: a private player's is never sent).
+    private static func played(_ outcome: PlayOutcome, _ wanted: (EventType) -> Bool) -> StoreProgram<[HookEvent]> {
+        let notice = PlayNotice(outcome)
+        guard notice.othersSee, wanted(.messagePlayed) else { return none() }
+        return .done([HookEvent(event: notice.event, channel: outcome.channel.cid)])
     }
 
     /// `notification.mark_unread`, which tells the member's read position:

@@ -71,7 +71,7 @@ public struct WebhookSettings: Sendable, Equatable {
     public static let eventTypes: [EventType] = [
         .messageNew, .messageUpdated, .messageDeleted, .messageRead, .messageDelivered, .notificationMarkUnread,
         .memberAdded, .memberRemoved, .channelCreated, .channelUpdated, .channelDeleted, .channelTruncated,
-        .messageReadByAll, .messageDeliveredToAll,
+        .messageReadByAll, .messageDeliveredToAll, .messagePlayed,
     ]
 
     /// Parses `--webhook-events`: comma-separated event types, or `all`.

@@ -41,6 +41,8 @@ struct PermissionTableTests {
         case create, update, truncate, delete, addMembers, removeMembers
         case readChannel, readMessages, readReceipts, readMembers
         case send, markRead, markUnread, markDelivered, markThreadsRead
+        /// `POST /messages/{id}/played` of the owner's voice note (R14).
+        case markPlayed
         /// `GET /unread/explain` and `POST /unread/recount`.
         case explainUnread, recountUnread
         /// `PATCH /app` (R15's setting).
@@ -83,7 +85,7 @@ struct PermissionTableTests {
         guard cell.place.isMember else { return false }
         switch cell.action {
         case .create, .readChannel, .readMessages, .readReceipts, .readMembers, .send, .markRead, .markUnread,
-            .markDelivered, .markThreadsRead, .explainUnread:
+            .markDelivered, .markThreadsRead, .explainUnread, .markPlayed:
             // What every member may do.
             return true
         case .recountUnread, .updateApp:
@@ -114,6 +116,7 @@ struct PermissionTableTests {
         var cid: String { "messaging:\(channelID)" }
         var path: String { "/channels/messaging/\(channelID)" }
         var message: String { "\(prefix)-m1" }
+        var voiceNote: String { "\(prefix)-v1" }
     }
 
     func check(_ cell: Cell, prefix: String, _ server: TestServer) async throws {
@@ -160,6 +163,9 @@ struct PermissionTableTests {
         try await server.send(cast.cid, id: cast.message, from: cast.owner, text: "secret")
         if cell.action == .updateApp {
             _ = try await server.store.updateAppOptions(AppOptions.Change(reciprocalReadReceipts: false))
+        }
+        if cell.action == .markPlayed {
+            try await server.sendVoiceNote(cast.cid, id: cast.voiceNote, from: cast.owner)
         }
         if cell.action == .markUnread, cell.place.isMember {
             try await server.markRead(cast.cid, cast.actor)
@@ -234,6 +240,8 @@ struct PermissionTableTests {
             return try await server.call(.post, "/threads/read", body: "{\(asUser)}", token: token)
         case .updateApp:
             return try await server.call(.patch, "/app", body: #"{"reciprocal_read_receipts": true}"#, token: token)
+        case .markPlayed:
+            return try await server.call(.post, "/messages/\(cast.voiceNote)/played", body: "{\(asUser)}", token: token)
         }
     }
 
@@ -287,6 +295,11 @@ struct PermissionTableTests {
             // The member's thread is read; no one else had any.
             #expect(try reply.json()["marked_threads_count"].int == (cell.place.isMember ? 1 : 0), comment)
             #expect(try await server.store.unreadCounts(of: [cast.actor])[cast.actor]?.threads == [], comment)
+        case .markPlayed:
+            // A member's play is kept; a non-member's — refused, or accepted from a server token — is not.
+            let receipts = try #require(try await store.receipts(forMessage: cast.voiceNote), comment)
+            let played = receipts.entries.filter { $0.playedAt != nil }.map(\.userID)
+            #expect(played == (cell.place.isMember ? [cast.actor] : []), comment)
         case .explainUnread:
             // A member's count explained (the owner's message, after their cursor); a server
             // token asking for a non-member gets no read state and nothing counted.

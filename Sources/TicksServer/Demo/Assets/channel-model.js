@@ -18,6 +18,9 @@ export class ChannelModel {
   /** `state` answers a query for the newest `pageSize` messages. */
   constructor(state, pageSize) {
     this.generation = 0;
+    // Who played each voice note or video, by message id, as `message.played` told it
+    // (R14: only plays this user may see); kept across reloads, which do not carry plays.
+    this.played = new Map();
     this.load(state, pageSize);
   }
 
@@ -237,4 +240,12 @@ export function indicatorFor(channel, message, me, outboxEntry) {
     channel.config.delivery_events !== false &&
     others.some((read) => channel.cursors(read.user.id).delivered >= position);
   return delivered ? { status: "delivered", label: "Delivered", readers: [] } : { status: "sent", label: "Sent", readers: [] };
+}
+
+/** The attachment types a member may mark played (R14). */
+const PLAYABLE = new Set(["audio", "video", "voiceRecording"]);
+
+/** Whether `message` is a voice note or video (an attachment of a playable type). */
+export function isPlayable(message) {
+  return (message.attachments ?? []).some((attachment) => PLAYABLE.has(attachment?.type));
 }

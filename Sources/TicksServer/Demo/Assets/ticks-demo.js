@@ -33,6 +33,8 @@ const isAtBottom = (list) => list.scrollHeight - list.scrollTop - list.clientHei
 /** Whether a scrolled list shows its beginning, where older messages are loaded. */
 const isAtTop = (list) => list.scrollTop <= 24;
 
+/** What the demo's fake voice notes point at: it is never fetched. */
+const VOICE_NOTE_URL = "https://example.invalid/ticks-demo/voice-note.m4a";
 const SESSION_KEY = "ticks-demo-session"; // sessionStorage: each tab may be another user
 const RECENT_KEY = "ticks-demo-recent-users"; // localStorage: shared by the windows of a browser
 const CHANNEL_PAGE = 30;
@@ -330,6 +332,13 @@ class DemoApp {
       case "message.delivered_to_all":
         if (channel.isFurther(event.message_id, channel.deliveredToAllUpTo)) channel.deliveredToAllUpTo = event.message_id;
         break;
+      case "message.played": {
+        // A member first played a voice note or video (R14), as this user may see it.
+        const players = channel.played.get(event.message_id) ?? new Set();
+        players.add(event.user.id);
+        channel.played.set(event.message_id, players);
+        break;
+      }
       case "message.updated":
       case "message.deleted":
         // Edited or deleted, a message keeps its place and its receipts.
@@ -462,11 +471,13 @@ class DemoApp {
     sessionStorage.setItem(this.outboxKey, JSON.stringify(entries));
   }
 
-  send(text) {
+  send(text, attachments = []) {
     const channel = this.openChannel;
     if (!channel) return;
     const id = `${this.me}-${randomHex(8)}`;
-    const message = { id, text, user: { id: this.me, name: this.session.name }, created_at: new Date().toISOString() };
+    const message = {
+      id, text, attachments, user: { id: this.me, name: this.session.name }, created_at: new Date().toISOString(),
+    };
     const entry = { cid: channel.cid, message, status: "pending" };
     this.outbox.set(id, entry);
     this.saveOutbox();
@@ -481,7 +492,7 @@ class DemoApp {
     this.renderAll();
     try {
       const { message } = await this.api.call("POST", `/channels/${type}/${encodeURIComponent(rest.join(":"))}/message`, {
-        message: { id: entry.message.id, text: entry.message.text },
+        message: { id: entry.message.id, text: entry.message.text, attachments: entry.message.attachments ?? [] },
       });
       this.outbox.delete(message.id);
       this.channels.get(entry.cid)?.add(message, this.me);
@@ -492,6 +503,21 @@ class DemoApp {
     }
     this.saveOutbox();
     this.renderAll();
+  }
+
+  /** The user pressed play on a voice note or video: the server keeps the first play (R14). */
+  async play(messageID) {
+    const channel = this.openChannel;
+    if (!channel) return;
+    try {
+      await this.api.call("POST", `/messages/${encodeURIComponent(messageID)}/played`, {});
+      const players = channel.played.get(messageID) ?? new Set();
+      players.add(this.me);
+      channel.played.set(messageID, players);
+      this.renderAll();
+    } catch (error) {
+      this.notify("Could not mark it played", error);
+    }
   }
 
   // MARK: Creating and opening channels
@@ -685,6 +711,10 @@ class DemoApp {
       input.value = "";
       this.send(text);
     });
+    $("send-voice").addEventListener("click", () => {
+      // A tiny fake voice note: no recording, an attachment the server keeps and others may play (R14).
+      this.send("", [{ type: "voiceRecording", title: "Voice note", duration: 2, asset_url: VOICE_NOTE_URL }]);
+    });
     $("messages").addEventListener("click", (event) => {
       if (event.target.closest("button.load-older")) {
         this.loadOlder();
@@ -694,6 +724,11 @@ class DemoApp {
       if (resend) {
         const entry = this.outbox.get(resend.dataset.messageId);
         if (entry) this.post(entry);
+        return;
+      }
+      const play = event.target.closest("button.play");
+      if (play) {
+        this.play(play.dataset.messageId);
         return;
       }
       const indicator = event.target.closest("button.indicator");

@@ -1,7 +1,7 @@
 // Drawing: DOM elements for messages and their indicators, and the
 // reconciliation that keeps unchanged elements (and their focus) in place.
 
-import { indicatorFor } from "./channel-model.js";
+import { indicatorFor, isPlayable } from "./channel-model.js";
 
 const ICONS = {
   pending:
@@ -112,15 +112,18 @@ export function messageElement(channel, message, me, outboxEntry) {
   const deleted = message.type === "deleted";
   const edited = !deleted && message.message_text_updated_at != null;
   const replies = message.reply_count ?? 0;
+  const playable = !deleted && isPlayable(message);
   return element(
     "li",
     {
       className: (own ? "message own" : "message") + (deleted ? " deleted" : ""),
       "data-key": message.id,
       "data-state": deleted ? "deleted" : edited ? "edited" : "regular",
+      "data-played": playable ? String(playedBy(channel, message).length > 0) : null,
     },
     own ? null : element("span", { className: "author" }, displayName(message.user)),
     element("span", { className: "text" }, deleted ? "This message was deleted" : message.text ?? ""),
+    playable ? playElement(channel, message, own, me) : null,
     element(
       "span",
       { className: "meta" },
@@ -134,6 +137,33 @@ export function messageElement(channel, message, me, outboxEntry) {
         ? element("button", { type: "button", className: "resend", "data-message-id": message.id, title: outboxEntry.error }, "Resend")
         : null,
     ),
+  );
+}
+
+/** Who played `message` (R14), its author left out. */
+function playedBy(channel, message) {
+  return [...(channel.played.get(message.id) ?? [])].filter((id) => id !== message.user.id);
+}
+
+/**
+ * A voice note or video: a Play button on others' messages (pressing it marks it played)
+ * and the played mark — "Played", or in a group "Played by N" — once anyone played it.
+ */
+function playElement(channel, message, own, me) {
+  const players = playedBy(channel, message);
+  const isGroup = channel.memberCount > 2;
+  const label = players.length === 0 ? "Not played yet" : isGroup ? `Played by ${players.length}` : "Played";
+  const kind = (message.attachments ?? []).some((attachment) => attachment?.type === "video") ? "Video" : "Voice note";
+  return element(
+    "span",
+    { className: "voice", "data-played-count": String(players.length) },
+    element("span", { className: "voice-kind" }, kind),
+    own || players.includes(me)
+      ? null
+      : element("button", { type: "button", className: "play", "data-message-id": message.id, "aria-label": `Play ${kind.toLowerCase()}` }, "▶ Play"),
+    players.length > 0
+      ? element("span", { className: "played", "aria-label": label, title: label }, isGroup ? `▶ played ${players.length}` : "▶ played")
+      : null,
   );
 }
 

@@ -102,6 +102,7 @@ enum PostgresSchema {
                 "CASE WHEN (body::jsonb #>> '{privacy_settings,\(field),enabled}') = 'false' THEN 0 ELSE 1 END"
             }),
         Migration(name: "v12-app-settings", statements: StoreMigrations.appSettings()),
+        Migration(name: "v13-played", statements: StoreMigrations.played(integer: "BIGINT")),
     ]
 
     /// Whether migrating up to `last` (every migration when nil, or a name this binary does not

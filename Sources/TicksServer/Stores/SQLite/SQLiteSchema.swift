@@ -113,6 +113,9 @@ enum SQLiteSchema {
         migrator.registerMigration("v12-app-settings") { db in
             for statement in StoreMigrations.appSettings() { try db.execute(sql: statement) }
         }
+        migrator.registerMigration("v13-played") { db in
+            for statement in StoreMigrations.played(integer: "INTEGER") { try db.execute(sql: statement) }
+        }
         return migrator
     }
 }

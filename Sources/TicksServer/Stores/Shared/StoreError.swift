@@ -63,7 +63,8 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
             "channel \(cid) has \(members) members; adding \(adding) would pass the limit of \(limit)"
         case .unstorableText: "a value holds the character U+0000, which no id or text may contain"
         case .schemaBefore(let migration):
-            "this node's schema is held before \(migration) (an older release's): make this change on an upgraded node"
+            "this node's schema is held before migration \(migration) (--migrations-up-to, an older release's): "
+                + "not available here until it runs; make this change on an upgraded node"
         }
     }
 }

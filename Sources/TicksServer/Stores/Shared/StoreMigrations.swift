@@ -209,3 +209,23 @@ extension StoreMigrations {
         ["CREATE TABLE app_setting (name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)"]
     }
 }
+
+extension StoreMigrations {
+    /// Played (R14): each member's first play of a voice note or video, kept
+    /// once (the key) and never changed. A message's attachments need no
+    /// column: they are kept with its custom data (`StoredJSON.messageFields`),
+    /// so every query that reads a message reads them, on any schema.
+    static func played(integer: String) -> [String] {
+        [
+            """
+            CREATE TABLE message_play (
+              channel_pk \(integer) NOT NULL,
+              seq \(integer) NOT NULL,
+              user_id TEXT NOT NULL,
+              played_at \(integer) NOT NULL,
+              PRIMARY KEY (channel_pk, seq, user_id)
+            )
+            """
+        ]
+    }
+}

@@ -40,10 +40,11 @@ enum StoreRules {
         _ new: NewMessage, to channel: ChannelRecord, seq: Seq, at createdAt: Timestamp, members: [MemberState],
         totals: [String: UnreadTotals]
     ) -> SendOutcome {
-        let message = MessageRecord(
+        var message = MessageRecord(
             id: new.id, channelPK: channel.pk, cid: channel.cid, seq: seq, userID: new.userID, text: new.text,
             custom: new.custom, createdAt: createdAt, hidden: new.threadOnly, parentID: new.parentID,
             showInChannel: new.showInChannel)
+        message.attachments = new.attachments
         let recipients = members.map { state in
             RecipientUnread(
                 userID: state.userID, channelUnread: state.unread,

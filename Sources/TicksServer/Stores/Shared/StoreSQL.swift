@@ -584,17 +584,19 @@ enum StoreRows {
 
     /// `StoreSQL.messageColumns` from column `offset` on.
     static func message(_ row: some StoreRow, at offset: Int = 0, cid: ChannelID) throws -> MessageRecord {
-        MessageRecord(
+        let (custom, attachments) = try StoredJSON.messageFields(try row.text(offset + 5))
+        return MessageRecord(
             id: try row.text(offset + 2), channelPK: try row.int(offset), cid: cid, seq: try row.int(offset + 1),
             userID: try row.text(offset + 3), text: try row.text(offset + 4),
-            custom: try StoredJSON.customFields(try row.text(offset + 5)),
+            custom: custom,
             createdAt: Timestamp(microseconds: try row.int(offset + 6)),
             updatedAt: try row.optionalInt(offset + 7).map(Timestamp.init(microseconds:)),
             deletedAt: try row.optionalInt(offset + 8).map(Timestamp.init(microseconds:)),
             hardDeleted: try row.int(offset + 9) != 0, hidden: try row.int(offset + 10) != 0,
             parentID: try row.optionalText(offset + 11), showInChannel: try row.int(offset + 12) != 0,
             replyCount: Int(try row.int(offset + 13)),
-            textUpdatedAt: try row.optionalInt(offset + 14).map(Timestamp.init(microseconds:)))
+            textUpdatedAt: try row.optionalInt(offset + 14).map(Timestamp.init(microseconds:)),
+            attachments: attachments)
     }
 
     /// `StoreSQL.memberStateColumns`.

@@ -23,4 +23,23 @@ enum StoredJSON {
     static func customFields(_ text: String) throws -> [String: JSONValue] {
         text == "{}" ? [:] : try JSONCoding.decode([String: JSONValue].self, from: text)
     }
+
+    /// A message's `custom` column: its custom fields and, under `attachments` (a
+    /// key no custom field may take, `Message.reserved`), its attachments. Kept
+    /// in the one column so that every query reading a message reads them, on
+    /// every schema (a node held before `v13-played` too, docs/storage.md).
+    static func messageFields(_ text: String) throws -> (custom: [String: JSONValue], attachments: [JSONValue]) {
+        var custom = try customFields(text)
+        guard case .array(let attachments)? = custom.removeValue(forKey: attachmentsKey) else { return (custom, []) }
+        return (custom, attachments)
+    }
+
+    /// The `custom` column of a message with `custom` and `attachments` (`messageFields`).
+    static func messageColumn(custom: [String: JSONValue], attachments: [JSONValue]) throws -> String {
+        var stored = custom
+        if !attachments.isEmpty { stored[attachmentsKey] = .array(attachments) }
+        return try JSONCoding.string(stored)
+    }
+
+    static let attachmentsKey = "attachments"
 }

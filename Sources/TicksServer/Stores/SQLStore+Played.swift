@@ -1,0 +1,42 @@
+import TicksProtocol
+
+/// Played (R14): a member's first play of a voice note or video, kept once.
+extension SQLStore {
+    public func markPlayed(_ message: MessageRecord, by userID: String, now: Timestamp) async throws -> PlayOutcome {
+        guard keepsPlays else { throw StoreError.schemaBefore(migration: "v13-played") }
+        return try await write(
+            {
+                Step.row(StoreSQL.insertPlay(seq: message.seq, in: message.channelPK, by: userID, at: now.microseconds))
+                    .then { inserted -> StoreProgram<(Int64, Bool)> in
+                        if let inserted { return .done((try inserted.int(0), true)) }
+                        return Step.row(StoreSQL.play(seq: message.seq, in: message.channelPK, by: userID)).map {
+                            kept in
+                            guard let kept else { throw StoreError.inconsistent("a play neither kept nor found") }
+                            return (try kept.int(0), false)
+                        }
+                    }.then { playedAt, created in
+                        Fetch.channel(pk: message.channelPK).then { found in
+                            Fetch.users([userID]).map { users in
+                                guard let config = found.config else {
+                                    throw StoreError.unknownChannelType(found.channel.type)
+                                }
+                                return PlayOutcome(
+                                    message: message, channel: found.channel, config: config,
+                                    player: users[userID] ?? User(id: userID),
+                                    playedAt: Timestamp(microseconds: playedAt), created: created)
+                            }
+                        }
+                    }
+            }, change: { outcome in outcome.created ? .messagePlayed(outcome) : nil })
+    }
+
+    /// When each current member played `message`, by user (none on a schema before `v13-played`).
+    static func playTimes(of message: MessageRecord, kept: Bool) -> StoreProgram<[String: Timestamp]> {
+        guard kept else { return .done([:]) }
+        return Step.rows(StoreSQL.plays(seq: message.seq, in: message.channelPK)).map { rows in
+            var times: [String: Timestamp] = [:]
+            for row in rows { times[try row.text(0)] = Timestamp(microseconds: try row.int(1)) }
+            return times
+        }
+    }
+}
