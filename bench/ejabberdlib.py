@@ -55,7 +55,6 @@ sql_pool_size: 10
     db_type: sql
     default: always
     assume_mam_usage: true
-    cache_size: 0
 """
     return f"""# Written by bench/ejabberdlib.py: a benchmark node, not a deployment.
 hosts:
