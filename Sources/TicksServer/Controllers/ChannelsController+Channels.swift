@@ -157,13 +157,15 @@ extension ChannelsController {
         let channels =
             filter.matchesNothing
             ? [] : try await store.channels(matching: filter, sort: sort, limit: limit, offset: offset)
+        // R15 is the viewer's, the same in every channel: asked once.
+        let seesReadsAsDeliveries = try await receipts.seesReadsAsDeliveries(viewer)
         for channel in channels {
             let snapshot = try await store.snapshot(of: channel, messageLimit: messageLimit, beforeMessageID: nil)
             states.append(
                 Presenter.channelState(
                     snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)),
                     allReached: try await allReached(in: snapshot, by: viewer),
-                    viewerSeesReadsAsDeliveries: try await receipts.seesReadsAsDeliveries(viewer, known: snapshot.users)))
+                    viewerSeesReadsAsDeliveries: seesReadsAsDeliveries))
         }
         return try context.respond(ChannelList(channels: states))
     }

@@ -57,7 +57,7 @@ struct Receipts: Sendable {
         let notice = CursorNotice(outcome)
         let hearers = (notice.othersSeeRead ? outcome.recipients : []) + notice.readByAllAuthors
         let hiding = try await seeReadsAsDeliveries(among: hearers.filter { $0 != outcome.reader.id })
-        try events.cursorMoved(outcome, seeReadsAsDeliveries: hiding)
+        try events.cursorMoved(outcome, notice: notice, seeReadsAsDeliveries: hiding)
     }
 
     /// R15 for `viewer`: whether they see the others' reads only as

@@ -41,13 +41,13 @@ struct EventPublisher: Sendable {
 
     /// Events for a cursor that moved: `message.read` / `message.delivered` to
     /// the members who may see it (`CursorNotice`), and `notification.mark_read` to the reader;
-    /// those of `seeReadsAsDeliveries` hear a read as a delivery (R15, `Receipts.tell`).
-    func cursorMoved(_ outcome: CursorOutcome, seeReadsAsDeliveries hiding: Set<String>) throws {
+    /// those of `seeReadsAsDeliveries` hear a read as a delivery (R15, `Receipts.tell`, which made `notice`).
+    func cursorMoved(_ outcome: CursorOutcome, notice: CursorNotice, seeReadsAsDeliveries hiding: Set<String>) throws {
         guard outcome.update.changed else { return }
         for move in outcome.update.moves {
             (move.kind == .read ? metrics.readMoves : metrics.deliveredMoves).increment()
         }
-        for (event, userIDs) in CursorNotice(outcome).live(to: outcome.recipients, seeReadsAsDeliveries: hiding) {
+        for (event, userIDs) in notice.live(to: outcome.recipients, seeReadsAsDeliveries: hiding) {
             try send(event, to: userIDs)
         }
     }
