@@ -11,15 +11,9 @@ struct PostgresSession {
     let logger: Logger
 
     func run<Result>(_ program: StoreProgram<Result>) async throws -> Result {
-        var program = program
-        while true {
-            switch program {
-            case .done(let result):
-                return result
-            case .step(let query, let next):
-                program = try next(query.isNothing ? [] : try await rows(query))
-            }
-        }
+        var run = ProgramRun(program)
+        while let query = try run.nextQuery() { try run.answer(try await rows(query)) }
+        return run.result
     }
 
     func rows(_ query: StoreQuery) async throws -> [PostgresRandomAccessRow] {

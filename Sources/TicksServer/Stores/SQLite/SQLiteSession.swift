@@ -8,15 +8,12 @@ struct SQLiteSession {
     let db: Database
 
     func run<Result>(_ program: StoreProgram<Result>) throws -> Result {
-        var program = program
-        while true {
-            switch program {
-            case .done(let result):
-                return result
-            case .step(let query, let next):
-                program = try next(query.isNothing ? [] : try rows(query))
-            }
+        var run = ProgramRun(program)
+        while let query = try run.nextQuery() {
+            // PostgreSQL's advisory locks: SQLite's single writer already serialises changes.
+            try run.answer(query.takesAdvisoryLock ? [] : try rows(query))
         }
+        return run.result
     }
 
     func rows(_ query: StoreQuery) throws -> [Row] {

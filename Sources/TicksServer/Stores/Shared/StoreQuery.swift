@@ -70,6 +70,12 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
 
     static func + (left: StoreQuery, right: StoreQuery) -> StoreQuery { StoreQuery(parts: left.parts + right.parts) }
 
+    /// Whether it takes PostgreSQL's advisory lock (`SELECT \(advisoryLock: key)`): SQLite runs
+    /// none of these, its single writer serialising every change already.
+    var takesAdvisoryLock: Bool {
+        parts.contains { if case .advisoryLock = $0 { true } else { false } }
+    }
+
     /// This statement, kept prepared under `name` where the engine can (PostgreSQL).
     func prepared(as name: PreparedStatementName) -> StoreQuery {
         var query = self
