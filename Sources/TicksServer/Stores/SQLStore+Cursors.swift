@@ -130,11 +130,19 @@ extension SQLStore {
     static func apply(_ update: CursorUpdate, of userID: String, in channelPK: Int64, unread: Int64, now: Timestamp)
         -> StoreProgram<Void>
     {
-        Step.each(update.moves) { move in
-            Step.execute(StoreSQL.moveCursor(move, of: userID, in: channelPK, at: now.microseconds)).then { _ in
-                Step.execute(StoreSQL.logMove(kind: move.kind, seq: move.to, of: userID, in: channelPK, at: now.microseconds))
+        // One statement for the cursors and one for the log, however many moved.
+        let at = now.microseconds
+        let moved: StoreProgram<Void> =
+            if let cursors = StoreSQL.moveCursors(update.moves, of: userID, in: channelPK, at: at) {
+                Step.execute(cursors).then { _ in Step.execute(StoreSQL.logMoves(update.moves, of: userID, in: channelPK, at: at)) }
+            } else {
+                Step.each(update.moves) { move in
+                    Step.execute(StoreSQL.moveCursor(move, of: userID, in: channelPK, at: at)).then { _ in
+                        Step.execute(StoreSQL.logMove(kind: move.kind, seq: move.to, of: userID, in: channelPK, at: at))
+                    }
+                }.map { _ in () }
             }
-        }.then { _ -> StoreProgram<Void> in
+        return moved.then { _ -> StoreProgram<Void> in
             guard update.moved(.read) else { return .done(()) }
             return Step.row(StoreSQL.recountUnread(of: userID, in: channelPK)).then { row in
                 let change = StoreRules.totalsChange(from: unread, to: try row?.int(0) ?? unread)

@@ -98,6 +98,20 @@ struct GroupCommitterTests {
         #expect(try database.names() == ["first", "b"])
     }
 
+    @Test(
+        "a write alone in its transaction (no savepoint) that throws rolls back its changes and gets its own error",
+        arguments: WriterKind.allCases)
+    func loneThrowingWrite(kind: WriterKind) async throws {
+        let database = try Committed(kind)
+        // Nothing holds a transaction: each write has one of its own.
+        let refused = try await database.insert("refused", thenThrow: Refused(name: "refused"))
+        await #expect(throws: Refused(name: "refused")) { try await refused.value }
+        let a = try await database.insert("a")
+        #expect(try await a.value == "a")
+        #expect(database.log.events == ["refused", "rollback", "a", "commit"])
+        #expect(try database.names() == ["a"])
+    }
+
     @Test("a write is visible to a fresh connection when its call returns, for every write of a group (R12)")
     func answeredAfterCommit() async throws {
         let database = try Committed(.onDisk)

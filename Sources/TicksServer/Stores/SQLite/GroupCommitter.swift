@@ -6,8 +6,9 @@ import Synchronization
 ///
 /// With `synchronous = FULL` each commit costs an fsync (about 1.2 ms on the
 /// machine BENCHMARKS.md describes), which alone would cap the server at about
-/// 800 writes a second. Each write runs in a savepoint of its own, so one that
-/// throws rolls back only its own changes; every caller is answered only after
+/// 800 writes a second. Each write that shares a transaction runs in a
+/// savepoint of its own, so one that throws rolls back only its own changes
+/// (a write alone needs none: the transaction's rollback is its own); every caller is answered only after
 /// the shared commit (R12). A write that ends the whole transaction (SQLite
 /// rolls it back itself on a full disk or an I/O error) fails with the writes
 /// before it, whose changes went too; the writes after it wait for the next
@@ -46,14 +47,7 @@ actor GroupCommitter {
             let batch = Array(queue.prefix(maximumBatch))
             queue.removeFirst(batch.count)
             do {
-                try await writer.write { db in
-                    for job in batch {
-                        job.run(in: db)
-                        // A write that ended the whole transaction (SQLite rolls it back on a full disk or an
-                        // I/O error) took the changes of the writes before it along: they fail with its error.
-                        guard db.isInsideTransaction else { throw job.ownError ?? TransactionEnded() }
-                    }
-                }
+                try await writer.writeWithoutTransaction { db in try Self.inTransaction(db) { try Self.run(batch, in: db) } }
                 for job in batch { job.finish(committed: nil) }
             } catch {
                 // The writes that never ran wait for the next transaction, unless none ran at all (the
@@ -67,6 +61,39 @@ actor GroupCommitter {
         draining = false
     }
 
+    /// The writes of one transaction, each in a savepoint of its own when they are several.
+    private static func run(_ batch: [any GroupedWrite], in db: Database) throws {
+        if batch.count == 1, let job = batch.first {
+            // Alone in its transaction, a write needs no savepoint (two statements SQLite would
+            // compile afresh): when it throws, the whole transaction rolls back, its changes only.
+            job.run(in: db, savepoint: false)
+            if let error = job.ownError { throw error }
+            return
+        }
+        for job in batch {
+            job.run(in: db, savepoint: true)
+            // A write that ended the whole transaction (SQLite rolls it back on a full disk or an
+            // I/O error) took the changes of the writes before it along: they fail with its error.
+            guard db.isInsideTransaction else { throw job.ownError ?? TransactionEnded() }
+        }
+    }
+
+    /// `body` in an immediate transaction, committed, or rolled back when it
+    /// throws (or the commit fails). As GRDB's `write`, but its three
+    /// statements are compiled once and kept (GRDB compiles its own afresh
+    /// each time: two of a lone receipt's statements).
+    private static func inTransaction(_ db: Database, _ body: () throws -> Void) throws {
+        try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
+        do {
+            try body()
+            try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+        } catch {
+            // SQLite may have rolled it back already (a full disk, an I/O error).
+            if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK TRANSACTION").execute() }
+            throw error
+        }
+    }
+
     /// One caller's write and where its answer goes.
     final class Job<T: Sendable>: GroupedWrite {
         let body: @Sendable (Database) throws -> T
@@ -78,20 +105,24 @@ actor GroupCommitter {
             self.continuation = continuation
         }
 
-        func run(in db: Database) {
+        func run(in db: Database, savepoint: Bool) {
             let outcome: Result<T, any Error>
             do {
-                var value: T?
-                try db.inSavepoint {
-                    value = try body(db)
-                    return .commit
-                }
-                guard let value else { throw CancellationError() }
-                outcome = .success(value)
+                outcome = .success(try savepoint ? inSavepoint(db) : body(db))
             } catch {
                 outcome = .failure(error)
             }
             result.withLock { $0 = outcome }
+        }
+
+        private func inSavepoint(_ db: Database) throws -> T {
+            var value: T?
+            try db.inSavepoint {
+                value = try body(db)
+                return .commit
+            }
+            guard let value else { throw CancellationError() }
+            return value
         }
 
         var hasRun: Bool { result.withLock { $0 != nil } }
@@ -115,7 +146,8 @@ actor GroupCommitter {
 }
 
 protocol GroupedWrite: Sendable {
-    func run(in db: Database)
+    /// Runs the write in `db`'s transaction: in a savepoint of its own when it shares the transaction.
+    func run(in db: Database, savepoint: Bool)
     /// Whether `run` ran it (in this transaction).
     var hasRun: Bool { get }
     /// The error its own write threw, when it did.

@@ -271,6 +271,35 @@ enum StoreSQL {
             """
     }
 
+    /// Moves the cursors in one statement, each as `moveCursor` would
+    /// (guarded the same way, column by column: a `SET` reads the row as it
+    /// was). Nil unless each move is of another cursor.
+    static func moveCursors(_ moves: [CursorMove], of userID: String, in channelPK: Int64, at: Int64) -> StoreQuery? {
+        guard !moves.isEmpty, Set(moves.map(\.kind)).count == moves.count else { return nil }
+        guard moves.count > 1 else { return moveCursor(moves[0], of: userID, in: channelPK, at: at) }
+        var query: StoreQuery = "UPDATE member SET "
+        var guards: StoreQuery = ""
+        for (index, move) in moves.enumerated() {
+            let column = move.kind == .read ? "read" : "delivered"
+            let moves: StoreQuery = "\(raw: column)_seq \(raw: move.to > move.from ? "<" : ">") \(move.to)"
+            query = query + (index == 0 ? "" : ", ")
+                + "\(raw: column)_seq = CASE WHEN " + moves + " THEN \(move.to) ELSE \(raw: column)_seq END, "
+                + "\(raw: column)_at = CASE WHEN " + moves + " THEN \(at) ELSE \(raw: column)_at END"
+            guards = guards + (index == 0 ? "" : " OR ") + moves
+        }
+        return query + " WHERE channel_pk = \(channelPK) AND user_id = \(userID) AND (" + guards + ")"
+    }
+
+    /// The receipt log rows of `moves`, in one statement.
+    static func logMoves(_ moves: [CursorMove], of userID: String, in channelPK: Int64, at: Int64) -> StoreQuery {
+        var query: StoreQuery = "INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at) VALUES "
+        for (index, move) in moves.enumerated() {
+            query = query + (index == 0 ? "" : ", ")
+                + "(\(channelPK), \(userID), \(Int64(move.kind.rawValue)), \(move.to), \(at))"
+        }
+        return query
+    }
+
     /// The receipt log: one row per cursor move, never one per message per member.
     static func logMove(kind: CursorKind, seq: Seq, of userID: String, in channelPK: Int64, at: Int64) -> StoreQuery {
         """
