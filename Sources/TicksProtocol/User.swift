@@ -26,7 +26,7 @@ public struct User: Codable, Sendable, Equatable {
     }
 
     /// Fields the server computes or that Stream treats as reserved: never stored as custom data.
-    static let reserved: Set<String> = [
+    public static let reserved: Set<String> = [
         "id", "name", "image", "role", "privacy_settings", "created_at", "updated_at",
         "online", "last_active", "banned", "teams", "language", "invisible", "deactivated_at",
         "deleted_at", "revoke_tokens_issued_before", "push_notifications", "total_unread_count",

@@ -22,10 +22,6 @@ extension ChannelsController {
         }
     }
 
-    struct EventResponse: Encodable {
-        var event: Event?
-    }
-
     @Sendable func markRead(_ request: Request, context: TicksRequestContext) async throws -> Response {
         let cid = try channelPath(context)
         _ = try context.requirePrincipal()
@@ -38,7 +34,7 @@ extension ChannelsController {
             }
             return try await receipts.markRead(reader, in: cid, upTo: body.messageID)
         }
-        return try context.respond(EventResponse(event: event))
+        return try context.respond(event: event)
     }
 
     /// Runs a mark for a reader whom the store finds not to be a member: the

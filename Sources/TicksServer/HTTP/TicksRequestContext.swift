@@ -152,8 +152,16 @@ struct Empty: Codable {}
 extension TicksRequestContext {
     /// A 2xx JSON answer carrying `duration`.
     func respond(_ body: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
-        let data = try JSONCoding.data(Timed(body: body, duration: duration))
-        return Response(
+        try respond(data: JSONCoding.data(Timed(body: body, duration: duration)), status: status)
+    }
+
+    /// `{"event": …}` (mark read's answer), written by `EventJSON`.
+    func respond(event: Event?) throws -> Response {
+        try respond(data: EventJSON.response(event, duration: duration))
+    }
+
+    private func respond(data: Data, status: HTTPResponse.Status = .ok) -> Response {
+        Response(
             status: status, headers: [.contentType: "application/json; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }

@@ -82,7 +82,7 @@ struct EventPublisher: Sendable {
     }
 
     func send(_ event: Event, to userIDs: some Sequence<String>) throws {
-        try publish(EncodedEvent(JSONCoding.data(event)), type: event.type, to: Array(userIDs))
+        try publish(EncodedEvent(EventJSON.data(event)), type: event.type, to: Array(userIDs))
     }
 
     /// To this node's connections, and through the bus to the other nodes'. In a trace, an

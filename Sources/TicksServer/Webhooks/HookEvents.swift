@@ -23,7 +23,7 @@ enum HookEvents {
         case .channelDeleted(let record, let at): channel(.channelDeleted, record, at: at, wanted)
         case .membersAdded(let states, let record, let at): membersAdded(states, to: record, at: at, wanted)
         case .membersRemoved(let userIDs, let record, let at): membersRemoved(userIDs, from: record, at: at, wanted)
-        case .cursorsMoved(let outcomes): cursors(outcomes, options)
+        case .cursorsMoved(let outcomes): cursors(outcomes, wanted, options)
         case .markedUnread(let outcome): markedUnread(outcome)
         case .messagePlayed(let outcome): played(outcome, wanted)
         }
@@ -54,7 +54,12 @@ enum HookEvents {
     }
 
     /// `message.read` / `message.delivered` as the other members may see them.
-    private static func cursors(_ outcomes: [CursorOutcome], _ options: AppOptions) -> StoreProgram<[HookEvent]> {
+    private static func cursors(
+        _ outcomes: [CursorOutcome], _ wanted: (EventType) -> Bool, _ options: AppOptions
+    ) -> StoreProgram<[HookEvent]> {
+        // Every receipt comes this way: build its events only when a receiver wants one of them.
+        let kinds: [EventType] = [.messageRead, .messageDelivered, .messageReadByAll, .messageDeliveredToAll]
+        guard kinds.contains(where: wanted) else { return none() }
         let notices = outcomes.map { ($0, CursorNotice($0)) }
         return seeReadsAsDeliveries(among: notices.flatMap { $0.1.readByAllAuthors }, options).map { hiding in
             notices.flatMap { outcome, notice in
