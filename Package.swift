@@ -123,6 +123,8 @@ let package = Package(
                 "TicksServer",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // Swift's tasks on NIO's event loops (`Ticks.main`).
+                .product(name: "NIOPosix", package: "swift-nio"),
                 // `ticks status` asks a running server.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 // `ticks serve --otel-endpoint`: exports the server's spans over OTLP/HTTP.

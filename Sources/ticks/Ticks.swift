@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import NIOPosix
 import PostgresNIO
 import ServiceLifecycle
 import TicksProtocol
@@ -14,6 +15,19 @@ struct Ticks: AsyncParsableCommand {
         version: "ticks \(BuildInfo.version) (commit \(BuildInfo.commit))",
         subcommands: [Serve.self, Token.self, Backup.self, Restore.self, Status.self],
         defaultSubcommand: Serve.self)
+
+    /// Swift's tasks run on NIO's event loops, the threads that read and write
+    /// the sockets: a request's handler, the store's reads and the events'
+    /// fan-out run on the loop that read the request, instead of a hop to
+    /// Swift's own thread pool and back for each (BENCHMARKS.md, issue 26).
+    /// `TICKS_EXECUTOR=swift` keeps Swift's pool (to compare). Installed
+    /// first, before any task of ours starts; NIO allows it once per process.
+    static func main() async {
+        if ProcessInfo.processInfo.environment["TICKS_EXECUTOR"] != "swift" {
+            NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        }
+        await main(nil)
+    }
 }
 
 /// Options shared by the commands that need the app's credentials.
