@@ -146,6 +146,29 @@ struct Timed<Body: Encodable>: Encodable {
     }
 }
 
+/// `{"event":…,"duration":"…"}`, the answer to mark read (`Timed`'s shape), its
+/// event written by `EventJSON` when it can be.
+enum EventAnswer {
+    static func data(_ event: Event?, duration: String) throws -> Data {
+        var writer = EventJSON.Writer()
+        writer.raw("{")
+        if let event {
+            guard let bytes = EventJSON.bytes(event) else {
+                return try JSONCoding.data(Timed(body: Wrapped(event: event), duration: duration))
+            }
+            writer.raw("\"event\":")
+            writer.out.append(contentsOf: bytes)
+            writer.raw(",")
+        }
+        writer.key("duration")
+        writer.string(duration)
+        writer.raw("}")
+        return Data(writer.out)
+    }
+
+    private struct Wrapped: Encodable { let event: Event }
+}
+
 /// An empty object (`{}` plus `duration`).
 struct Empty: Codable {}
 
@@ -157,7 +180,7 @@ extension TicksRequestContext {
 
     /// `{"event": …}` (mark read's answer), written by `EventJSON`.
     func respond(event: Event?) throws -> Response {
-        try respond(data: EventJSON.response(event, duration: duration))
+        try respond(data: EventAnswer.data(event, duration: duration))
     }
 
     private func respond(data: Data, status: HTTPResponse.Status = .ok) -> Response {

@@ -17,24 +17,6 @@ enum EventJSON {
         return try JSONCoding.data(event)
     }
 
-    /// `{"event":…,"duration":"…"}`, the answer to mark read (`Timed`'s shape).
-    static func response(_ event: Event?, duration: String) throws -> Data {
-        var writer = Writer()
-        writer.raw("{")
-        if let event {
-            guard let bytes = bytes(event) else { return try JSONCoding.data(Timed(body: Wrapped(event: event), duration: duration)) }
-            writer.raw("\"event\":")
-            writer.out.append(contentsOf: bytes)
-            writer.raw(",")
-        }
-        writer.key("duration")
-        writer.string(duration)
-        writer.raw("}")
-        return Data(writer.out)
-    }
-
-    private struct Wrapped: Encodable { let event: Event }
-
     /// `event`'s bytes; nil when it needs the encoder.
     static func bytes(_ event: Event) -> [UInt8]? {
         guard event.me == nil, event.message == nil, event.member == nil, event.channel == nil else { return nil }
@@ -125,6 +107,12 @@ enum EventJSON {
 
         mutating func string(_ text: String) {
             out.append(UInt8(ascii: "\""))
+            // Most text (ids, times) has nothing to escape: copied whole.
+            guard text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+                out.append(contentsOf: text.utf8)
+                out.append(UInt8(ascii: "\""))
+                return
+            }
             for byte in text.utf8 {
                 switch byte {
                 case UInt8(ascii: "\""): raw("\\\"")

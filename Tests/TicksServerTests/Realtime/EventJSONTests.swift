@@ -143,7 +143,7 @@ struct EventJSONTests {
 
         struct Answer: Encodable { var event: Event? }
         for event in [Self.event(seed: 7, custom: false), event, nil] {
-            #expect(try Self.same(EventJSON.response(event, duration: "1.23ms"), JSONCoding.data(Timed(body: Answer(event: event), duration: "1.23ms"))))
+            #expect(try Self.same(EventAnswer.data(event, duration: "1.23ms"), JSONCoding.data(Timed(body: Answer(event: event), duration: "1.23ms"))))
         }
     }
 }
