@@ -14,16 +14,7 @@ import TicksProtocol
 @Suite("EventJSON")
 struct EventJSONTests {
     /// A small deterministic generator, seeded by the property's input.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    typealias SplitMix = SQLiteStoreTests.SplitMix
 
     static let pieces: [String] = ["a", "Z", "9", "\"", "\\", "/", "\n", "\t", "\r", "\u{8}", "\u{c}", "\u{0}", "\u{1f}", "\u{7f}", "é", "😀", "\u{2028}", " ", ":", "-"]
 
