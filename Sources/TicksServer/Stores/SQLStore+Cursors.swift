@@ -133,14 +133,10 @@ extension SQLStore {
         // One statement for the cursors and one for the log, however many moved.
         let at = now.microseconds
         let moved: StoreProgram<Void> =
-            if let cursors = StoreSQL.moveCursors(update.moves, of: userID, in: channelPK, at: at) {
-                Step.execute(cursors).then { _ in Step.execute(StoreSQL.logMoves(update.moves, of: userID, in: channelPK, at: at)) }
-            } else {
-                Step.each(update.moves) { move in
-                    Step.execute(StoreSQL.moveCursor(move, of: userID, in: channelPK, at: at)).then { _ in
-                        Step.execute(StoreSQL.logMove(kind: move.kind, seq: move.to, of: userID, in: channelPK, at: at))
-                    }
-                }.map { _ in () }
+            update.moves.isEmpty
+            ? .done(())
+            : Step.execute(StoreSQL.moveCursors(update.moves, of: userID, in: channelPK, at: at)).then { _ in
+                Step.execute(StoreSQL.logMoves(update.moves, of: userID, in: channelPK, at: at))
             }
         return moved.then { _ -> StoreProgram<Void> in
             guard update.moved(.read) else { return .done(()) }

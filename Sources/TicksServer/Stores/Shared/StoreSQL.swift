@@ -273,9 +273,9 @@ enum StoreSQL {
 
     /// Moves the cursors in one statement, each as `moveCursor` would
     /// (guarded the same way, column by column: a `SET` reads the row as it
-    /// was). Nil unless each move is of another cursor.
-    static func moveCursors(_ moves: [CursorMove], of userID: String, in channelPK: Int64, at: Int64) -> StoreQuery? {
-        guard !moves.isEmpty, Set(moves.map(\.kind)).count == moves.count else { return nil }
+    /// was). `ReceiptRules` moves each cursor at most once per update.
+    static func moveCursors(_ moves: [CursorMove], of userID: String, in channelPK: Int64, at: Int64) -> StoreQuery {
+        assert(!moves.isEmpty && Set(moves.map(\.kind)).count == moves.count, "each cursor moves at most once")
         guard moves.count > 1 else { return moveCursor(moves[0], of: userID, in: channelPK, at: at) }
         var query: StoreQuery = "UPDATE member SET "
         var guards: StoreQuery = ""
