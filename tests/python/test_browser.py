@@ -649,6 +649,50 @@ def test_a_page_of_older_messages_takes_in_the_read_states_it_came_with(demo, br
     assert results["own"] == ["m1", 8]
 
 
+def test_a_reload_answered_before_a_send_does_not_take_the_sent_message_away(demo, browsers):
+    """The page's own model given a reload's answer that the server wrote before a message was sent,
+    arriving after the send's answer and the events about it (a server paused and resumed, a busy
+    machine): the message, and the cursors and "read by all" that moved onto it, stay. A truncation
+    or a reader who hid their reads meanwhile still wins."""
+    page = browsers(demo.base_url, "model")
+    results = page.driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        import('/channel-model.js').then(({ ChannelModel, indicatorFor }) => {
+          const at = (index) => new Date(Date.UTC(2026, 0, 1, 0, 0, index)).toISOString();
+          const message = (index) => ({ id: `m${index}`, text: `m${index}`, created_at: at(index),
+                                        user: { id: 'rae' } });
+          const read = (user, readID, when, unread = 0) => ({
+            user: { id: user }, last_read_message_id: readID, last_read: when,
+            last_delivered_message_id: readID, last_delivered_at: when, unread_messages: unread });
+          const channel = { cid: 'messaging:late', config: {}, member_count: 2 };
+          // What the server wrote before m3 was sent: m0-m2, sam has read m2.
+          const before = { channel, messages: [0, 1, 2].map(message),
+                           read: [read('rae', 'm2', at(2)), read('sam', 'm2', at(2))], read_by_all_up_to: 'm2' };
+          const model = new ChannelModel(before, 25);
+          const statuses = () => model.messages.map((m) => [m.id, indicatorFor(model, m, 'rae')?.status ?? null]);
+          // m3's send answers, then sam reads it (an event), then the late reload's answer comes.
+          model.add(message(3), 'rae');
+          model.moveCursor({ id: 'sam' }, 'read', 'm3', at(4));
+          model.readByAllUpTo = 'm3';
+          model.load(before, 25);
+          const results = { late: statuses(), readByAll: model.readByAllUpTo, beginning: model.beginningLoaded,
+                            sam: model.reads.get('sam').last_read_message_id };
+          // A reload written after sam hid their reads: m3 stays, sam's read state is not shown again.
+          model.load({ channel, messages: before.messages, read: [read('rae', 'm3', at(3))] }, 25);
+          results.hidden = [statuses(), model.reads.has('sam')];
+          // A reload written after the channel was truncated at m3's time or later: nothing is kept.
+          model.load({ channel: { ...channel, truncated_at: at(5) }, messages: [], read: [] }, 25);
+          results.truncated = statuses();
+          done(results);
+        }).catch((error) => done({ error: String(error) }));
+    """)
+    assert "error" not in results, results
+    assert results["late"] == [["m0", "read"], ["m1", "read"], ["m2", "read"], ["m3", "read"]]
+    assert results["sam"] == "m3" and results["readByAll"] == "m3" and results["beginning"] is True
+    assert results["hidden"] == [[["m0", "sent"], ["m1", "sent"], ["m2", "sent"], ["m3", "sent"]], False]
+    assert results["truncated"] == []
+
+
 # MARK: The status rule, one table with Swift
 
 

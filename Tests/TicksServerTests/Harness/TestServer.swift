@@ -133,12 +133,29 @@ struct TestServer: Sendable {
                 status: Int(response.status.code), body: String(buffer: response.body), headers: response.headers)
         }
         let request = TestClient.Request(uri, method: method, authority: "localhost", headers: headers, body: body)
-        let response = try await TestClient.withClient(
-            host: "127.0.0.1", port: livePort, configuration: .init(timeout: Self.patience)
-        ) { try await $0.execute(request) }
+        let response = try await Self.untilConnected {
+            try await TestClient.withClient(
+                host: "127.0.0.1", port: livePort, configuration: .init(timeout: Self.patience)
+            ) { try await $0.execute(request) }
+        }
         return Reply(
             status: Int(response.status.code), body: response.body.map { String(buffer: $0) } ?? "",
             headers: response.headers)
+    }
+
+    /// Runs `call` again while its connect times out, up to `patience`:
+    /// HummingbirdTesting's client gives a loopback connect a fixed 5 s,
+    /// which a machine saturated beside the tests can exceed. A connect that
+    /// timed out sent nothing, so trying again cannot repeat a request.
+    private static func untilConnected<Value>(_ call: () async throws -> Value) async throws -> Value {
+        let deadline = ContinuousClock.now + patience
+        while true {
+            do {
+                return try await call()
+            } catch ChannelError.connectTimeout where ContinuousClock.now < deadline {
+                continue
+            }
+        }
     }
 
     /// Calls that must succeed.

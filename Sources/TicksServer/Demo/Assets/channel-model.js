@@ -25,9 +25,12 @@ export class ChannelModel {
   }
 
   load(state, pageSize) {
+    const page = [...(state.messages ?? [])].sort(byCreation);
+    const later = this.takenInAfter(state, page);
+    const known = { reads: this.reads, readByAll: this.readByAllUpTo, deliveredToAll: this.deliveredToAllUpTo };
     this.channel = state.channel;
     this.members = state.members ?? [];
-    this.messages = [...(state.messages ?? [])].sort(byCreation);
+    this.messages = [...page, ...later];
     this.reindex();
     // The read states this user may see: their own, and others' unless hidden (R8, R10).
     this.reads = new Map((state.read ?? []).map((read) => [read.user.id, { ...read }]));
@@ -35,12 +38,60 @@ export class ChannelModel {
     // says (R13): it knows every member, loaded or not.
     this.readByAllUpTo = state.read_by_all_up_to ?? null;
     this.deliveredToAllUpTo = state.delivered_to_all_up_to ?? null;
+    this.keepMovesOnto(later, known);
     // A short page is the whole history; a full one may have more before it.
-    this.beginningLoaded = this.messages.length < (pageSize ?? Infinity);
+    this.beginningLoaded = page.length < (pageSize ?? Infinity);
     // A page of older messages asked for before this load belongs to a log
     // that is gone: its answer is dropped (see `generation`).
     this.loadingOlder = false;
     this.generation += 1;
+  }
+
+  /**
+   * The loaded messages that an answer for the newest page (`state`) does not
+   * know because they came after the server wrote it: a send's answer or a
+   * `message.new` can arrive before a reload asked for earlier. They are newer
+   * than the whole page and than the channel's truncation, and are kept, so a
+   * late answer does not take a message away.
+   */
+  takenInAfter(state, page) {
+    if (!this.messages) return [];
+    const pageNewest = page[page.length - 1];
+    const truncatedAt = instant(state.channel?.truncated_at);
+    const inPage = new Set(page.map((message) => message.id));
+    return this.messages.filter(
+      (message) =>
+        !inPage.has(message.id) &&
+        (!pageNewest || byCreation(message, pageNewest) > 0) &&
+        Date.parse(message.created_at) > truncatedAt,
+    );
+  }
+
+  /**
+   * A cursor that had moved onto a message kept by `takenInAfter` is further
+   * than the answer's: it stays, for members whose read state the answer
+   * still shows (one who hid their reads meanwhile is not shown again, R10);
+   * so do "read by all" and "delivered to all" (R13) on such a message.
+   */
+  keepMovesOnto(later, known) {
+    if (later.length === 0 || !known.reads) return;
+    const kept = new Set(later.map((message) => message.id));
+    for (const [userID, before] of known.reads) {
+      const read = this.reads.get(userID);
+      if (!read) continue;
+      if (kept.has(before.last_read_message_id)) {
+        read.last_read_message_id = before.last_read_message_id;
+        read.last_read = before.last_read;
+        read.unread_messages = before.unread_messages;
+        read.first_unread_message_id = before.first_unread_message_id;
+      }
+      if (kept.has(before.last_delivered_message_id)) {
+        read.last_delivered_message_id = before.last_delivered_message_id;
+        read.last_delivered_at = before.last_delivered_at;
+      }
+    }
+    if (kept.has(known.readByAll)) this.readByAllUpTo = known.readByAll;
+    if (kept.has(known.deliveredToAll)) this.deliveredToAllUpTo = known.deliveredToAll;
   }
 
   get cid() {
