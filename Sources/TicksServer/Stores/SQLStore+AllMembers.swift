@@ -153,22 +153,34 @@ extension SQLStore {
         let mover = reader.id
         let pk = channel.pk
         let moves = countedMoves(update, by: reader, config: config)
-        return Step.each(moves) { move -> StoreProgram<[ReachedAll]> in
+        return Step.each(moves) { move -> StoreProgram<(kind: CursorKind, reached: AllMembers.Reached)?> in
             // Two members: the mover is every member but the other, whose messages it reaches up
             // to where it moved — no need to ask the index (a member who joins meanwhile has read
             // everything, R5, and holds nothing back).
             let lowest = channel.memberCount <= 2 ? .done([]) : lowest(move.kind, config: config, in: pk, limit: 3)
-            return lowest.then { lowest in
-                guard let reached = AllMembers.reached(by: mover, from: move.from, to: move.to, lowest: lowest) else {
-                    return .done([])
-                }
-                return Step.rows(StoreSQL.newlyReached(reached, by: mover, in: pk)).map { rows in
-                    try rows.map { row in
-                        ReachedAll(kind: move.kind, author: try row.text(0), messageID: try row.text(1), seq: try row.int(2))
-                    }
+            return lowest.map { lowest in
+                AllMembers.reached(by: mover, from: move.from, to: move.to, lowest: lowest).map { (move.kind, $0) }
+            }
+        }.then { found in
+            // Kinds that reach the same messages (a read that also delivers, in two members) ask once.
+            var groups: [(reached: AllMembers.Reached, kinds: [CursorKind])] = []
+            for case let (kind, reached)? in found {
+                if let index = groups.firstIndex(where: { $0.reached == reached }) {
+                    groups[index].kinds.append(kind)
+                } else {
+                    groups.append((reached, [kind]))
                 }
             }
-        }.map { $0.flatMap { $0 } }
+            return Step.each(groups) { group in
+                Step.rows(StoreSQL.newlyReached(group.reached, by: mover, in: pk)).map { rows in
+                    try group.kinds.flatMap { kind in
+                        try rows.map { row in
+                            ReachedAll(kind: kind, author: try row.text(0), messageID: try row.text(1), seq: try row.int(2))
+                        }
+                    }
+                }
+            }.map { $0.flatMap { $0 } }
+        }
     }
 
     /// The copy of the user's privacy on their member rows (`v11-all-members`).

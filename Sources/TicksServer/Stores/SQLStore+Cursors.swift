@@ -15,20 +15,13 @@ extension SQLStore {
             guard let outcome else { throw StoreError.inconsistent("a read move without an outcome") }
             return outcome
         }
+        // SQLite: the channel, the member's cursors and the target in one read.
         return try await write({
-            Fetch.channel(channel).then { found in
-                guard let found else { throw StoreError.channelNotFound(cid: channel) }
-                let current = found.channel
-                // The member's cursors first: a non-member learns nothing of the channel's messages.
-                return Fetch.cursors(of: userID, in: current).then { before in
-                    let target = messageID.map { Fetch.requiredSeq(of: $0, in: current) } ?? .done(current.lastSeq)
-                    return target.then { target in
-                        let update = ReceiptRules.markRead(before.cursors, upTo: target, newest: current.lastSeq)
-                        return Self.apply(update, of: userID, in: current.pk, unread: before.unread, now: now)
-                            .map { update }
-                    }
-                }.then { update in
-                    Self.outcome(of: update, by: userID, in: found, now: now, audience: audience)
+            Fetch.readStart(channel, member: userID, message: messageID).then { start in
+                let current = start.found.channel
+                let update = ReceiptRules.markRead(start.cursors, upTo: start.target, newest: current.lastSeq)
+                return Self.apply(update, of: userID, in: current.pk, unread: start.unread, now: now).then { _ in
+                    Self.outcome(of: update, by: userID, in: start.found, now: now, audience: audience)
                 }
             }.then { outcome in Self.withReachedAll([outcome], kept: self.keepsAllMembers).map { $0[0] } }
         }, change: { outcome in .cursorsMoved([outcome]) })
@@ -164,21 +157,17 @@ extension SQLStore {
         now: Timestamp, audience: (any MoveAudience)?
     ) -> StoreProgram<CursorOutcome> {
         let channel = found.channel
-        return Fetch.memberStates(channel.pk, userID: userID).then { states in
-            guard let state = states.first else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
+        return Fetch.readerState(userID, in: channel.pk).then { reader in
+            guard let reader else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
             let config = try StoreRules.requireConfig(found)
             // Who may hear of the move (`MoveAudience`); nobody when nothing moved.
             let heard = audience.flatMap { audience in audience.source(of: update, in: channel).map { (audience, $0) } }
             let ids: StoreProgram<[String]> = heard.map { Fetch.texts(StoreSQL.audience($0.1, in: channel.pk)) } ?? .done([])
-            return ids.then { ids in
-                Fetch.users([userID]).then { users in
-                    Fetch.unreadTotals(of: userID).map { totals in
-                        CursorOutcome(
-                            channel: channel, config: config, reader: users[userID] ?? User(id: userID), update: update,
-                            state: state, totals: totals, at: now,
-                            recipients: heard.map { $0.0.recipients(ids, from: $0.1, reader: userID) } ?? [])
-                    }
-                }
+            return ids.map { ids in
+                CursorOutcome(
+                    channel: channel, config: config, reader: reader.reader, update: update,
+                    state: reader.state, totals: reader.totals, at: now,
+                    recipients: heard.map { $0.0.recipients(ids, from: $0.1, reader: userID) } ?? [])
             }
         }
     }

@@ -63,6 +63,40 @@ enum Fetch {
         Step.rows(query).map { try $0.map { try $0.text(0) } }
     }
 
+    /// What a mark read starts from (`StoreSQL.readStart`), checked in the
+    /// order of the step-by-step reads: the channel, then membership (a
+    /// non-member learns nothing of its messages), then the message. A nil
+    /// `messageID` targets the newest.
+    static func readStart(_ cid: ChannelID, member userID: String, message messageID: String?)
+        -> StoreProgram<ReadStart>
+    {
+        Step.row(StoreSQL.readStart(cid, member: userID, message: messageID)).map { row in
+            guard let row else { throw StoreError.channelNotFound(cid: cid) }
+            let found = try StoreRows.channel(row)
+            guard let read = try row.optionalInt(13) else {
+                throw StoreError.notMember(userID: userID, cid: found.channel.cid)
+            }
+            let target =
+                try messageID.map { try StoreRules.requireSeq(try row.optionalInt(16), of: $0, in: found.channel.cid) }
+                ?? found.channel.lastSeq
+            return ReadStart(
+                found: found, cursors: Cursors(read: read, delivered: try row.int(14)), unread: try row.int(15),
+                target: target)
+        }
+    }
+
+    /// A member's read state, user and unread totals (`StoreSQL.readerState`); nil when not a member.
+    static func readerState(_ userID: String, in channelPK: Int64)
+        -> StoreProgram<(state: MemberState, reader: User, totals: UnreadTotals)?>
+    {
+        Step.row(StoreSQL.readerState(userID, in: channelPK)).map { row in
+            guard let row else { return nil }
+            let reader = try row.optionalText(12).map { try StoredJSON.user($0) } ?? User(id: userID)
+            let totals = try row.optionalInt(13) == nil ? UnreadTotals(messages: 0, channels: 0) : try StoreRows.totals(row, at: 13)
+            return (try StoreRows.memberState(row), reader, totals)
+        }
+    }
+
     /// The user's cursors in `channel` and the unread count kept with them; not a member, not allowed.
     static func cursors(of userID: String, in channel: ChannelRecord) -> StoreProgram<(cursors: Cursors, unread: Int64)> {
         Step.row(StoreSQL.cursors(of: userID, in: channel.pk)).map { row in
@@ -70,4 +104,12 @@ enum Fetch {
             return (Cursors(read: try row.int(0), delivered: try row.int(1)), try row.int(2))
         }
     }
+}
+
+/// `Fetch.readStart`: the channel, the member's cursors and kept unread count, and the seq to read up to.
+struct ReadStart {
+    var found: (channel: ChannelRecord, config: ChannelConfig?)
+    var cursors: Cursors
+    var unread: Int64
+    var target: Seq
 }

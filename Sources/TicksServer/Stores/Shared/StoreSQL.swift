@@ -249,7 +249,32 @@ enum StoreSQL {
         """
     }
 
+    /// A member's read state (`memberStateColumns`, 0–11), then their user
+    /// (12: the body, null when there is none) and unread totals (13, 14):
+    /// what a cursor move's outcome reads back, in one statement.
+    static func readerState(_ userID: String, in channelPK: Int64) -> StoreQuery {
+        """
+        SELECT \(raw: memberStateColumns), u.body, u.unread_messages, u.unread_channels
+        FROM member m LEFT JOIN app_user u ON u.id = m.user_id
+        WHERE m.channel_pk = \(channelPK) AND m.user_id = \(userID)
+        """
+    }
+
     // MARK: Cursors
+
+    /// Where SQLite's mark read starts, in one statement: the channel's
+    /// columns (0–12); the member's read and delivered seq and kept unread
+    /// count (13–15, null when `userID` is not a member); the seq of
+    /// `messageID` if it is one of the channel's messages still there (16).
+    /// It locks nothing: PostgreSQL batches every mark read (`moves`).
+    static func readStart(_ cid: ChannelID, member userID: String, message messageID: String?) -> StoreQuery {
+        """
+        SELECT \(raw: channelColumns), m.read_seq, m.delivered_seq, m.unread,
+          (SELECT g.seq FROM message g WHERE g.id = \(messageID) AND g.channel_pk = c.pk AND \(raw: messageIsThere))
+        FROM \(raw: channelFrom) LEFT JOIN member m ON m.channel_pk = c.pk AND m.user_id = \(userID)
+        WHERE c.type = \(cid.type) AND c.id = \(cid.id) AND c.deleted_at IS NULL
+        """
+    }
 
     /// Columns 0 and 1: the read and delivered cursors, 2: the unread count
     /// kept with them; locked in PostgreSQL, so a member's moves through any
