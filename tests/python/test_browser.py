@@ -653,11 +653,12 @@ def test_a_reload_answered_before_a_send_does_not_take_the_sent_message_away(dem
     """The page's own model given a reload's answer that the server wrote before a message was sent,
     arriving after the send's answer and the events about it (a server paused and resumed, a busy
     machine): the message, and the cursors and "read by all" that moved onto it, stay. A truncation
-    or a reader who hid their reads meanwhile still wins."""
+    or a reader who hid their reads meanwhile still wins, and a message the page had before it asked
+    that the answer lacks (deleted hard meanwhile) goes."""
     page = browsers(demo.base_url, "model")
     results = page.driver.execute_async_script("""
         const done = arguments[arguments.length - 1];
-        import('/channel-model.js').then(({ ChannelModel, indicatorFor }) => {
+        import('/channel-model.js').then(({ ChannelModel, indicatorFor, arrivalsSoFar }) => {
           const at = (index) => new Date(Date.UTC(2026, 0, 1, 0, 0, index)).toISOString();
           const message = (index) => ({ id: `m${index}`, text: `m${index}`, created_at: at(index),
                                         user: { id: 'rae' } });
@@ -670,18 +671,27 @@ def test_a_reload_answered_before_a_send_does_not_take_the_sent_message_away(dem
                            read: [read('rae', 'm2', at(2)), read('sam', 'm2', at(2))], read_by_all_up_to: 'm2' };
           const model = new ChannelModel(before, 25);
           const statuses = () => model.messages.map((m) => [m.id, indicatorFor(model, m, 'rae')?.status ?? null]);
-          // m3's send answers, then sam reads it (an event), then the late reload's answer comes.
+          // The page asks for a reload; m3's send answers, sam reads it (an event), then the late answer comes.
+          const asked = arrivalsSoFar();
           model.add(message(3), 'rae');
           model.moveCursor({ id: 'sam' }, 'read', 'm3', at(4));
           model.readByAllUpTo = 'm3';
-          model.load(before, 25);
+          model.load(before, 25, asked);
           const results = { late: statuses(), readByAll: model.readByAllUpTo, beginning: model.beginningLoaded,
                             sam: model.reads.get('sam').last_read_message_id };
-          // A reload written after sam hid their reads: m3 stays, sam's read state is not shown again.
-          model.load({ channel, messages: before.messages, read: [read('rae', 'm3', at(3))] }, 25);
+          // A reload asked for now, written after sam hid their reads: m3 was there before it was asked
+          // for and the answer has it; sam's read state is not shown again.
+          const withM3 = [0, 1, 2, 3].map(message);
+          model.load({ channel, messages: withM3, read: [read('rae', 'm3', at(3))] }, 25, arrivalsSoFar());
           results.hidden = [statuses(), model.reads.has('sam')];
-          // A reload written after the channel was truncated at m3's time or later: nothing is kept.
-          model.load({ channel: { ...channel, truncated_at: at(5) }, messages: [], read: [] }, 25);
+          // m4 arrives; a reload asked for after it lacks it (deleted hard meanwhile): it goes.
+          model.add(message(4), 'rae');
+          model.load({ channel, messages: withM3, read: [read('rae', 'm3', at(3))] }, 25, arrivalsSoFar());
+          results.deleted = model.messages.map((m) => m.id);
+          // m5 arrives after a reload was asked for that the channel's truncation answers: nothing stays.
+          const truncating = arrivalsSoFar();
+          model.add(message(5), 'rae');
+          model.load({ channel: { ...channel, truncated_at: at(6) }, messages: [], read: [] }, 25, truncating);
           results.truncated = statuses();
           done(results);
         }).catch((error) => done({ error: String(error) }));
@@ -690,6 +700,7 @@ def test_a_reload_answered_before_a_send_does_not_take_the_sent_message_away(dem
     assert results["late"] == [["m0", "read"], ["m1", "read"], ["m2", "read"], ["m3", "read"]]
     assert results["sam"] == "m3" and results["readByAll"] == "m3" and results["beginning"] is True
     assert results["hidden"] == [[["m0", "sent"], ["m1", "sent"], ["m2", "sent"], ["m3", "sent"]], False]
+    assert results["deleted"] == ["m0", "m1", "m2", "m3"]
     assert results["truncated"] == []
 
 

@@ -6,6 +6,15 @@ const byCreation = (a, b) => Date.parse(a.created_at) - Date.parse(b.created_at)
 /** A time to compare; none is earlier than any. */
 const instant = (iso) => (iso ? Date.parse(iso) : -Infinity);
 
+/** Counts the messages every model took in one by one (`add`), in order. */
+let arrivals = 0;
+
+/**
+ * Where the count stands: take it before asking the server for a channel's
+ * state, and give it to `load` with the answer.
+ */
+export const arrivalsSoFar = () => arrivals;
+
 /**
  * One channel as the server described it, kept current by events. Cursors are
  * message ids; a cursor's position is its message's place in the loaded log
@@ -18,15 +27,21 @@ export class ChannelModel {
   /** `state` answers a query for the newest `pageSize` messages. */
   constructor(state, pageSize) {
     this.generation = 0;
+    // When each message taken in one by one arrived (`arrivals`), by id.
+    this.arrived = new Map();
     // Who played each voice note or video, by message id, as `message.played` told it
     // (R14: only plays this user may see); kept across reloads, which do not carry plays.
     this.played = new Map();
     this.load(state, pageSize);
   }
 
-  load(state, pageSize) {
+  /**
+   * Takes an answer for the newest page. `asked` is `arrivalsSoFar()` when it
+   * was asked for: messages taken in since are kept if the answer lacks them.
+   */
+  load(state, pageSize, asked = Infinity) {
     const page = [...(state.messages ?? [])].sort(byCreation);
-    const later = this.takenInAfter(state, page);
+    const later = this.takenInAfter(state, page, asked);
     const known = { reads: this.reads, readByAll: this.readByAllUpTo, deliveredToAll: this.deliveredToAllUpTo };
     this.channel = state.channel;
     this.members = state.members ?? [];
@@ -48,19 +63,21 @@ export class ChannelModel {
   }
 
   /**
-   * The loaded messages that an answer for the newest page (`state`) does not
-   * know because they came after the server wrote it: a send's answer or a
-   * `message.new` can arrive before a reload asked for earlier. They are newer
-   * than the whole page and than the channel's truncation, and are kept, so a
-   * late answer does not take a message away.
+   * The messages taken in after the answer was asked for (a send's answer
+   * or a `message.new` can arrive before it) that it does not know and that
+   * are newer than its whole page: the server wrote it before them. They are kept, so a late answer does not
+   * take a message away; one taken in before the question and missing from
+   * the answer is gone from the server (deleted hard, truncated) and goes.
+   * A truncation still wins over a kept one.
    */
-  takenInAfter(state, page) {
+  takenInAfter(state, page, asked) {
     if (!this.messages) return [];
     const pageNewest = page[page.length - 1];
     const truncatedAt = instant(state.channel?.truncated_at);
     const inPage = new Set(page.map((message) => message.id));
     return this.messages.filter(
       (message) =>
+        (this.arrived.get(message.id) ?? -Infinity) > asked &&
         !inPage.has(message.id) &&
         (!pageNewest || byCreation(message, pageNewest) > 0) &&
         Date.parse(message.created_at) > truncatedAt,
@@ -145,6 +162,8 @@ export class ChannelModel {
    */
   add(message, me) {
     if (this.index.has(message.id)) return false;
+    arrivals += 1;
+    this.arrived.set(message.id, arrivals);
     const newest = this.newest;
     this.messages.push(message);
     if (newest && byCreation(message, newest) < 0) {

@@ -7,7 +7,7 @@
 // page of messages; older pages are loaded at the top of the list, each with
 // the members' current cursors, so older messages show their receipts too.
 
-import { ChannelModel } from "./channel-model.js";
+import { ChannelModel, arrivalsSoFar } from "./channel-model.js";
 import { API, EventSocket, requestDemoToken } from "./connection.js";
 import {
   avatar,
@@ -206,6 +206,7 @@ class DemoApp {
   // MARK: Loading
 
   async loadChannels() {
+    const asked = arrivalsSoFar();
     const answer = await this.api.call("POST", "/channels", {
       filter_conditions: { members: { $in: [this.me] } },
       sort: [{ field: "last_message_at", direction: -1 }],
@@ -217,7 +218,7 @@ class DemoApp {
     const loaded = new Map();
     for (const state of answer.channels) {
       const model = this.channels.get(state.channel.cid) ?? new ChannelModel(state, MESSAGE_PAGE);
-      model.load(state, MESSAGE_PAGE);
+      model.load(state, MESSAGE_PAGE, asked);
       loaded.set(model.cid, model);
     }
     this.channels = loaded;
@@ -230,12 +231,13 @@ class DemoApp {
     const channel = this.channels.get(cid);
     if (!channel) return this.loadChannels();
     const { type, id } = channel.channel;
+    const asked = arrivalsSoFar();
     const state = await this.api.call("POST", `/channels/${type}/${encodeURIComponent(id)}/query`, {
       state: true,
       watch: true,
       messages: { limit: MESSAGE_PAGE },
     });
-    channel.load(state, MESSAGE_PAGE);
+    channel.load(state, MESSAGE_PAGE, asked);
     this.deliverNewest(channel);
     this.renderAll();
   }
