@@ -65,10 +65,10 @@ export class ChannelModel {
   /**
    * The messages taken in after the answer was asked for (a send's answer
    * or a `message.new` can arrive before it) that it does not know and that
-   * are newer than its whole page: the server wrote it before them. They are kept, so a late answer does not
-   * take a message away; one taken in before the question and missing from
-   * the answer is gone from the server (deleted hard, truncated) and goes.
-   * A truncation still wins over a kept one.
+   * are newer than its whole page: the server wrote it before them. They are
+   * kept, so a late answer does not take a message away; one taken in before
+   * the question and missing from the answer is gone from the server
+   * (deleted hard, truncated) and goes. A truncation still wins over a kept one.
    */
   takenInAfter(state, page, asked) {
     if (!this.messages) return [];

@@ -9,10 +9,10 @@ import Synchronization
 /// 800 writes a second. Each write that shares a transaction runs in a
 /// savepoint of its own, so one that throws rolls back only its own changes
 /// (a write alone needs none: the transaction's rollback is its own); every
-/// caller is answered only after the shared commit (R12). A write that ends the whole transaction (SQLite
-/// rolls it back itself on a full disk or an I/O error) fails with the writes
-/// before it, whose changes went too; the writes after it wait for the next
-/// transaction.
+/// caller is answered only after the shared commit (R12). A write that ends
+/// the whole transaction (SQLite rolls it back itself on a full disk or an
+/// I/O error) fails with the writes before it, whose changes went too; the
+/// writes after it wait for the next transaction.
 actor GroupCommitter {
     private let writer: any DatabaseWriter
     private var queue: [any GroupedWrite] = []
