@@ -262,6 +262,20 @@ struct SQLiteStoreTests {
         #expect(try await store.member("b", of: old)?.unread == 2)
     }
 
+    @Test("R12: the connection that commits fsyncs each commit (WAL, synchronous = FULL)")
+    func theWriterSyncsEachCommit() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ticks-sync-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let sqlite = try SQLiteEngine.open(path: folder.appendingPathComponent("t.sqlite").path)
+        // GRDB's pool sets NORMAL (1) on its writer when it turns WAL on: commits would not be fsync'd.
+        let (journal, synchronous) = try await sqlite.writer.writeWithoutTransaction { db in
+            (try String.fetchOne(db, sql: "PRAGMA journal_mode"), try Int.fetchOne(db, sql: "PRAGMA synchronous"))
+        }
+        #expect(journal == "wal")
+        #expect(synchronous == 2, "2 is FULL")
+    }
+
     /// SQLite only, so it runs in the SQLite pass of `scripts/test`: in the
     /// PostgreSQL pass, the PostgreSQL tests running beside it starved the
     /// background checkpointer of CPU (CI: 1,651 frames after 300 writes).

@@ -50,6 +50,11 @@ public final class SQLiteEngine: StoreEngine {
             try db.execute(sql: "PRAGMA journal_size_limit = 67108864")
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
+        // GRDB's pool turns WAL on after `prepareDatabase` ran and sets its
+        // writer to `synchronous = NORMAL` as it does (Database.setUpWALMode),
+        // under which a commit is not fsync'd: FULL again, on the connection
+        // that commits (R12).
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         let checkpointer = try WALCheckpointer(
             path: path, configuration: configuration, interval: checkpoints.interval,
             restartFrames: checkpoints.restartFrames, time: checkpoints.time,
