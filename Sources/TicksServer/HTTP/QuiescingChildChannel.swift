@@ -4,9 +4,9 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// The HTTP + WebSocket child channel with `FlushCoalescer` and
-/// `ConnectionGuard` in front of it and `MalformedRequestResponder` behind its
-/// HTTP decoder; every connection is otherwise handled exactly as before.
+/// The HTTP + WebSocket child channel with `ConnectionGuard` in front of it
+/// and `MalformedRequestResponder` behind its HTTP decoder; every connection
+/// is otherwise handled exactly as before.
 struct QuiescingChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     let base: Base
     /// How long a new connection has to send its first whole request.
@@ -16,7 +16,6 @@ struct QuiescingChildChannel<Base: ServerChildChannel>: ServerChildChannel {
         do {
             try channel.pipeline.syncOperations.addHandler(
                 ConnectionGuard(headerTimeout: TimeAmount(headerTimeout)), position: .first)
-            try channel.pipeline.syncOperations.addHandler(FlushCoalescer(), position: .first)
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }
