@@ -47,6 +47,8 @@ export class ChannelModel {
     this.members = state.members ?? [];
     this.messages = [...page, ...later];
     this.reindex();
+    // Arrivals matter only for messages still loaded: the rest are forgotten.
+    for (const id of this.arrived.keys()) if (!this.index.has(id)) this.arrived.delete(id);
     // The read states this user may see: their own, and others' unless hidden (R8, R10).
     this.reads = new Map((state.read ?? []).map((read) => [read.user.id, { ...read }]));
     // The newest own messages every other member has read / received, as the server

@@ -38,7 +38,9 @@ public final class SQLiteEngine: StoreEngine {
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
-            // R12: a commit is on disk before the answer goes out.
+            // R12: a commit is on disk before the answer goes out. Every
+            // connection, the checkpointer's too; the pool's writer loses it
+            // when the pool turns WAL on and gets it back below.
             try db.execute(sql: "PRAGMA synchronous = FULL")
             // Readers map the file instead of copying each page with a read()
             // call: every write invalidates their page caches, so hot reads

@@ -92,7 +92,9 @@ enum Fetch {
         Step.row(StoreSQL.readerState(userID, in: channelPK)).map { row in
             guard let row else { return nil }
             let reader = try row.optionalText(12).map { try StoredJSON.user($0) } ?? User(id: userID)
-            let totals = try row.optionalInt(13) == nil ? UnreadTotals(messages: 0, channels: 0) : try StoreRows.totals(row, at: 13)
+            // No user row, no totals kept: none unread (as `unreadTotals`).
+            let kept = try row.optionalInt(13) != nil
+            let totals = kept ? try StoreRows.totals(row, at: 13) : UnreadTotals(messages: 0, channels: 0)
             return (try StoreRows.memberState(row), reader, totals)
         }
     }
