@@ -1,4 +1,4 @@
--- wrk script for bench/server-ceiling: every request marks one message read,
+-- wrk script for bench/server-ceiling and bench/floors: every request marks one message read,
 -- each channel's reader moving through its messages in order.
 local channels = tonumber(os.getenv("CHANNELS"))
 local prefix = os.getenv("PREFIX")
@@ -17,4 +17,10 @@ request = function()
   local path = "/channels/messaging/" .. prefix .. "c" .. channel .. "/read?api_key=" .. key
   local body = string.format('{"user_id": "%sr%d", "message_id": "%sc%dm%d"}', prefix, channel, prefix, channel, message)
   return wrk.format(nil, path, nil, body)
+end
+
+-- bench/floors paces each connection: one request every DELAY_MS ms.
+local pace = tonumber(os.getenv("DELAY_MS"))
+if pace then
+  delay = function() return pace end
 end
