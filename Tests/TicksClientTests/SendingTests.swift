@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import Synchronization
 import Testing
-import TicksClient
+@testable import TicksClient
 
 /// The outbox and the send path against a real server: pending → sent,
 /// offline, retry budget, resend, restarts, lost answers (docs/concepts.md "Message status"; R11, R12 in docs/receipt-rules.md).
@@ -110,6 +110,17 @@ struct SendingTests {
             #expect(try await server.messageIDs("messaging:room") == ["later1"])
             await alice.disconnect()
         }
+    }
+
+    @Test("R12 on the device: the outbox's connection syncs each commit (synchronous = FULL)")
+    func outboxSyncsEachCommit() throws {
+        // A DatabasePool would turn WAL on after prepareDatabase and set its
+        // writer to NORMAL (commits not fsync'd), as it did on the server.
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ticks-outbox-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let database = try LocalDatabase(.file(folder.appendingPathComponent("outbox.sqlite")))
+        let synchronous = try database.writer.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        #expect(synchronous == 2, "2 is FULL")
     }
 
     @Test("a restart with messages in the outbox: the next run sends them, once")
