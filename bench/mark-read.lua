@@ -3,6 +3,10 @@
 local channels = tonumber(os.getenv("CHANNELS"))
 local prefix = os.getenv("PREFIX")
 local key = os.getenv("API_KEY")
+-- bench/floors: MESSAGE_SUFFIX "x" names no message (404); MESSAGE_INDEX names
+-- one message in every channel, behind the cursors (nothing moves).
+local suffix = os.getenv("MESSAGE_SUFFIX") or ""
+local fixed = tonumber(os.getenv("MESSAGE_INDEX"))
 local sent = 0
 
 wrk.method = "POST"
@@ -12,10 +16,10 @@ wrk.headers["Content-Type"] = "application/json"
 
 request = function()
   local channel = sent % channels
-  local message = math.floor(sent / channels)
+  local message = fixed or math.floor(sent / channels)
   sent = sent + 1
   local path = "/channels/messaging/" .. prefix .. "c" .. channel .. "/read?api_key=" .. key
-  local body = string.format('{"user_id": "%sr%d", "message_id": "%sc%dm%d"}', prefix, channel, prefix, channel, message)
+  local body = string.format('{"user_id": "%sr%d", "message_id": "%sc%dm%d%s"}', prefix, channel, prefix, channel, message, suffix)
   return wrk.format(nil, path, nil, body)
 end
 
