@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICKS_PORT = 3040
@@ -87,3 +88,59 @@ def save(name, payload):
     os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
     with open(os.path.join(ROOT, "bench/results", name), "w") as out:
         json.dump(payload, out, indent=1)
+
+
+def process_cpu_seconds(pid):
+    """User and system CPU seconds a process has used so far (/proc)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu_seconds(pid):
+    """The same per thread name (threads of one name summed)."""
+    seconds = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                raw = stat.read()
+        except OSError:
+            continue  # the thread ended
+        name = raw[raw.index("(") + 1:raw.rindex(")")]
+        fields = raw.rsplit(")", 1)[1].split()
+        seconds[name] = seconds.get(name, 0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return seconds
+
+
+READERS_PREFIX = "w"
+
+
+def prepare_reads(ticks, data_dir, channels, messages):
+    """For wrk's bench/mark-read.lua, as the server: channels wc<i> of a sender
+    ws<i> and a reader wr<i>, `messages` messages wc<i>m<j> in each. Returns
+    the API key and a server token."""
+    key = json.load(open(os.path.join(data_dir, "credentials.json")))["api_key"]
+    token = subprocess.run([ticks, "token", "--server", "--data-dir", data_dir],
+                           capture_output=True, text=True, check=True).stdout.strip()
+
+    def call(path, body):
+        request = urllib.request.Request(
+            f"{TICKS_URL}{path}?api_key={key}", method="POST", data=json.dumps(body).encode(),
+            headers={"Authorization": token, "stream-auth-type": "jwt", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.load(response)
+
+    prefix = READERS_PREFIX
+    ids = [f"{prefix}{role}{i}" for i in range(channels) for role in "sr"]
+    for start in range(0, len(ids), 100):  # at most 100 users a call, as in Stream
+        call("/users", {"users": {i: {"id": i} for i in ids[start:start + 100]}})
+
+    def channel(i):
+        call(f"/channels/messaging/{prefix}c{i}/query", {"data": {"members": [f"{prefix}s{i}", f"{prefix}r{i}"]}})
+        for m in range(messages):
+            call(f"/channels/messaging/{prefix}c{i}/message",
+                 {"message": {"id": f"{prefix}c{i}m{m}", "text": "x", "user": {"id": f"{prefix}s{i}"}}})
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(channel, range(channels)))
+    return key, token
