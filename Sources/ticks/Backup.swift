@@ -8,7 +8,14 @@ struct Backup: ParsableCommand {
         abstract: "Copy the SQLite database of a data folder, while its server runs (docs/operations.md).")
 
     @Option(name: .customLong("data-dir"), help: "The server's data folder.") var dataDirectory: String = ".ticks"
-    @Option(name: .customLong("to"), help: "The backup file to write (replaced when it exists).") var destination: String
+    @Option(
+        name: .customLong("to"),
+        help: ArgumentHelp(
+            "The backup file to write, or a folder to write ticks-YYYYMMDD-HHMMSS.sqlite (UTC) in.",
+            valueName: "FILE|FOLDER"))
+    var destination: String
+    @Flag(help: "Replace the file --to names if it exists and is a Ticks backup (nothing else is ever replaced).")
+    var replace = false
     @Option(help: "Database pages copied per step (4 KiB each); the copy is consistent whatever the steps.")
     var pagesPerStep: Int32 = 1_024
     @Flag(help: "No progress, only the summary.") var quiet = false
@@ -24,7 +31,7 @@ struct Backup: ParsableCommand {
         var steps = 0
         let summary = try SQLiteBackup.backup(
             dataDirectory: URL(fileURLWithPath: dataDirectory, isDirectory: true),
-            to: URL(fileURLWithPath: destination), pagesPerStep: pagesPerStep
+            to: destination, replace: replace, pagesPerStep: pagesPerStep
         ) { progress in
             steps += 1
             let percent = Int(progress.fraction * 100)
@@ -37,7 +44,7 @@ struct Backup: ParsableCommand {
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         print(
-            "backed up \(summary.bytes) bytes (schema \(summary.schema)) to \(destination) in \(steps) steps, "
+            "backed up \(summary.bytes) bytes (schema \(summary.schema)) to \(summary.path) in \(steps) steps, "
                 + String(format: "%.2f s", seconds))
     }
 }
@@ -49,16 +56,17 @@ struct Restore: ParsableCommand {
 
     @Option(name: .customLong("from"), help: "The backup file (made by ticks backup).") var source: String
     @Option(name: .customLong("data-dir"), help: "The data folder to restore into.") var dataDirectory: String = ".ticks"
-    @Flag(help: "Replace a database that is there (kept beside it as ticks.sqlite.before-restore).")
+    @Flag(help: "Replace a database that is there (moved aside as ticks.sqlite.before-restore-YYYYMMDD-HHMMSS, UTC).")
     var replace = false
 
     func run() throws {
         let summary = try SQLiteBackup.restore(
             from: URL(fileURLWithPath: source), dataDirectory: URL(fileURLWithPath: dataDirectory, isDirectory: true),
             replace: replace)
+        for kept in summary.keptAside { print("moved aside \(kept)") }
         print(
             """
-            restored \(summary.bytes) bytes (schema \(summary.schema)) into \(dataDirectory)/ticks.sqlite
+            restored \(summary.bytes) bytes (schema \(summary.schema)) into \(summary.path)
             start the server with the same API key and secret as the backed-up one (its tokens are signed with them)
             """)
     }

@@ -53,7 +53,7 @@ struct CredentialOptions: ParsableArguments {
         case (let key?, let secret?):
             return (try Credentials(apiKey: key, apiSecret: secret), "given on the command line or in the environment")
         case (nil, nil):
-            try FileManager.default.createDirectory(at: dataURL, withIntermediateDirectories: true)
+            try PrivateFiles.makeFolder(dataURL)
             let (credentials, created) = try CredentialsFile.loadOrCreate(in: dataURL)
             let path = CredentialsFile.path(in: dataURL)
             return (credentials, created ? "generated and kept in \(path)" : "kept in \(path)")
@@ -131,6 +131,10 @@ struct Serve: AsyncParsableCommand {
         }
         let logger = Logger(label: "ticks")
         let (credentials, source) = try credentialOptions.resolve()
+        // Said, not silently changed: the operator may share the folder on purpose.
+        for loose in PrivateFiles.loosePermissions(in: credentialOptions.dataURL, names: SQLiteBackup.liveNames()) {
+            logger.warning("\(loose)")
+        }
         var configuration = TicksServerConfiguration(host: host, port: port, credentials: credentials)
         configuration.demo = demo
         configuration.limits = limitOptions.limits
@@ -146,7 +150,7 @@ struct Serve: AsyncParsableCommand {
             configuration.storage = .postgres(url: url)
             database = try PostgresLocation(url: url).redacted
         } else {
-            try FileManager.default.createDirectory(at: credentialOptions.dataURL, withIntermediateDirectories: true)
+            try PrivateFiles.makeFolder(credentialOptions.dataURL)
             folderLock = try DataDirectoryLock(directory: credentialOptions.dataURL)
             database = credentialOptions.dataURL.appendingPathComponent("ticks.sqlite").path
             configuration.storage = .sqlite(path: database)
@@ -355,13 +359,13 @@ struct Token: AsyncParsableCommand {
     func run() async throws {
         let (credentials, _) = try credentialOptions.resolve()
         let authority = await TokenAuthority(credentials: credentials)
+        if let expiresIn, expiresIn <= 0 { throw ValidationError("--expires-in must be positive") }
         if server {
-            print(try await authority.serverToken())
+            print(try await authority.serverToken(expiresIn: expiresIn.map(TimeInterval.init)))
         } else {
             guard let userID, Identifier.isValid(userID) else {
                 throw ValidationError("give a user id (1–255 characters of a-z, A-Z, 0-9, @, _, -) or --server")
             }
-            if let expiresIn, expiresIn <= 0 { throw ValidationError("--expires-in must be positive") }
             print(try await authority.userToken(for: userID, expiresIn: expiresIn.map(TimeInterval.init)))
         }
     }

@@ -164,7 +164,7 @@ def test_the_data_folder_has_one_server_and_no_restore_under_it(tmp_path):
         assert server.stop() == 0, server.output()
     # Stopped: the restore may replace the database, keeping the old one beside it.
     ticks("restore", "--from", str(backup), "--data-dir", server.data_dir, "--replace")
-    assert (tmp_path / "folder" / "ticks.sqlite.before-restore").exists()
+    assert len(list((tmp_path / "folder").glob("ticks.sqlite.before-restore-*[0-9]"))) == 1
     server = TicksProcess(tmp_path / "folder", **keys)
     try:
         api = Ticks(server.base_url, keys["api_key"], keys["api_secret"])

@@ -59,19 +59,22 @@ public enum CredentialsFile {
         var api_secret: String
     }
 
-    /// Reads the file in `dataDirectory`, or generates credentials and writes it.
+    /// Reads the file in `dataDirectory`, or generates credentials and writes
+    /// it (0600, whole or not at all; two processes starting at once agree on
+    /// the first one written).
     public static func loadOrCreate(in dataDirectory: URL) throws -> (credentials: Credentials, created: Bool) {
         let url = dataDirectory.appendingPathComponent(name)
-        if FileManager.default.fileExists(atPath: url.path) {
-            guard let data = try? Data(contentsOf: url), let contents = try? JSONDecoder().decode(Contents.self, from: data)
-            else { throw CredentialsError.unreadableFile(url.path) }
-            return (try Credentials(apiKey: contents.api_key, apiSecret: contents.api_secret), false)
-        }
+        if FileManager.default.fileExists(atPath: url.path) { return (try read(url), false) }
         let credentials = Credentials.generate()
         let data = try JSONEncoder().encode(Contents(api_key: credentials.apiKey, api_secret: credentials.apiSecret))
-        guard FileManager.default.createFile(atPath: url.path, contents: data, attributes: [.posixPermissions: 0o600])
-        else { throw CredentialsError.unreadableFile(url.path) }
+        guard try PrivateFiles.writeNew(data, to: url) else { return (try read(url), false) }
         return (credentials, true)
+    }
+
+    private static func read(_ url: URL) throws -> Credentials {
+        guard let data = try? Data(contentsOf: url), let contents = try? JSONDecoder().decode(Contents.self, from: data)
+        else { throw CredentialsError.unreadableFile(url.path) }
+        return try Credentials(apiKey: contents.api_key, apiSecret: contents.api_secret)
     }
 
     public static func path(in dataDirectory: URL) -> String {

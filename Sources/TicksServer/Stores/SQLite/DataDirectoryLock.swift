@@ -21,8 +21,14 @@ public final class DataDirectoryLock: Sendable {
     /// process that holds it.
     public init(directory: URL) throws {
         let path = directory.appendingPathComponent("ticks.lock").path
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        let created = FileStatus(path, following: false) == nil
+        let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, PrivateFiles.fileMode)
         guard descriptor >= 0 else { throw BackupError.io(path, String(cString: strerror(errno))) }
+        if created {
+            // 0600 whatever the umask; and made by root (a restore), the folder owner's, whose server opens it next.
+            _ = fchmod(descriptor, PrivateFiles.fileMode)
+            try? PrivateFiles.giveOwner(of: directory, to: descriptor, path: path)
+        }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             let holder = (try? String(contentsOfFile: path, encoding: .utf8))?
                 .trimmingCharacters(in: .whitespacesAndNewlines)

@@ -1,6 +1,12 @@
 import Foundation
 import GRDB
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Online backup and restore of a SQLite data folder (`ticks backup`,
 /// `ticks restore`; docs/operations.md, "Back up and restore").
 ///
@@ -12,13 +18,29 @@ import GRDB
 /// means committed). The copy is written beside its destination and renamed
 /// into place once complete and on disk: `FILE` is a whole backup or absent.
 ///
-/// A restore checks the file (SQLite's integrity check, a Ticks database,
-/// no migration this binary does not know), then puts it in place under the
-/// data folder's lock, which a running server holds (`DataDirectoryLock`).
+/// Neither command deletes anything, and each writes over only what it can
+/// prove is its own: a backup replaces a file only with `--replace` and only
+/// a Ticks backup (a Ticks database in rollback-journal mode, which a live
+/// database never is), never a folder, and never a file of a data folder's
+/// live set, compared by device and inode; a restore moves the database it
+/// replaces aside under a name of its own. Every file they write is 0600.
 public enum SQLiteBackup {
+    /// The database file's name in a data folder.
+    public static let databaseName = "ticks.sqlite"
+
+    /// The files SQLite keeps beside a database while it is in use.
+    static let companionSuffixes = ["-wal", "-shm", "-journal"]
+
     /// The database file of a data folder.
     public static func databasePath(in directory: URL) -> URL {
-        directory.appendingPathComponent("ticks.sqlite")
+        directory.appendingPathComponent(databaseName)
+    }
+
+    /// The files of a data folder that make up a running server's state: the
+    /// database, its companions, the lock and the credentials. A backup never
+    /// writes one of them, and a restore never reads one as its source.
+    public static func liveNames() -> [String] {
+        [databaseName] + companionSuffixes.map { databaseName + $0 } + ["ticks.lock", "credentials.json"]
     }
 
     /// How far a backup is.
@@ -36,27 +58,51 @@ public enum SQLiteBackup {
         public var pages: Int
         /// The newest migration in the copied database.
         public var schema: String
+        /// The file written: the backup, or the restored database.
+        public var path: String
+        /// What a restore moved aside (the database it replaced, with its companions).
+        public var keptAside: [String] = []
     }
 
-    /// Copies the database of `directory` to `destination` while a server may
-    /// be writing to it. `pagesPerStep` pages are copied at a time, then
-    /// `progress` is told.
+    /// Where a backup goes, once `--to` is understood.
+    public struct Target: Sendable, Equatable {
+        /// The backup file.
+        public var file: URL
+        /// The backup that is there and will be replaced (proven one); nil when there is none.
+        public var replacing: FileIdentity?
+    }
+
+    /// Copies the database of `directory` to the file `destination` names while
+    /// a server may be writing to it (`target(for:…)` says where, and refuses).
+    /// `pagesPerStep` pages are copied at a time, then `progress` is told.
     public static func backup(
-        dataDirectory directory: URL, to destination: URL, pagesPerStep: Int32 = 1_024,
-        progress: @escaping (Progress) -> Void = { _ in }
+        dataDirectory directory: URL, to destination: String, replace: Bool = false, now: Date = Date(),
+        pagesPerStep: Int32 = 1_024, progress: @escaping (Progress) -> Void = { _ in }
     ) throws -> Summary {
         let source = databasePath(in: directory)
-        guard FileManager.default.fileExists(atPath: source.path) else {
+        guard FileStatus(source.path, following: true)?.kind == .regular else {
             throw BackupError.noDatabase(source.path)
         }
-        let fileManager = FileManager.default
-        let partial = destination.deletingLastPathComponent()
-            .appendingPathComponent(".\(destination.lastPathComponent).partial")
-        try? fileManager.removeItem(at: partial)
+        let target = try Self.target(for: destination, dataDirectory: directory, replace: replace, now: now)
+        let folder = target.file.deletingLastPathComponent()
+        let partial = folder.appendingPathComponent(".\(target.file.lastPathComponent).partial")
+        // The partial file is this backup's while it holds the lock on it: a
+        // second backup to the same file is refused, not interleaved.
+        let descriptor = open(partial.path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, PrivateFiles.fileMode)
+        guard descriptor >= 0 else { throw BackupError.io(partial.path, String(cString: strerror(errno))) }
+        defer { close(descriptor) }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else { throw BackupError.busy(target.file.path) }
+        guard let status = FileStatus(descriptor: descriptor), status.kind == .regular,
+            !liveIdentities(in: directory).contains(status.identity)
+        else { throw BackupError.notAFile(partial.path) }
+        guard ftruncate(descriptor, 0) == 0, fchmod(descriptor, PrivateFiles.fileMode) == 0 else {
+            throw BackupError.io(partial.path, String(cString: strerror(errno)))
+        }
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         // Opening does not write: the server's connections already made the file WAL.
         let reader = try DatabasePool(path: source.path, configuration: configuration)
+        defer { try? reader.close() }
         let schema = try reader.read { db in try Self.schema(of: db, path: source.path) }
         do {
             let copy = try DatabaseQueue(path: partial.path)
@@ -66,64 +112,207 @@ public enum SQLiteBackup {
                         copiedPages: step.totalPageCount - step.remainingPageCount, totalPages: step.totalPageCount,
                         isCompleted: step.isCompleted))
             }
-            // A file that stands alone: no log beside it to carry along.
+            // A file that stands alone: no log beside it to carry along. Also
+            // what tells a backup from a live database (always WAL).
             let pages = try copy.writeWithoutTransaction { db -> Int in
                 try db.execute(sql: "PRAGMA journal_mode = DELETE")
                 return try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
             }
             try copy.close()
-            try reader.close()
-            try Self.syncFile(partial)
-            if fileManager.fileExists(atPath: destination.path) { try fileManager.removeItem(at: destination) }
-            try fileManager.moveItem(at: partial, to: destination)
-            try Self.syncFile(destination.deletingLastPathComponent())
-            let bytes = (try fileManager.attributesOfItem(atPath: destination.path)[.size] as? Int64) ?? 0
-            return Summary(bytes: bytes, pages: pages, schema: schema)
+            guard fsync(descriptor) == 0 else { throw BackupError.io(partial.path, String(cString: strerror(errno))) }
+            try Self.putInPlace(partial, as: target)
+            try PrivateFiles.sync(folder.path)
+            let bytes = FileStatus(target.file.path, following: false)?.size ?? 0
+            return Summary(bytes: bytes, pages: pages, schema: schema, path: target.file.path)
         } catch {
-            try? fileManager.removeItem(at: partial)
+            unlink(partial.path)
             throw error
+        }
+    }
+
+    /// The backup file `destination` names, or why it may not be written:
+    /// - an empty path and the current folder are refused (a slip of the keys);
+    /// - a folder gets a new file `ticks-YYYYMMDD-HHMMSS.sqlite` (UTC) in it;
+    /// - a file of the data folder's live set, by name or by device and inode, is refused;
+    /// - an existing file is replaced only with `replace`, and only if it is a Ticks backup;
+    /// - a symbolic link, or anything but a regular file, is refused.
+    public static func target(for destination: String, dataDirectory directory: URL, replace: Bool, now: Date) throws
+        -> Target
+    {
+        guard !destination.isEmpty else { throw BackupError.emptyTarget }
+        let url = URL(fileURLWithPath: destination)
+        if let here = FileStatus(FileManager.default.currentDirectoryPath, following: true),
+            FileStatus(url.path, following: true)?.identity == here.identity
+        {
+            throw BackupError.currentFolder(destination)
+        }
+        let live = liveIdentities(in: directory)
+        switch FileStatus(url.path, following: false) {
+        case nil:
+            guard !destination.hasSuffix("/") else { throw BackupError.noFolder(destination) }
+            let folder = url.deletingLastPathComponent()
+            guard let folderStatus = FileStatus(folder.path, following: true), folderStatus.kind == .directory else {
+                throw BackupError.noFolder(folder.path)
+            }
+            // A name the server would take for its own if it were there (a log not written yet, say).
+            if folderStatus.identity == FileStatus(directory.path, following: true)?.identity,
+                liveNames().contains(url.lastPathComponent)
+            {
+                throw BackupError.liveFile(url.path)
+            }
+            return Target(file: url, replacing: nil)
+        case let status? where status.kind == .directory:
+            let named = url.appendingPathComponent("ticks-\(stamp(now)).sqlite")
+            guard FileStatus(named.path, following: false) == nil || replace else {
+                throw BackupError.targetExists(named.path)
+            }
+            return try target(for: named.path, dataDirectory: directory, replace: replace, now: now)
+        case let status? where status.kind == .regular:
+            guard !live.contains(status.identity) else { throw BackupError.liveFile(url.path) }
+            guard replace else { throw BackupError.targetExists(url.path) }
+            if let why = whyNotABackup(url) { throw BackupError.notABackup(url.path, why) }
+            return Target(file: url, replacing: status.identity)
+        case let status?:
+            throw status.kind == .symbolicLink ? BackupError.symbolicLink(url.path) : BackupError.notAFile(url.path)
+        }
+    }
+
+    /// Renames the finished `partial` onto the target: over the backup proven
+    /// there (if it is still that file), or where nothing is (refused if
+    /// something appeared meanwhile: `link` does not replace).
+    static func putInPlace(_ partial: URL, as target: Target) throws {
+        let now = FileStatus(target.file.path, following: false)
+        if let proven = target.replacing {
+            guard now?.identity == proven else { throw BackupError.changedMeanwhile(target.file.path) }
+            guard rename(partial.path, target.file.path) == 0 else {
+                throw BackupError.io(target.file.path, String(cString: strerror(errno)))
+            }
+        } else {
+            guard now == nil, link(partial.path, target.file.path) == 0 else {
+                if now != nil || errno == EEXIST { throw BackupError.changedMeanwhile(target.file.path) }
+                throw BackupError.io(target.file.path, String(cString: strerror(errno)))
+            }
+            unlink(partial.path)
+        }
+    }
+
+    /// Why `file` is not a backup `ticks backup` made, or nil when it is one:
+    /// a SQLite database in rollback-journal mode (a live Ticks database is
+    /// always in WAL mode; a backup never is) with Ticks' migrations.
+    public static func whyNotABackup(_ file: URL) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: file.path) else { return "it cannot be read" }
+        let header = (try? handle.read(upToCount: 100)) ?? Data()
+        try? handle.close()
+        guard header.count == 100, header.prefix(16) == Data("SQLite format 3\0".utf8) else {
+            return "it is not a SQLite database"
+        }
+        guard header[18] == 1, header[19] == 1 else { return "it is in WAL mode, as a live database is" }
+        var configuration = Configuration()
+        configuration.readonly = true
+        do {
+            let queue = try DatabaseQueue(path: file.path, configuration: configuration)
+            defer { try? queue.close() }
+            _ = try queue.read { db in try Self.schema(of: db, path: file.path) }
+            return nil
+        } catch {
+            return "it is not a Ticks database"
         }
     }
 
     /// Puts the backup `file` in place as the database of `directory`. Refused
     /// while a server holds the folder, for a file that is not a sound Ticks
-    /// database of a schema this binary knows, and over an existing database
-    /// unless `replace` (then the old one, with its log, is kept beside it as
-    /// `ticks.sqlite.before-restore`).
-    public static func restore(from file: URL, dataDirectory directory: URL, replace: Bool) throws -> Summary {
-        let fileManager = FileManager.default
-        guard fileManager.fileExists(atPath: file.path) else { throw BackupError.noBackup(file.path) }
-        try fileManager.createDirectory(at: directory, withIntermediateDirectories: true)
+    /// database of a schema this binary knows, for a file of the folder's own
+    /// live set, and over an existing database unless `replace`; then the old
+    /// one, with its companions, is moved aside as
+    /// `ticks.sqlite.before-restore-YYYYMMDD-HHMMSS` (UTC), never over an
+    /// earlier one. The restored database is 0600 and, when root restores,
+    /// belongs to the data folder's owner.
+    public static func restore(from file: URL, dataDirectory directory: URL, replace: Bool, now: Date = Date()) throws
+        -> Summary
+    {
+        guard let source = FileStatus(file.path, following: true) else { throw BackupError.noBackup(file.path) }
+        guard source.kind == .regular else { throw BackupError.notAFile(file.path) }
+        try PrivateFiles.makeFolder(directory)
         let lock = try DataDirectoryLock(directory: directory)
         defer { lock.release() }
-
+        guard !liveIdentities(in: directory).contains(source.identity) else {
+            throw BackupError.sourceIsTarget(file.path)
+        }
+        // A database with its log beside it is some server's live state: the file alone is not all of it.
+        if let log = FileStatus(file.path + "-wal", following: true), log.size > 0 {
+            throw BackupError.liveSource(file.path)
+        }
         let (schema, pages) = try Self.check(file)
         let target = databasePath(in: directory)
-        let companions = ["", "-wal", "-shm"].map { URL(fileURLWithPath: target.path + $0) }
-        if fileManager.fileExists(atPath: target.path) {
-            guard replace else { throw BackupError.databaseExists(target.path) }
-            for companion in companions where fileManager.fileExists(atPath: companion.path) {
-                let aside = URL(
-                    fileURLWithPath: companion.path.replacingOccurrences(
-                        of: "ticks.sqlite", with: "ticks.sqlite.before-restore"))
-                if fileManager.fileExists(atPath: aside.path) { try fileManager.removeItem(at: aside) }
-                try fileManager.moveItem(at: companion, to: aside)
+        let companions = [""] + companionSuffixes
+        let present = companions.filter { FileStatus(target.path + $0, following: false) != nil }
+        var keptAside: [String] = []
+        if !present.isEmpty {
+            // A log or shared memory left without its database would be applied to the restored one: aside too.
+            guard replace || !present.contains("") else { throw BackupError.databaseExists(target.path) }
+            let aside = try asideName(for: target, now: now)
+            for suffix in present {
+                guard rename(target.path + suffix, aside.path + suffix) == 0 else {
+                    throw BackupError.io(target.path + suffix, String(cString: strerror(errno)))
+                }
+                keptAside.append(aside.path + suffix)
             }
         }
-        // A log or shared memory left without its database would be applied to the restored one.
-        for companion in companions.dropFirst() where fileManager.fileExists(atPath: companion.path) {
-            try fileManager.removeItem(at: companion)
-        }
         let partial = directory.appendingPathComponent(".ticks.sqlite.restoring")
-        try? fileManager.removeItem(at: partial)
-        try fileManager.copyItem(at: file, to: partial)
-        try Self.syncFile(partial)
-        try fileManager.moveItem(at: partial, to: target)
-        try Self.syncFile(directory)
-        let bytes = (try fileManager.attributesOfItem(atPath: target.path)[.size] as? Int64) ?? 0
-        return Summary(bytes: bytes, pages: pages, schema: schema)
+        // Under the folder's lock no other restore writes it: one left by a restore that died is ours.
+        unlink(partial.path)
+        let descriptor = try PrivateFiles.createNew(partial.path)
+        defer { close(descriptor) }
+        do {
+            try copy(file, to: descriptor, path: partial.path)
+            try PrivateFiles.giveOwner(of: directory, to: descriptor, path: partial.path)
+            guard fsync(descriptor) == 0 else { throw BackupError.io(partial.path, String(cString: strerror(errno))) }
+            guard rename(partial.path, target.path) == 0 else {
+                throw BackupError.io(target.path, String(cString: strerror(errno)))
+            }
+        } catch {
+            unlink(partial.path)
+            throw error
+        }
+        try PrivateFiles.sync(directory.path)
+        let bytes = FileStatus(target.path, following: false)?.size ?? 0
+        return Summary(bytes: bytes, pages: pages, schema: schema, path: target.path, keptAside: keptAside)
     }
 
+    /// A name for the replaced database no file has yet (with any companion suffix).
+    static func asideName(for target: URL, now: Date) throws -> URL {
+        let base = target.path + ".before-restore-" + stamp(now)
+        for attempt in 1...100 {
+            let candidate = attempt == 1 ? base : "\(base)-\(attempt)"
+            if ([""] + companionSuffixes).allSatisfy({ FileStatus(candidate + $0, following: false) == nil }) {
+                return URL(fileURLWithPath: candidate)
+            }
+        }
+        throw BackupError.io(base, "a hundred databases were kept aside in this second already")
+    }
+
+    /// Copies the bytes of `file` into the open `descriptor`.
+    static func copy(_ file: URL, to descriptor: Int32, path: String) throws {
+        guard let input = FileHandle(forReadingAtPath: file.path) else { throw BackupError.noBackup(file.path) }
+        defer { try? input.close() }
+        while let chunk = try input.read(upToCount: 1 << 20), !chunk.isEmpty {
+            try PrivateFiles.writeAll(chunk, to: descriptor, path: path)
+        }
+    }
+
+    /// The identities of the live set of `directory` that exist now (and of the folder's lock and credentials).
+    static func liveIdentities(in directory: URL) -> Set<FileIdentity> {
+        Set(liveNames().compactMap { FileStatus(directory.appendingPathComponent($0).path, following: true)?.identity })
+    }
+
+    /// `YYYYMMDD-HHMMSS` in UTC.
+    static func stamp(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd-HHmmss"
+        return formatter.string(from: date)
+    }
     /// The schema and page count of a sound backup; throws what is wrong with it otherwise.
     static func check(_ file: URL) throws -> (schema: String, pages: Int) {
         var configuration = Configuration()
@@ -167,13 +356,6 @@ public enum SQLiteBackup {
         return applied.max { (order.firstIndex(of: $0) ?? .max) < (order.firstIndex(of: $1) ?? .max) } ?? "v1-receipts"
     }
 
-    /// Makes a file's contents (or a folder's entries) durable.
-    static func syncFile(_ url: URL) throws {
-        let descriptor = open(url.path, O_RDONLY)
-        guard descriptor >= 0 else { throw BackupError.io(url.path, String(cString: strerror(errno))) }
-        defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw BackupError.io(url.path, String(cString: strerror(errno))) }
-    }
 }
 
 /// Why a backup or restore was refused.
@@ -184,6 +366,18 @@ public enum BackupError: Error, CustomStringConvertible, Equatable {
     case unsound(String, String)
     case newerSchema(String, [String])
     case databaseExists(String)
+    case emptyTarget
+    case currentFolder(String)
+    case noFolder(String)
+    case liveFile(String)
+    case targetExists(String)
+    case notABackup(String, String)
+    case symbolicLink(String)
+    case notAFile(String)
+    case busy(String)
+    case changedMeanwhile(String)
+    case sourceIsTarget(String)
+    case liveSource(String)
     case io(String, String)
 
     public var description: String {
@@ -195,7 +389,25 @@ public enum BackupError: Error, CustomStringConvertible, Equatable {
         case .newerSchema(let path, let migrations):
             "\(path) comes from a newer Ticks (migrations \(migrations.joined(separator: ", "))): restore it with that version"
         case .databaseExists(let path):
-            "\(path) exists: restore into an empty data folder, or add --replace (the old database is kept beside it as ticks.sqlite.before-restore)"
+            "\(path) exists: restore into an empty data folder, or add --replace (the old database is moved aside as ticks.sqlite.before-restore-TIME)"
+        case .emptyTarget: "--to is empty: name the backup file, or a folder to write it in"
+        case .currentFolder(let path):
+            "--to \(path) names the current folder: name the backup file, or another folder to write it in"
+        case .noFolder(let path): "there is no folder \(path) to write the backup in"
+        case .liveFile(let path):
+            "\(path) is a file of the live data folder (its database, log, lock or credentials): a backup never writes there"
+        case .targetExists(let path):
+            "\(path) exists: name a new file, or add --replace to replace it (only a Ticks backup is replaced)"
+        case .notABackup(let path, let why): "\(path) is not a Ticks backup (\(why)): it is not replaced"
+        case .symbolicLink(let path): "\(path) is a symbolic link: name the file itself"
+        case .notAFile(let path): "\(path) is not a regular file"
+        case .busy(let path): "another backup is writing \(path)"
+        case .changedMeanwhile(let path):
+            "\(path) changed while the backup was written: nothing was replaced; run it again"
+        case .sourceIsTarget(let path):
+            "\(path) is the data folder's own database: restore from a backup of it (ticks backup)"
+        case .liveSource(let path):
+            "\(path) has a write-ahead log beside it, as a live database has: make a backup of it with ticks backup and restore that"
         case .io(let path, let why): "\(path): \(why)"
         }
     }

@@ -1,5 +1,8 @@
 import Foundation
 import GRDB
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import ServiceLifecycle
 import TicksProtocol
@@ -35,6 +38,13 @@ public final class SQLiteEngine: StoreEngine {
 
     /// Opens (creating if needed) the database file at `path`, in WAL mode.
     static func open(path: String, checkpoints: CheckpointPolicy = .init()) throws -> SQLiteEngine {
+        // The file is made here, 0600, before SQLite would make it 0644 less the
+        // umask: its log and shared memory then take its mode (SQLite gives them
+        // the database's), so the messages are the owner's alone.
+        // (Made by another process meanwhile, or not at all: then opening says why.)
+        if FileStatus(path, following: false) == nil, let descriptor = try? PrivateFiles.createNew(path) {
+            Glibc.close(descriptor)
+        }
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
