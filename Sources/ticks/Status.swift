@@ -8,7 +8,14 @@ import TicksServer
 /// `ticks status`: a node's `GET /admin/status`, for a person.
 struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show how a running server is doing: connections, webhooks, the bus, the store (GET /admin/status).")
+        abstract: "Show how a running server is doing: connections, webhooks, the bus, the store (GET /admin/status).",
+        discussion: """
+            It signs a server token with the app secret that expires \(Int(tokenLifetime)) seconds after it is made, \
+            so a token that leaks on its way to --url is soon worth nothing.
+            """)
+
+    /// How long the server token it sends is good for.
+    static let tokenLifetime: TimeInterval = 60
 
     @Option(help: "The server's URL.") var url: String = "http://127.0.0.1:3030"
     @OptionGroup var credentialOptions: CredentialOptions
@@ -16,7 +23,7 @@ struct Status: AsyncParsableCommand {
 
     func run() async throws {
         let (credentials, _) = try credentialOptions.resolve()
-        let token = try await TokenAuthority(credentials: credentials).serverToken()
+        let token = try await TokenAuthority(credentials: credentials).serverToken(expiresIn: Self.tokenLifetime)
         guard var components = URLComponents(string: url), components.host != nil else {
             throw ValidationError("--url must be a URL such as http://127.0.0.1:3030")
         }

@@ -112,9 +112,10 @@ public struct TokenAuthority: Sendable {
             TicksClaims(server: nil, userID: userID, exp: expiresIn.map { ExpirationClaim(value: Date() + $0) }))
     }
 
-    /// A server token.
-    public func serverToken() async throws -> String {
-        try await keys.sign(TicksClaims(server: true, userID: nil, exp: nil))
+    /// A server token, optionally expiring (`ticks status` sends one good for a minute).
+    public func serverToken(expiresIn: TimeInterval? = nil) async throws -> String {
+        try await keys.sign(
+            TicksClaims(server: true, userID: nil, exp: expiresIn.map { ExpirationClaim(value: Date() + $0) }))
     }
 }
 

@@ -40,7 +40,7 @@ struct StatusController {
                 enabled: webhooks != nil, sending: webhooks?.isSending ?? false,
                 waiting: receivers.reduce(0) { $0 + $1.waiting }, dead: receivers.reduce(0) { $0 + $1.dead },
                 receivers: receivers.map {
-                    .init(url: $0.target, hook: $0.kind, waiting: $0.waiting, dead: $0.dead, oldestWaiting: $0.oldestWaiting)
+                    .init(url: ReceiverURL($0.target).redacted, hook: $0.kind, waiting: $0.waiting, dead: $0.dead, oldestWaiting: $0.oldestWaiting)
                 }),
             bus: bus?.status,
             process: .init(

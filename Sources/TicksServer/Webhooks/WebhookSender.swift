@@ -245,7 +245,7 @@ final class WebhookSender: Service, Sendable {
                     logger.notice(
                         "webhook call failed",
                         metadata: [
-                            "delivery_id": "\(call.deliveryID)", "target": "\(call.target)", "attempt": "\(attempts)",
+                            "delivery_id": "\(call.deliveryID)", "target": "\(ReceiverURL(call.target).redacted)", "attempt": "\(attempts)",
                             "error": "\(failure.reason)", "dead": "\(dead)",
                         ])
                     if failure.unreachable {
@@ -263,7 +263,7 @@ final class WebhookSender: Service, Sendable {
                 if retryAt != nil || time.wallNow.microseconds >= leaseUntil.load(ordering: .relaxed) { return }
             }
         } catch {
-            logger.warning("webhook sender: queue \(key.target) \(key.cid): \(error)")
+            logger.warning("webhook sender: queue \(ReceiverURL(key.target).redacted) \(key.cid): \(error)")
             retryAt = time.wallNow + pollInterval
         }
     }
@@ -292,8 +292,10 @@ final class WebhookSender: Service, Sendable {
             return Failure(reason: "the call could not be made: \(error)", unreachable: false)
         }
         do {
-            var request = HTTPClientRequest(url: call.target)
+            let receiver = ReceiverURL(call.target)
+            var request = HTTPClientRequest(url: receiver.requestURL)
             request.method = .POST
+            if let authorization = receiver.authorization { request.headers.add(name: "Authorization", value: authorization) }
             request.headers.add(name: "Content-Type", value: "application/json")
             request.headers.add(name: "User-Agent", value: "ticks-webhooks")
             request.headers.add(

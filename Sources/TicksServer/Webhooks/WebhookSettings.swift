@@ -93,7 +93,7 @@ public struct WebhookSettings: Sendable, Equatable {
     public static func url(parsing text: String) throws -> URL {
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             url.host?.isEmpty == false
-        else { throw WebhookSettingsError.badURL(text) }
+        else { throw WebhookSettingsError.badURL(ReceiverURL(text).redacted) }
         return url
     }
 
@@ -103,6 +103,43 @@ public struct WebhookSettings: Sendable, Equatable {
             callTimeout > .zero, firstBackoff > .zero, maxBackoff >= firstBackoff, maxAge > .zero,
             deliveryTokenLifetime >= .seconds(60)
         else { throw WebhookSettingsError.badNumbers }
+    }
+}
+
+/// A receiver's URL as the settings and the outbox keep it, and the two
+/// ways it goes out: in a log or an error, only its scheme, host, port and
+/// path (never a `user:password@` part or a query's values, which often hold
+/// secrets); on the wire, its `user:password@` part as HTTP Basic
+/// authentication (docs/webhooks.md), since a URL's credentials are not sent
+/// by themselves.
+struct ReceiverURL: Sendable {
+    /// The URL without its user information.
+    let requestURL: String
+    /// `Basic …` from the URL's user information, when it has some.
+    let authorization: String?
+    /// What a log may say of it.
+    let redacted: String
+
+    init(_ text: String) {
+        guard var components = URLComponents(string: text), let scheme = components.scheme, let host = components.host
+        else {
+            requestURL = text
+            authorization = nil
+            redacted = "(a URL that could not be read)"
+            return
+        }
+        let port = components.port.map { ":\($0)" } ?? ""
+        redacted = "\(scheme)://\(host)\(port)\(components.percentEncodedPath)"
+        if components.percentEncodedUser != nil || components.percentEncodedPassword != nil {
+            let credentials = "\(components.user ?? ""):\(components.password ?? "")"
+            authorization = "Basic " + Data(credentials.utf8).base64EncodedString()
+            components.percentEncodedUser = nil
+            components.percentEncodedPassword = nil
+            requestURL = components.string ?? text
+        } else {
+            authorization = nil
+            requestURL = text
+        }
     }
 }
 
