@@ -49,6 +49,9 @@ public struct TicksServerConfiguration: Sendable {
     public var tracing = false
     /// This node's name: on the event bus, in `GET /admin/status`, and in traces (`service.instance.id`).
     public var nodeID = UUID().uuidString.lowercased()
+    /// How long a request waits on the store before it is answered 503 with
+    /// `Retry-After` (`ticks serve --store-timeout`; docs/operations.md, "When the database goes away").
+    public var storeDeadline = StoreDeadline()
     /// Called once the server listens, with the port it got (useful with port 0).
     public var onServerRunning: @Sendable (_ port: Int) async -> Void = { _ in }
 
@@ -65,6 +68,8 @@ public struct TicksServerConfiguration: Sendable {
 /// The parts of a running server that tests and the CLI reach into.
 public struct TicksServices: Sendable {
     public let store: any TicksStore
+    /// Whether the store answers (`GET /admin/status`, `/metrics`).
+    public let health: StoreHealth
     public let hub: ConnectionHub
     public let metrics: ServerMetrics
     public let authority: TokenAuthority
@@ -99,19 +104,23 @@ public func buildApplication(
         var checkpoints = SQLiteEngine.CheckpointPolicy()
         checkpoints.time = configuration.time
         let engine = try SQLiteEngine.open(path: path, checkpoints: checkpoints)
-        store = SQLStore(engine: engine, traced: traced)
+        store = SQLStore(engine: engine, traced: traced, deadline: configuration.storeDeadline)
         services += engine.services
     case .postgres(let url):
         let location = try PostgresLocation(url: url)
-        let client = PostgresClient(configuration: location.clientConfiguration(), backgroundLogger: logger)
+        let health = StoreHealth(logger: logger)
+        let pool = PostgresPool(
+            configuration: location.clientConfiguration(), probe: try location.connectionConfiguration(),
+            health: health, time: configuration.storeDeadline.time, logger: logger)
         store = SQLStore.postgres(
-            client: client, logger: logger, migrationsUpTo: configuration.migrationsUpTo, traced: traced)
-        services.append(client)
+            pool: pool, logger: logger, migrationsUpTo: configuration.migrationsUpTo, traced: traced,
+            deadline: configuration.storeDeadline, health: health)
+        services.append(pool)
         prepare = { try await store.prepare() }
         configuration.eventBus = PostgresEventBus(
-            client: client, configuration: try location.connectionConfiguration(), schema: location.schema,
+            pool: pool, configuration: try location.connectionConfiguration(), schema: location.schema,
             queueBytes: configuration.limits.busQueueBytes, time: configuration.time, node: configuration.nodeID,
-            tracing: traced, logger: logger)
+            tracing: traced, deadline: configuration.storeDeadline, logger: logger)
     }
     return await buildApplication(
         configuration: configuration, store: store, logger: logger, services: services, beforeServerStarts: prepare)
@@ -134,7 +143,7 @@ public func buildApplication(
         store: store, retention: configuration.receiptLogRetention, time: configuration.time, metrics: metrics,
         logger: logger)
     let services = TicksServices(
-        store: store, hub: hub, metrics: metrics, authority: authority,
+        store: store, health: store.health, hub: hub, metrics: metrics, authority: authority,
         rateLimiter: RateLimiter(limits: configuration.rateLimits, time: configuration.time),
         appOptions: AppOptionsCache(store: store, time: configuration.time), outbox: store,
         receiptLogPruner: pruner)
@@ -213,7 +222,10 @@ func buildRouter(
     router.on(.metrics) { _, _ in
         Response(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-            body: .init(byteBuffer: .init(string: await services.metrics.exposition(store: services.store, outbox: services.outbox))))
+            body: .init(
+                byteBuffer: .init(
+                    string: await services.metrics.exposition(
+                        store: services.store, health: services.health, outbox: services.outbox))))
     }
     OpenAPIDocument(logger: logger).addRoutes(to: router)
 
@@ -231,7 +243,7 @@ func buildRouter(
     ).addRoutes(to: api)
     WebhooksController(outbox: services.outbox).addRoutes(to: api)
     StatusController(
-        store: services.store, outbox: services.outbox, hub: services.hub, bus: configuration.eventBus,
+        store: services.store, health: services.health, outbox: services.outbox, hub: services.hub, bus: configuration.eventBus,
         webhooks: webhookSender, retention: configuration.receiptLogRetention, time: configuration.time,
         startedAt: configuration.time.wallNow
     ).addRoutes(to: api)

@@ -62,7 +62,10 @@ struct Status: AsyncParsableCommand {
     static func render(_ status: NodeStatus, url: String) -> String {
         var lines = [
             "Ticks \(status.version) (\(status.commit)) at \(url), up \(duration(status.uptimeSeconds)) since \(status.startedAt)",
-            "store        \(status.store.kind), \(bytes(status.store.sizeBytes))",
+            "store        \(status.store.kind), "
+                + (status.store.unreachableSince.map { "UNREACHABLE since \($0)" + (status.store.sizeBytes == nil ? "" : ", ") } ?? "")
+                + (status.store.sizeBytes.map(bytes) ?? "")
+                + (status.store.unavailableCalls > 0 ? "; \(status.store.unavailableCalls) calls answered 503 since the start" : ""),
             "receipt log  "
                 + (status.store.oldestReceiptMove.map { "oldest move \($0)" } ?? "empty") + ", "
                 + (status.store.receiptLogRetentionSeconds.map { "kept \(duration($0))" } ?? "kept forever"),

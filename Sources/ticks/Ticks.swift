@@ -84,6 +84,13 @@ struct Serve: AsyncParsableCommand {
             "PostgreSQL: apply the schema's migrations only up to this one (how the upgrade test plays an older release).",
             visibility: .hidden))
     var migrationsUpTo: String?
+    @Option(
+        name: .customLong("store-timeout"),
+        help: """
+            Seconds a request waits on the database before it is answered 503 with Retry-After \
+            (or TICKS_STORE_TIMEOUT; docs/operations.md, "When the database goes away").
+            """)
+    var storeTimeout: Double?
     @Flag(help: "Serve the web demo at / and hand out user tokens to anyone who asks (never in production).")
     var demo = false
     @Flag(
@@ -111,6 +118,18 @@ struct Serve: AsyncParsableCommand {
         _ = try limitOptions.rateLimits()
         _ = try webhookOptions.settings()
         if let endpoint = otelEndpoint { _ = try Traces.tracesURL(for: endpoint) }
+        _ = try storeTimeoutSetting()
+    }
+
+    /// The flag, else the environment, else `StoreDeadline.defaultTimeout`.
+    func storeTimeoutSetting() throws -> Duration {
+        let text = ProcessInfo.processInfo.environment["TICKS_STORE_TIMEOUT"]
+        guard let seconds = storeTimeout ?? text.flatMap(Double.init) else {
+            if let text { throw ValidationError("TICKS_STORE_TIMEOUT must be a number of seconds, not '\(text)'") }
+            return StoreDeadline.defaultTimeout
+        }
+        guard seconds > 0, seconds <= 3_600 else { throw ValidationError("--store-timeout must be between 0 and 3600 seconds") }
+        return .milliseconds(Int64(seconds * 1_000))
     }
 
     /// The flag, else the environment; an empty value is off.
@@ -142,6 +161,7 @@ struct Serve: AsyncParsableCommand {
         configuration.webhooks = try webhookOptions.settings()
         configuration.migrationsUpTo = migrationsUpTo
         configuration.receiptLogRetention = try retentionOptions.retention()
+        configuration.storeDeadline = StoreDeadline(timeout: try storeTimeoutSetting())
         let database: String
         // A SQLite folder has one server at a time, and no restore under it (`ticks restore`).
         var folderLock: DataDirectoryLock?

@@ -24,14 +24,23 @@ public struct NodeStatus: Codable, Sendable {
     public struct Store: Codable, Sendable {
         /// `sqlite` or `postgres`.
         public var kind: String
-        public var sizeBytes: Int64
+        /// Whether the store answered this node's last call (`StoreHealth`).
+        public var reachable: Bool
+        /// Since when it has not; absent while it does.
+        public var unreachableSince: Timestamp?
+        /// Calls answered 503 because the store was away or too slow, since the start.
+        public var unavailableCalls: Int
+        /// Absent while the store is unreachable.
+        public var sizeBytes: Int64?
         /// The oldest move the receipt log keeps; absent when it is empty.
         public var oldestReceiptMove: Timestamp?
         /// How long moves are kept (`--receipt-log-retention`), in seconds; absent when forever.
         public var receiptLogRetentionSeconds: Int64?
 
         enum CodingKeys: String, CodingKey {
-            case kind
+            case kind, reachable
+            case unreachableSince = "unreachable_since"
+            case unavailableCalls = "unavailable_calls"
             case sizeBytes = "size_bytes"
             case oldestReceiptMove = "oldest_receipt_move"
             case receiptLogRetentionSeconds = "receipt_log_retention_seconds"

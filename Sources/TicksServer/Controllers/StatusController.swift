@@ -9,6 +9,7 @@ import TicksProtocol
 /// by every node on it.
 struct StatusController {
     let store: any TicksStore
+    let health: StoreHealth
     let outbox: any WebhookOutbox
     let hub: ConnectionHub
     let bus: (any EventBus)?
@@ -26,13 +27,18 @@ struct StatusController {
             throw APIError.forbidden("the status view needs a server token")
         }
         let now = time.wallNow
-        let receivers = try await outbox.outboxTargets()
+        // While the store is away this answers at once, from what the node knows, without it.
+        let unreachableSince = health.unreachableSince
+        let reachable = unreachableSince == nil
+        let receivers = reachable ? (try? await outbox.outboxTargets()) ?? [] : []
         let status = NodeStatus(
             version: BuildInfo.version, commit: BuildInfo.commit, startedAt: startedAt,
             uptimeSeconds: max(0, (now.microseconds - startedAt.microseconds) / 1_000_000),
             store: .init(
-                kind: store.kind.rawValue, sizeBytes: try await store.storageBytes(),
-                oldestReceiptMove: try await store.oldestReceiptMove(),
+                kind: store.kind.rawValue, reachable: health.unreachableSince == nil,
+                unreachableSince: health.unreachableSince, unavailableCalls: health.unavailableCalls,
+                sizeBytes: reachable ? try? await store.storageBytes() : nil,
+                oldestReceiptMove: reachable ? (try? await store.oldestReceiptMove()) ?? nil : nil,
                 receiptLogRetentionSeconds: retention.window?.components.seconds),
             connections: .init(
                 open: hub.connectionCount, users: hub.connectedUserCount, slowClosed: hub.slowClosedCount),

@@ -37,7 +37,11 @@ struct StreamErrorMiddleware: RouterMiddleware {
                 headers[.allow] = methods.map(\.rawValue).joined(separator: ", ")
             }
         }
-        if apiError.status.code >= 500 {
+        if let seconds = apiError.retryAfterSeconds { headers[.retryAfter] = String(seconds) }
+        if apiError.status == .serviceUnavailable {
+            // The store's health says once that it is away (`StoreHealth`), not every request.
+            context.logger.debug("request answered 503", metadata: ["error": "\(apiError)", "path": "\(request.uri.path)"])
+        } else if apiError.status.code >= 500 {
             context.logger.error(
                 "request failed", metadata: ["error": "\(String(reflecting: error))", "path": "\(request.uri.path)"])
         } else {

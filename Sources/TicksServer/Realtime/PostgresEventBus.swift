@@ -38,7 +38,7 @@ public final class PostgresEventBus: EventBus {
     /// Users named in one resync notice before it becomes "everyone".
     static let resyncUserLimit = 10_000
 
-    let client: PostgresClient
+    let pool: PostgresPool
     let configuration: PostgresConnection.Configuration
     /// The notification channel: one per database schema, so stores in other schemas never hear it.
     let channel: String
@@ -51,6 +51,9 @@ public final class PostgresEventBus: EventBus {
     let queueBytes: Int
     /// The clock of the reconnection backoffs and the pruning (a test's clock in tests).
     let time: TimeSource
+    /// How long a round of publishing, or a fetch of a stored batch, may take: past it the
+    /// connection under it is closed and the round counts as failed (`StoreDeadline`).
+    let deadline: StoreDeadline
     private let state = Mutex(State())
     private let doorbell: AsyncStream<Void>
     private let ring: AsyncStream<Void>.Continuation
@@ -114,22 +117,25 @@ public final class PostgresEventBus: EventBus {
     }
 
     /// - Parameters:
-    ///   - client: the store's connection pool, to fetch and prune stored batches.
+    ///   - pool: the store's connection pool, to fetch and prune stored batches.
     ///   - configuration: how to open the connections of its own (one to publish, one to listen).
     ///   - schema: the store's schema; it names the notification channel.
     ///   - queueBytes: what may wait to be published; past it, events are lost and their users resync.
     ///   - time: the clock of the reconnection backoffs and the pruning of stored batches.
     ///   - node: this node's name on the bus (`TicksServerConfiguration.nodeID`).
     ///   - tracing: carry trace contexts to the other nodes and make `ws.fanout` spans of theirs.
-    public init(
-        client: PostgresClient, configuration: PostgresConnection.Configuration, schema: String,
+    ///   - deadline: how long one round of publishing or one fetch may take.
+    init(
+        pool: PostgresPool, configuration: PostgresConnection.Configuration, schema: String,
         queueBytes: Int = ServerLimits().busQueueBytes, time: TimeSource = .system,
-        node: String = UUID().uuidString.lowercased(), tracing: Bool = false, logger: Logger
+        node: String = UUID().uuidString.lowercased(), tracing: Bool = false, deadline: StoreDeadline = StoreDeadline(),
+        logger: Logger
     ) {
+        self.deadline = deadline
         self.node = node
         self.tracing = tracing
         self.time = time
-        self.client = client
+        self.pool = pool
         self.configuration = configuration
         self.channel = "ticks_events_" + schema.lowercased().filter { $0.isLetter || $0.isNumber || $0 == "_" }
         self.queueBytes = queueBytes
@@ -215,14 +221,34 @@ public final class PostgresEventBus: EventBus {
             // A connection that failed is replaced and the round sent once more.
             for attempt in 1...2 {
                 do {
-                    if connection == nil {
-                        connection = try await PostgresConnection.connect(
-                            configuration: configuration, id: 2, logger: logger)
+                    // Within the deadline: a connection behind a silent partition, or one that
+                    // closed as the round went out, would otherwise hold the publisher for good.
+                    let reused = connection
+                    connection = try await deadline.run { [self] in
+                        let open: PostgresConnection
+                        if let reused {
+                            open = reused
+                        } else {
+                            open = try await PostgresConnection.connect(
+                                configuration: configuration, id: 2, logger: logger)
+                        }
+                        let expiry = StoreDeadline.expiry
+                        let registration = expiry?.register {
+                            let closed: EventLoopFuture<Void> = open.close()
+                            _ = closed
+                        }
+                        defer { expiry?.forget(registration) }
+                        do {
+                            if everyone || !resync.isEmpty {
+                                try await sendResync(Array(resync), everyone: everyone, on: open)
+                            }
+                            try await send(round, on: open)
+                        } catch {
+                            await close(open)
+                            throw error
+                        }
+                        return open
                     }
-                    if everyone || !resync.isEmpty {
-                        try await sendResync(Array(resync), everyone: everyone, on: connection!)
-                    }
-                    try await send(round, on: connection!)
                     sent = true
                     break
                 } catch {
@@ -415,9 +441,12 @@ public final class PostgresEventBus: EventBus {
         var entries = batch.entries ?? []
         if let id = batch.stored {
             do {
+                // Within the deadline: the listener waits for it, and must not wait for ever.
                 guard
-                    let body = try await client.query("SELECT body FROM event_batch WHERE id = \(id)", logger: logger)
-                        .collect().first?.makeRandomAccess()[0].decode(String.self)
+                    let body = try await deadline.run({ [pool, logger] in
+                        try await pool.client.query("SELECT body FROM event_batch WHERE id = \(id)", logger: logger)
+                            .collect().first?.makeRandomAccess()[0].decode(String.self)
+                    })
                 else { throw PostgresEventBusError.storedBatchGone(id) }
                 entries = try JSONCoding.decode(Batch.self, from: body).entries ?? []
             } catch {
@@ -464,9 +493,11 @@ public final class PostgresEventBus: EventBus {
         while !Task.isCancelled {
             do {
                 try await time.sleep(for: .seconds(60))
-                try await client.query(
-                    "DELETE FROM event_batch WHERE created_at < now() - make_interval(secs => \(seconds))",
-                    logger: logger)
+                try await deadline.run { [pool, logger] in
+                    try await pool.client.query(
+                        "DELETE FROM event_batch WHERE created_at < now() - make_interval(secs => \(seconds))",
+                        logger: logger)
+                }
             } catch is CancellationError {
                 return
             } catch {

@@ -26,10 +26,15 @@ protocol StoreEngine: Sendable {
     func storageBytes() async throws -> Int64
     /// Migrations and seed data, before the first request.
     func prepare() async throws
+    /// Why `error` means the database is away (or cannot take the write) rather
+    /// than a refusal of this call: nil for any other error.
+    func unavailability(of error: any Error) -> StoreError.Unavailability?
 }
 
 extension StoreEngine {
     func prepare() async throws {}
+
+    func unavailability(of error: any Error) -> StoreError.Unavailability? { nil }
 
     func writeOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
         try await write(program)
@@ -48,6 +53,8 @@ enum StoreEngineError: Error {
 /// (channels, messages, cursors, receipts).
 public final class SQLStore: TicksStore, ReceiptLogReading {
     let engine: any StoreEngine
+    /// The engine under the deadline (tests reach into it).
+    let unbounded: any StoreEngine
     /// PostgreSQL: marks read and delivered grouped into one statement and one commit.
     let moveBatcher: MoveBatcher?
     /// What each change owes beyond the store, once `recordChanges(with:)` set it (the webhook outbox).
@@ -70,12 +77,25 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// then answers a play with `StoreError.schemaBefore` and shows no plays in receipts.
     let keepsPlays: Bool
 
-    /// - Parameter traced: spans for the transactions and statements that are part of a trace.
+    /// Whether the store answers (`BoundedEngine`).
+    public let health: StoreHealth
+    /// How long a caller waits on a call, a receipt in the group commit included.
+    let deadline: StoreDeadline
+
+    /// - Parameters:
+    ///   - traced: spans for the transactions and statements that are part of a trace.
+    ///   - deadline: how long one call may take before it is answered `StoreError.unavailable`.
     init(
-        engine: any StoreEngine, traced: Bool = false, keepsAllMembers: Bool = true, keepsAppSettings: Bool = true,
+        engine: any StoreEngine, traced: Bool = false, deadline: StoreDeadline = StoreDeadline(),
+        health: StoreHealth = StoreHealth(), keepsAllMembers: Bool = true, keepsAppSettings: Bool = true,
         keepsPlays: Bool = true
     ) {
-        self.engine = traced ? TracedEngine(engine) : engine
+        services = (engine as? SQLiteEngine)?.services ?? []
+        unbounded = engine
+        let engine = BoundedEngine(base: traced ? TracedEngine(engine) : engine, deadline: deadline, health: health)
+        self.engine = engine
+        self.deadline = deadline
+        self.health = health
         self.traced = traced
         self.keepsAllMembers = keepsAllMembers
         self.keepsAppSettings = keepsAppSettings
@@ -87,7 +107,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         // (`submit(_:)`).
         moveBatcher =
             engine.dialect == .postgres
-            ? MoveBatcher { moves in
+            ? MoveBatcher(deadline: deadline) { moves in
                 try await Self.runBatch(
                     moves, on: engine, recorder: recorder.value.withLock { $0 }, keepsAllMembers: keepsAllMembers)
             } : nil
@@ -181,15 +201,16 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         SQLStore(engine: try SQLiteEngine.inMemory(), traced: traced)
     }
 
-    /// PostgreSQL through `client`; `prepare()` once it runs, before the first request.
-    /// `migrationsUpTo`: the last migration `prepare` applies (all when nil).
-    public static func postgres(
-        client: PostgresClient, logger: Logger, migrationsUpTo: String? = nil, traced: Bool = false
+    /// PostgreSQL through `pool` (which must run, and share `health`); `prepare()` once it runs,
+    /// before the first request. `migrationsUpTo`: the last migration `prepare` applies (all when nil).
+    static func postgres(
+        pool: PostgresPool, logger: Logger, migrationsUpTo: String? = nil, traced: Bool = false,
+        deadline: StoreDeadline = StoreDeadline(), health: StoreHealth
     ) -> SQLStore {
         SQLStore(
             engine: PostgresEngine(
-                transactions: PostgresTransactions(client: client, logger: logger), migrationsUpTo: migrationsUpTo),
-            traced: traced, keepsAllMembers: PostgresSchema.applies("v11-all-members", upTo: migrationsUpTo),
+                transactions: PostgresTransactions(pool: pool, logger: logger), migrationsUpTo: migrationsUpTo),
+            traced: traced, deadline: deadline, health: health, keepsAllMembers: PostgresSchema.applies("v11-all-members", upTo: migrationsUpTo),
             keepsAppSettings: PostgresSchema.applies("v12-app-settings", upTo: migrationsUpTo),
             keepsPlays: PostgresSchema.applies("v13-played", upTo: migrationsUpTo))
     }
@@ -203,7 +224,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// What must run beside a server on this store: SQLite's WAL checkpointer
     /// for a database on disk (`buildApplication(configuration:logger:)` runs them;
     /// give them to `buildApplication(configuration:store:logger:services:)`).
-    public var services: [any Service] { (engine as? SQLiteEngine)?.services ?? [] }
+    public let services: [any Service]
 
     public var kind: StoreKind {
         switch engine.dialect {

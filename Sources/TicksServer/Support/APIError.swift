@@ -18,11 +18,14 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
     public var status: HTTPResponse.Status
     public var code: Code
     public var message: String
+    /// Seconds a client should wait before it tries again (`Retry-After`), on a 503.
+    public var retryAfterSeconds: Int?
 
-    public init(status: HTTPResponse.Status, code: Code, _ message: String) {
+    public init(status: HTTPResponse.Status, code: Code, _ message: String, retryAfterSeconds: Int? = nil) {
         self.status = status
         self.code = code
         self.message = message
+        self.retryAfterSeconds = retryAfterSeconds
     }
 
     public var description: String { "\(status.code) \(message)" }
@@ -36,6 +39,10 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func conflict(_ message: String) -> APIError { .init(status: .conflict, code: .inputError, message) }
     public static func rateLimited(_ message: String) -> APIError {
         .init(status: .tooManyRequests, code: .rateLimited, message)
+    }
+    /// The store cannot serve the request now (`StoreError.unavailable`): 503, try again in a second.
+    public static func unavailable(_ message: String) -> APIError {
+        .init(status: .serviceUnavailable, code: .internalError, message, retryAfterSeconds: 1)
     }
     public static func tooLarge(_ message: String) -> APIError {
         .init(status: .contentTooLarge, code: .payloadTooBig, message)

@@ -17,6 +17,12 @@ public struct ServerMetrics: Sendable {
     /// CPU time the process has used, user and system (what `ticks-bench` divides by receipts).
     let cpuSeconds: CoreMetrics.Gauge
     let storeSize: CoreMetrics.Gauge
+    /// 1 while the store answers, 0 while it does not (`StoreHealth`).
+    let storeReachable: CoreMetrics.Gauge
+    /// Since when it has not answered, in seconds since 1970; 0 while it does.
+    let storeUnreachableSince: CoreMetrics.Gauge
+    /// Store calls answered 503 since the start (the database away, or slower than the deadline).
+    let storeUnavailableCalls: CoreMetrics.Gauge
     let slowConnectionsClosed: CoreMetrics.Counter
     let eventsPublished: CoreMetrics.Counter
     let readMoves: CoreMetrics.Counter
@@ -51,6 +57,10 @@ public struct ServerMetrics: Sendable {
         residentMemory = CoreMetrics.Gauge(label: "ticks_process_resident_memory_bytes", dimensions: [], factory: factory)
         cpuSeconds = CoreMetrics.Gauge(label: "ticks_process_cpu_seconds_total", dimensions: [], factory: factory)
         storeSize = CoreMetrics.Gauge(label: "ticks_store_size_bytes", dimensions: [], factory: factory)
+        storeReachable = CoreMetrics.Gauge(label: "ticks_store_reachable", dimensions: [], factory: factory)
+        storeUnreachableSince = CoreMetrics.Gauge(
+            label: "ticks_store_unreachable_since_timestamp_seconds", dimensions: [], factory: factory)
+        storeUnavailableCalls = CoreMetrics.Gauge(label: "ticks_store_unavailable_calls", dimensions: [], factory: factory)
         slowConnectionsClosed = CoreMetrics.Counter(label: "ticks_ws_slow_connections_closed_total", dimensions: [], factory: factory)
         eventsPublished = CoreMetrics.Counter(label: "ticks_events_published_total", dimensions: [], factory: factory)
         readMoves = CoreMetrics.Counter(label: "ticks_cursor_moves_total", dimensions: [("kind", "read")], factory: factory)

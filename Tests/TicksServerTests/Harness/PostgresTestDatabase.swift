@@ -37,14 +37,16 @@ enum PostgresTestDatabase {
         location.schema = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         var configuration = location.clientConfiguration()
         configuration.options.maximumConnections = 4
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        let health = StoreHealth(logger: logger)
+        let pool = PostgresPool(
+            configuration: configuration, probe: try location.connectionConfiguration(), health: health, logger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await admin.run() }
-            group.addTask { await client.run() }
+            group.addTask { try await pool.run() }
             defer { group.cancelAll() }
             try await admin.query("CREATE SCHEMA \(unescaped: location.schema)")
             do {
-                let store = SQLStore.postgres(client: client, logger: logger)
+                let store = SQLStore.postgres(pool: pool, logger: logger, health: health)
                 try await store.prepare()
                 let value = try await body(store, location)
                 try await admin.query("DROP SCHEMA \(unescaped: location.schema) CASCADE")

@@ -23,13 +23,14 @@ struct EventBusTests {
         queueBytes: Int = 64 << 20, _ body: @Sendable (Node, Node, PostgresClient) async throws -> Void
     ) async throws {
         try await PostgresTestDatabase.withStore { store, location in
-            let client = try #require(store.engine as? PostgresEngine).transactions.client
+            let pool = try #require(store.unbounded as? PostgresEngine).transactions.pool
+            let client = pool.client
             func node(queueBytes: Int) throws -> Node {
                 let metrics = ServerMetrics()
                 let hub = ConnectionHub(
                     bufferBytes: 1 << 20, maxConnectionsPerUser: 10, metrics: metrics, logger: PostgresTestDatabase.logger)
                 let bus = PostgresEventBus(
-                    client: client, configuration: try location.connectionConfiguration(), schema: location.schema,
+                    pool: pool, configuration: try location.connectionConfiguration(), schema: location.schema,
                     queueBytes: queueBytes, logger: PostgresTestDatabase.logger)
                 return Node(bus: bus, hub: hub, metrics: metrics)
             }

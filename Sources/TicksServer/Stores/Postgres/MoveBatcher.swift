@@ -8,12 +8,46 @@ import Synchronization
 /// wait when the database keeps up. A batch holds each member at most once
 /// (the statement locks each member's row once); a second receipt of the
 /// same member waits for the next batch, in arrival order.
+///
+/// Each caller waits at most its deadline (`StoreDeadline`) from the moment it
+/// arrives: past it, a receipt still waiting is taken out of the queue and
+/// answered `StoreError.unavailable`, and one whose batch is in the database
+/// is answered so too, its outcome unknown (a mark read or delivered is safe
+/// to repeat: a cursor never moves back, R2). A batch's own run is bounded by
+/// the engine's deadline, so a lane is never held by a connection that died.
 final class MoveBatcher: Sendable {
     typealias Outcomes = [Result<CursorOutcome?, any Error>]
 
     private struct Waiter: Sendable {
+        let id: Int
         let move: BatchedMove
-        let continuation: CheckedContinuation<CursorOutcome?, any Error>
+        let reply: Reply
+    }
+
+    /// A caller's continuation, resumed once: by its batch, or by its deadline.
+    private final class Reply: Sendable {
+        private let state: Mutex<(continuation: CheckedContinuation<CursorOutcome?, any Error>?, timer: Task<Void, Never>?)>
+
+        init(_ continuation: CheckedContinuation<CursorOutcome?, any Error>) {
+            state = Mutex((continuation, nil))
+        }
+
+        func hold(_ timer: Task<Void, Never>) {
+            let answered = state.withLock { state -> Bool in
+                if state.continuation != nil { state.timer = timer }
+                return state.continuation == nil
+            }
+            if answered { timer.cancel() }
+        }
+
+        func resume(with result: Result<CursorOutcome?, any Error>) {
+            let (continuation, timer) = state.withLock { state in
+                defer { state = (nil, nil) }
+                return state
+            }
+            timer?.cancel()
+            continuation?.resume(with: result)
+        }
     }
 
     /// How the receipts were grouped so far.
@@ -26,6 +60,14 @@ final class MoveBatcher: Sendable {
         var pending: [Waiter] = []
         var running = 0
         var statistics = Statistics()
+        var nextID = 0
+
+        /// Takes the waiter `id` out of the queue; false if it is not there (in a batch, or answered).
+        mutating func withdraw(_ id: Int) -> Bool {
+            guard let index = pending.firstIndex(where: { $0.id == id }) else { return false }
+            pending.remove(at: index)
+            return true
+        }
 
         /// The oldest waiting moves, up to `limit`, each member once.
         mutating func takeBatch(limit: Int) -> [Waiter]? {
@@ -53,6 +95,8 @@ final class MoveBatcher: Sendable {
     private let arrived: @Sendable (BatchedMove) -> Void
     private let laneFreed: @Sendable () -> Void
     private let run: @Sendable ([BatchedMove]) async throws -> Outcomes
+    /// How long a caller waits; nil: as long as its batch takes (tests of the grouping).
+    private let deadline: StoreDeadline?
 
     /// - Parameters:
     ///   - lanes: batches in the database at once. One by default: measured
@@ -65,9 +109,11 @@ final class MoveBatcher: Sendable {
     ///     starts); tests wait for it to know a receipt came before they let a batch end.
     ///   - laneFreed: told each time a lane ends because nothing waits; tests wait for it before
     ///     they count on a free lane.
+    ///   - deadline: how long a caller waits for its receipt's outcome.
     ///   - run: runs a batch, one outcome per move, in order.
     init(
-        lanes: Int = 1, limit: Int = 64, arrived: @escaping @Sendable (BatchedMove) -> Void = { _ in },
+        lanes: Int = 1, limit: Int = 64, deadline: StoreDeadline? = nil,
+        arrived: @escaping @Sendable (BatchedMove) -> Void = { _ in },
         laneFreed: @escaping @Sendable () -> Void = {},
         run: @escaping @Sendable ([BatchedMove]) async throws -> Outcomes
     ) {
@@ -77,6 +123,7 @@ final class MoveBatcher: Sendable {
         self.arrived = arrived
         self.laneFreed = laneFreed
         self.run = run
+        self.deadline = deadline
     }
 
     var statistics: Statistics { state.withLock { $0.statistics } }
@@ -84,13 +131,25 @@ final class MoveBatcher: Sendable {
     /// Applies `move` in the next batch; its outcome, or its own refusal.
     func submit(_ move: BatchedMove) async throws -> CursorOutcome? {
         try await withCheckedThrowingContinuation { continuation in
-            let batch = state.withLock { state -> [Waiter]? in
-                state.pending.append(Waiter(move: move, continuation: continuation))
-                guard state.running < lanes, let batch = state.takeBatch(limit: limit) else { return nil }
+            let reply = Reply(continuation)
+            let (id, batch) = state.withLock { state -> (Int, [Waiter]?) in
+                let id = state.nextID
+                state.nextID &+= 1
+                state.pending.append(Waiter(id: id, move: move, reply: reply))
+                guard state.running < lanes, let batch = state.takeBatch(limit: limit) else { return (id, nil) }
                 state.running += 1
-                return batch
+                return (id, batch)
             }
             arrived(move)
+            if let deadline {
+                reply.hold(
+                    Task { [self] in
+                        do { try await deadline.time.sleep(for: deadline.timeout) } catch { return }
+                        // Still waiting: it never runs. In a batch: its outcome is not known here.
+                        _ = state.withLock { $0.withdraw(id) }
+                        reply.resume(with: .failure(StoreError.unavailable(.timedOut(deadline.timeout))))
+                    })
+            }
             if let batch { startLane(with: batch) }
         }
     }
@@ -113,7 +172,7 @@ final class MoveBatcher: Sendable {
                 } catch {
                     outcomes = batch.map { _ in .failure(error) }
                 }
-                for (waiter, outcome) in zip(batch, outcomes) { waiter.continuation.resume(with: outcome) }
+                for (waiter, outcome) in zip(batch, outcomes) { waiter.reply.resume(with: outcome) }
                 let next = state.withLock { state -> [Waiter]? in
                     if let next = state.takeBatch(limit: limit) { return next }
                     state.running -= 1

@@ -40,7 +40,7 @@ final class PostgresEngine: StoreEngine {
 
     /// On any pooled connection, outside an explicit transaction.
     func readOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
-        try await transactions.client.withConnection { connection in
+        try await transactions.withConnection { connection in
             try await PostgresSession(connection: connection, logger: transactions.logger).run(program())
         }
     }
@@ -48,6 +48,10 @@ final class PostgresEngine: StoreEngine {
     /// In autocommit: a single statement is its own transaction.
     func writeOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
         try await transactions.run(.single) { session in try await session.run(program()) }
+    }
+
+    func unavailability(of error: any Error) -> StoreError.Unavailability? {
+        PostgresTransactions.unavailability(of: error)
     }
 
     func storageBytes() async throws -> Int64 {

@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import _ConnectionPoolModule
 import TicksProtocol
 import TicksReceipts
 
@@ -17,6 +18,11 @@ struct PostgresSession {
     }
 
     func rows(_ query: StoreQuery) async throws -> [PostgresRandomAccessRow] {
+        // A statement sent on a connection that has closed is never answered
+        // (postgres-nio writes it to the closed channel and drops its promise):
+        // fail it here. One that closes between this check and the write is
+        // left at the call's deadline (`StoreDeadline`).
+        guard !connection.isClosed else { throw PostgresConnectionClosed() }
         let (text, bindings) = SQLDialect.postgres.render(query)
         try bindings.requireStorable()
         var binds = PostgresBindings(capacity: bindings.count)
@@ -71,7 +77,7 @@ extension PostgresRandomAccessRow: StoreRow {
 
 /// Runs store work in transactions on a pooled connection.
 struct PostgresTransactions: Sendable {
-    let client: PostgresClient
+    let pool: PostgresPool
     let logger: Logger
 
     enum Kind {
@@ -83,13 +89,28 @@ struct PostgresTransactions: Sendable {
         case single
     }
 
+    /// Runs `body` on a pooled connection. If the call is left at its deadline
+    /// (`StoreDeadline`), the connection is closed: what runs on it fails, and
+    /// the pool drops it instead of lending it again in an unknown state.
+    func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await pool.withConnection { connection in
+            let expiry = StoreDeadline.expiry
+            let registration = expiry?.register {
+                let closed: EventLoopFuture<Void> = connection.close()
+                _ = closed
+            }
+            defer { expiry?.forget(registration) }
+            return try await body(connection)
+        }
+    }
+
     /// Runs `body` in a transaction and commits it. A transaction PostgreSQL
     /// aborted as a deadlock or serialization failure runs again, a few times.
     func run<T: Sendable>(_ kind: Kind, _ body: (PostgresSession) async throws -> T) async throws -> T {
         var attempt = 1
         while true {
             do {
-                return try await client.withConnection { connection in
+                return try await withConnection { connection in
                     let session = PostgresSession(connection: connection, logger: logger)
                     guard kind != .single else { return try await body(session) }
                     try await session.execute(
@@ -99,10 +120,14 @@ struct PostgresTransactions: Sendable {
                         try await session.execute("COMMIT")
                         return value
                     } catch {
-                        do {
-                            try await session.execute("ROLLBACK")
-                        } catch let rollback {
-                            logger.warning("rollback failed", metadata: ["error": "\(String(reflecting: rollback))"])
+                        // On a connection that closed, the server has ended the transaction already.
+                        if !connection.isClosed {
+                            do {
+                                try await session.execute("ROLLBACK")
+                            } catch let rollback {
+                                logger.warning(
+                                    "rollback failed", metadata: ["error": "\(String(reflecting: rollback))"])
+                            }
                         }
                         throw error
                     }
@@ -118,4 +143,38 @@ struct PostgresTransactions: Sendable {
     static func isRetryable(_ error: PSQLError) -> Bool {
         ["40P01", "40001"].contains(error.serverInfo?[.sqlState] ?? "")
     }
+
+    /// Why `error` means PostgreSQL is away, or cannot take this call now
+    /// (starting, shutting down, in recovery, a standby, out of connections),
+    /// rather than a refusal of the call itself: nil for any other error.
+    static func unavailability(of error: any Error) -> StoreError.Unavailability? {
+        switch error {
+        case is PostgresConnectionClosed:
+            return .unreachable("the connection closed")
+        case is ConnectionPoolError:
+            return .unreachable("no connection to the database: \(error)")
+        case let error as PSQLError:
+            switch error.code {
+            case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed,
+                .queryCancelled, .sslUnsupported, .failedToAddSSLHandler:
+                return .unreachable("\(error.code)")
+            case .server:
+                let state = error.serverInfo?[.sqlState] ?? ""
+                // 08: connection exception; 57P01-03: shutting down, crashed, starting; 57014: cancelled;
+                // 53300: too many connections; 25006: read-only (a standby); 28: authentication;
+                // 40001, 40P01: still conflicting after the retries.
+                guard state.hasPrefix("08") || state.hasPrefix("28") || state.hasPrefix("57P")
+                    || ["57014", "53300", "25006", "40001", "40P01"].contains(state)
+                else { return nil }
+                return .unreachable("SQLSTATE \(state): \(error.serverInfo?[.message] ?? "")")
+            default:
+                return nil
+            }
+        default:
+            return nil
+        }
+    }
 }
+
+/// A statement was about to go out on a connection that has closed.
+struct PostgresConnectionClosed: Error {}

@@ -120,6 +120,20 @@ public final class SQLiteEngine: StoreEngine {
     }
 
     /// The database's pages (WAL content included) times the page size.
+    /// A full disk, an I/O error, or a database locked past the busy timeout:
+    /// the write cannot be made now, though nothing is wrong with the request.
+    /// (SQLite rolls the transaction back; reads go on; writes work again once
+    /// the disk has room.)
+    func unavailability(of error: any Error) -> StoreError.Unavailability? {
+        guard let error = error as? DatabaseError else { return nil }
+        switch error.resultCode {
+        case .SQLITE_FULL: return .diskFull
+        case .SQLITE_IOERR, .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_CANTOPEN, .SQLITE_READONLY, .SQLITE_PROTOCOL:
+            return .unreachable("SQLite: \(error.resultCode)")
+        default: return nil
+        }
+    }
+
     func storageBytes() async throws -> Int64 {
         try readHere {
             Step.row("PRAGMA page_count").then { pages in

@@ -43,6 +43,28 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The node's schema is held before the migration a change needs (`--migrations-up-to`, an
     /// older release's schema in a rolling upgrade): the newer nodes make it.
     case schemaBefore(migration: String)
+    /// The database did not answer in time, or cannot be reached, or cannot take
+    /// the write (`StoreDeadline`): try again shortly. A write that ends so may or
+    /// may not have been made; every such write is safe to repeat.
+    case unavailable(Unavailability)
+
+    /// Why the store could not serve a call.
+    public enum Unavailability: Equatable, Sendable, CustomStringConvertible {
+        /// No answer within the store's deadline.
+        case timedOut(Duration)
+        /// The database refused or dropped the connection, or is starting, stopping or read-only.
+        case unreachable(String)
+        /// The disk under the database is full.
+        case diskFull
+
+        public var description: String {
+            switch self {
+            case .timedOut(let timeout): "the database did not answer within \(timeout)"
+            case .unreachable(let why): "the database cannot be reached (\(why))"
+            case .diskFull: "the database's disk is full"
+            }
+        }
+    }
 
     public var description: String {
         switch self {
@@ -65,6 +87,7 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
         case .schemaBefore(let migration):
             "this node's schema is held before migration \(migration) (--migrations-up-to, an older release's): "
                 + "not available here until it runs; make this change on an upgraded node"
+        case .unavailable(let why): "\(why): try again shortly"
         }
     }
 }

@@ -44,12 +44,17 @@ extension StoreSQL {
             WHERE channel_pk = \(channelPK) AND user_id <> \(author) AND read_seq < \(seq)
             """,
             """
+            WITH locked AS MATERIALIZED (
+              SELECT id FROM app_user
+              WHERE id IN (SELECT user_id FROM member
+                           WHERE channel_pk = \(channelPK) AND user_id <> \(author) AND read_seq < \(seq))
+              ORDER BY \(byteOrdered: "id")\(forUpdateOf: nil)
+            )
             UPDATE app_user SET unread_messages = unread_messages - 1,
               unread_channels = unread_channels
                 - (SELECT CASE WHEN m.unread = 0 THEN 1 ELSE 0 END FROM member m
                    WHERE m.channel_pk = \(channelPK) AND m.user_id = app_user.id)
-            WHERE id IN (SELECT user_id FROM member
-                         WHERE channel_pk = \(channelPK) AND user_id <> \(author) AND read_seq < \(seq))
+            WHERE id IN (SELECT id FROM locked)
             """,
         ]
     }
@@ -416,10 +421,14 @@ extension StoreSQL {
     /// The totals of every member of a channel counted afresh from their channels' kept counts.
     static func recountTotals(ofMembersOf channelPK: Int64) -> StoreQuery {
         """
+        WITH locked AS MATERIALIZED (
+          SELECT id FROM app_user WHERE id IN (SELECT user_id FROM member WHERE channel_pk = \(channelPK))
+          ORDER BY \(byteOrdered: "id")\(forUpdateOf: nil)
+        )
         UPDATE app_user SET
           unread_messages = COALESCE((SELECT SUM(m.unread) FROM member m WHERE m.user_id = app_user.id), 0),
           unread_channels = (SELECT COUNT(*) FROM member m WHERE m.user_id = app_user.id AND m.unread > 0)
-        WHERE id IN (SELECT user_id FROM member WHERE channel_pk = \(channelPK))
+        WHERE id IN (SELECT id FROM locked)
         """
     }
 

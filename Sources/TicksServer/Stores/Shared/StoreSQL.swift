@@ -441,7 +441,7 @@ enum StoreSQL {
                 SUM((CASE WHEN unread_to > 0 THEN 1 ELSE 0 END) - (CASE WHEN unread > 0 THEN 1 ELSE 0 END))::bigint AS channels
               FROM counted WHERE unread_to <> unread GROUP BY user_id
             ), locked_users AS (
-              SELECT u.id FROM app_user u JOIN delta ON delta.user_id = u.id ORDER BY u.id FOR UPDATE OF u
+              SELECT u.id FROM app_user u JOIN delta ON delta.user_id = u.id ORDER BY u.id COLLATE "C" FOR UPDATE OF u
             ), tot AS (
               UPDATE app_user SET
                 unread_messages = unread_messages + delta.messages, unread_channels = unread_channels + delta.channels
@@ -531,16 +531,26 @@ enum StoreSQL {
     /// other member (R7; their read cursors are all before it), in their
     /// channel's count and their totals — a channel whose count was 0 becomes
     /// one more channel with unread. Members' rows first, then users', the
-    /// order every transaction takes them in.
+    /// order every transaction takes them in; the users' rows in byte order
+    /// of their ids, as every statement that locks several takes them
+    /// (`moves`, `lockedTotals`): two messages sent at once to channels
+    /// sharing members, their users locked in whatever order the plan met
+    /// them, deadlocked, and each deadlock cost a second before PostgreSQL
+    /// broke it.
     static func countNewMessage(in channelPK: Int64, by author: String) -> [StoreQuery] {
         [
             "UPDATE member SET unread = unread + 1 WHERE channel_pk = \(channelPK) AND user_id <> \(author)",
             """
+            WITH locked AS MATERIALIZED (
+              SELECT id FROM app_user
+              WHERE id IN (SELECT user_id FROM member WHERE channel_pk = \(channelPK) AND user_id <> \(author))
+              ORDER BY \(byteOrdered: "id")\(forUpdateOf: nil)
+            )
             UPDATE app_user SET unread_messages = unread_messages + 1,
               unread_channels = unread_channels
                 + (SELECT CASE WHEN m.unread = 1 THEN 1 ELSE 0 END FROM member m
                    WHERE m.channel_pk = \(channelPK) AND m.user_id = app_user.id)
-            WHERE id IN (SELECT user_id FROM member WHERE channel_pk = \(channelPK) AND user_id <> \(author))
+            WHERE id IN (SELECT id FROM locked)
             """,
         ]
     }

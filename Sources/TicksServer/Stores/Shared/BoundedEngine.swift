@@ -1,0 +1,52 @@
+/// A store engine whose every call has a deadline (`StoreDeadline`) and
+/// whose failures to reach the database are `StoreError.unavailable`, which
+/// the HTTP layer answers 503 with `Retry-After`: never a hang, never a 500
+/// for a database that is away. Each call's end tells `StoreHealth` whether
+/// the store answered.
+///
+/// Every `SQLStore` runs its engine through one (`SQLStore.init`); only
+/// `prepare`, the migrations before the first request, has no deadline.
+struct BoundedEngine: StoreEngine {
+    let base: any StoreEngine
+    let deadline: StoreDeadline
+    let health: StoreHealth
+
+    var dialect: SQLDialect { base.dialect }
+
+    func write<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
+        try await bounded { try await base.write(program) }
+    }
+
+    func read<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
+        try await bounded { try await base.read(program) }
+    }
+
+    func readOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
+        try await bounded { try await base.readOne(program) }
+    }
+
+    func writeOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
+        try await bounded { try await base.writeOne(program) }
+    }
+
+    func storageBytes() async throws -> Int64 { try await bounded { try await base.storageBytes() } }
+
+    func prepare() async throws { try await base.prepare() }
+
+    func unavailability(of error: any Error) -> StoreError.Unavailability? { base.unavailability(of: error) }
+
+    private func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        do {
+            let value = try await deadline.run(body)
+            health.answered()
+            return value
+        } catch let error as StoreError {
+            if case .unavailable(let why) = error { health.failed(why) } else { health.answered() }
+            throw error
+        } catch {
+            guard let why = base.unavailability(of: error) else { throw error }
+            health.failed(why)
+            throw StoreError.unavailable(why)
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Logging
+import Synchronization
+import TicksProtocol
+
+/// Whether the store answers: unreachable from the first call that found the
+/// database away (`StoreError.unavailable`) until the next call it answers.
+/// `GET /admin/status` and `/metrics` show it, and its changes are logged
+/// once each, not once a request.
+public final class StoreHealth: Sendable {
+    private struct State {
+        var unreachableSince: Timestamp?
+        var reason: String?
+        /// Calls that failed as unavailable since the start.
+        var unavailableCalls = 0
+    }
+
+    private let state = Mutex(State())
+    private let time: TimeSource
+    private let logger: Logger
+
+    public init(time: TimeSource = .system, logger: Logger = Logger(label: "ticks.store")) {
+        self.time = time
+        self.logger = logger
+    }
+
+    /// Since when the store has been unreachable; nil while it answers.
+    public var unreachableSince: Timestamp? { state.withLock { $0.unreachableSince } }
+
+    /// Why the last call failed, while it is unreachable.
+    public var reason: String? { state.withLock { $0.reason } }
+
+    /// Calls that failed because the store was unavailable, since the start.
+    public var unavailableCalls: Int { state.withLock { $0.unavailableCalls } }
+
+    /// A call failed: the database is away (or too slow to count as there).
+    func failed(_ why: StoreError.Unavailability) {
+        let now = time.wallNow
+        let began = state.withLock { state -> Bool in
+            state.unavailableCalls += 1
+            state.reason = why.description
+            guard state.unreachableSince == nil else { return false }
+            state.unreachableSince = now
+            return true
+        }
+        if began {
+            logger.warning(
+                "the store is unreachable: requests that need it are answered 503 until it is back",
+                metadata: ["reason": "\(why)"])
+        }
+    }
+
+    /// A call was answered.
+    func answered() {
+        // The common case reads one word under the lock and changes nothing.
+        guard let since = state.withLock({ state -> Timestamp? in
+            defer {
+                state.unreachableSince = nil
+                state.reason = nil
+            }
+            return state.unreachableSince
+        }) else { return }
+        let seconds = Double(time.wallNow.microseconds - since.microseconds) / 1_000_000
+        logger.notice("the store answers again", metadata: ["unreachable_seconds": "\(seconds)"])
+    }
+}

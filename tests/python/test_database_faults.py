@@ -1,0 +1,255 @@
+"""The database goes away, on the real engines (docs/operations.md, "When
+the database goes away"): PostgreSQL crash-restarted, stopped for 30 s, cut
+off from one node by a silent network partition; SQLite's disk full. Each
+PostgreSQL case runs under receipt traffic through two nodes, and asserts:
+no acknowledged receipt lost (read back from the database), no 500, no
+request over the store's deadline + 1 s, every node answering receipts
+again within 5 s of the database being back, live events crossing the nodes
+again, both processes alive.
+
+Each case has a PostgreSQL cluster of its own (scripts/postgres), so it may
+crash it. The partition needs root (a network namespace, iptables); so do
+the full disk's tmpfs. Under CI they run; elsewhere they are skipped
+without root."""
+
+import os
+import secrets
+import shutil
+import sqlite3
+import subprocess
+import time
+
+import pytest
+from conftest import TICKS_BIN, TicksProcess, free_port
+from dbfaults import OwnPostgres, Node, Traffic, live_events_flow, lost_receipts, postgres_installed
+from wire import APIError, Ticks
+
+# Short, so a case takes seconds; the default is 5 s (StoreDeadline.defaultTimeout).
+DEADLINE = 2.0
+# What a request may take at most: the deadline, and a second for everything around it.
+LONGEST = DEADLINE + 1.0
+# From the database being back to each node answering receipts again.
+RECOVERY = 5.0
+
+
+def require(condition, reason):
+    if not condition:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the database fault cases: {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """A PostgreSQL of this test's own, a schema, two nodes on it (`start()`); all stopped afterwards."""
+    require(postgres_installed(), "PostgreSQL is not installed")
+    made = {"postgres": None, "nodes": []}
+    credentials = {"api_key": "faultkey", "api_secret": secrets.token_urlsafe(48)}
+
+    def start(address=None, node_b_prefix=(), node_b_host="127.0.0.1", node_b_postgres_host=None):
+        postgres = OwnPostgres(address=address)
+        made["postgres"] = postgres
+        schema = "f_" + secrets.token_hex(4)
+        postgres.psql(f"CREATE SCHEMA {schema}")
+        url = f"{postgres.url}?schema={schema}"
+        a = Node("a", tmp_path / "a", url, credentials, DEADLINE)
+        b_url = url.replace("127.0.0.1", node_b_postgres_host) if node_b_postgres_host else url
+        b = Node("b", tmp_path / "b", b_url, credentials, DEADLINE, prefix=node_b_prefix, host=node_b_host)
+        made["nodes"] += [a, b]
+        return postgres, schema, a, b
+
+    yield start
+    for node in made["nodes"]:
+        node.stop()
+    if made["postgres"]:
+        shutil.copy(os.path.join(made["postgres"].dir, "server.log"), tmp_path / "postgres.log")
+        made["postgres"].close()
+
+
+def assert_survived(traffic, nodes, postgres, schema, fault_began, back, cut_off=None):
+    """What every PostgreSQL case asserts once the traffic has stopped."""
+    answers = traffic.snapshot()
+    assert not traffic.errors, traffic.errors
+    failures = [answer for answer in answers if answer.status not in (200, 503)]
+    assert not failures, f"answers other than 200 and 503: {failures[:20]}"
+    slow = [answer for answer in answers if answer.seconds > LONGEST]
+    assert not slow, f"requests over the deadline + 1 s: {slow[:20]}"
+    without_retry_after = [answer for answer in answers if answer.status == 503 and answer.retry_after is None]
+    assert not without_retry_after, without_retry_after[:5]
+    for node in nodes:
+        assert node.alive(), f"{node.name} exited: {node.output()}"
+        for kind in ("read", "delivered", "send"):
+            first = traffic.first_success(node.name, kind, back)
+            assert first is not None, f"{node.name} never answered a {kind} after the database was back"
+            assert first - back <= RECOVERY, f"{node.name} answered a {kind} {first - back:.1f} s after the database was back"
+    lost = lost_receipts(postgres, schema, traffic)
+    assert not lost, f"acknowledged but not in the database: {lost[:20]}"
+    # Live events cross the nodes again, both ways.
+    for sender, listener in ((nodes[0], nodes[1]), (nodes[1], nodes[0])):
+        live_events_flow(sender, listener)
+    return answers
+
+
+def test_a_crash_restart_of_postgresql_costs_seconds(cluster):
+    postgres, schema, a, b = cluster()
+    with Traffic([a, b], client_timeout=LONGEST + 10) as traffic:
+        traffic.wait_for_reads(20)
+        fault = time.monotonic()
+        postgres.crash_restart()  # pg_ctl restart -m immediate: what a crash or an OOM kill looks like
+        back = time.monotonic()
+        traffic.wait_for_reads(20, after=back, timeout=60)
+        time.sleep(RECOVERY + 1)
+    assert_survived(traffic, [a, b], postgres, schema, fault, back)
+
+
+def test_postgresql_stopped_for_30_seconds(cluster):
+    postgres, schema, a, b = cluster()
+    with Traffic([a, b], client_timeout=LONGEST + 10) as traffic:
+        traffic.wait_for_reads(20)
+        postgres.stop()
+        fault = time.monotonic()
+        time.sleep(10)
+        # Meanwhile every node answers 503 with Retry-After, at once or within the deadline; /health stays up.
+        during = [answer for answer in traffic.snapshot() if answer.sent > fault + 1]
+        assert during and all(answer.status == 503 for answer in during), during[:10]
+        for node in (a, b):
+            assert node.client(timeout=5).raw("GET", "/health").status_code == 200
+            status = status_of(node)
+            assert status["store"]["reachable"] is False and status["store"]["unreachable_since"], status["store"]
+            assert "ticks_store_reachable 0" in node.client(timeout=5).raw("GET", "/metrics").text
+        time.sleep(20)
+        postgres.start()
+        back = time.monotonic()
+        traffic.wait_for_reads(20, after=back, timeout=60)
+        time.sleep(RECOVERY + 1)
+    assert_survived(traffic, [a, b], postgres, schema, fault, back)
+    for node in (a, b):
+        status = status_of(node)
+        assert status["store"]["reachable"] is True and "unreachable_since" not in status["store"], status["store"]
+
+
+def status_of(node):
+    response = node.client(timeout=LONGEST + 5).raw("GET", "/admin/status")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def netns(name, *command):
+    return subprocess.run(["ip", "netns", "exec", name, *command], check=True, capture_output=True, text=True)
+
+
+@pytest.fixture
+def namespace():
+    """A network namespace joined to this one by a veth pair: 10.231.N.1 here, 10.231.N.2 there."""
+    require(os.geteuid() == 0, "a network namespace needs root")
+    require(shutil.which("ip") and shutil.which("iptables"), "iproute2 and iptables are not installed")
+    name = f"ticksf{secrets.token_hex(3)}"
+    subnet = f"10.231.{secrets.randbelow(200) + 20}"
+    here, there = f"vf{name[-6:]}a", f"vf{name[-6:]}b"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "link", "add", here, "type", "veth", "peer", "name", there], check=True)
+        subprocess.run(["ip", "link", "set", there, "netns", name], check=True)
+        subprocess.run(["ip", "addr", "add", f"{subnet}.1/24", "dev", here], check=True)
+        subprocess.run(["ip", "link", "set", here, "up"], check=True)
+        netns(name, "ip", "addr", "add", f"{subnet}.2/24", "dev", there)
+        netns(name, "ip", "link", "set", there, "up")
+        netns(name, "ip", "link", "set", "lo", "up")
+        yield name, subnet
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        subprocess.run(["ip", "link", "del", here], capture_output=True)
+
+
+def test_a_silent_partition_between_one_node_and_postgresql(cluster, namespace):
+    name, subnet = namespace
+    # PostgreSQL also listens on the veth's address here; node B runs in the namespace and reaches it there.
+    postgres, schema, a, b = cluster(
+        address=f"{subnet}.1", node_b_prefix=("ip", "netns", "exec", name), node_b_host=f"{subnet}.2",
+        node_b_postgres_host=f"{subnet}.1")
+    port = str(postgres.port)
+    cut = [["OUTPUT", "-p", "tcp", "-d", f"{subnet}.1", "--dport", port, "-j", "DROP"],
+           ["INPUT", "-p", "tcp", "-s", f"{subnet}.1", "--sport", port, "-j", "DROP"]]
+    with Traffic([a, b], client_timeout=LONGEST + 10) as traffic:
+        traffic.wait_for_reads(20)
+        # Packets dropped without a word (no RST): what a broken switch or a cloud network does.
+        for rule in cut:
+            netns(name, "iptables", "-A", *rule)
+        fault = time.monotonic()
+        time.sleep(12)
+        # Node A keeps serving throughout; node B answers 503 within the deadline.
+        during = [answer for answer in traffic.snapshot() if answer.sent > fault + LONGEST]
+        a_during = [answer for answer in during if answer.node == "a"]
+        b_during = [answer for answer in during if answer.node == "b"]
+        assert a_during and b_during, during[:10]
+        assert all(answer.status == 503 for answer in b_during), b_during[:10]
+        assert any(answer.status == 200 for answer in a_during), a_during[:10]
+        for rule in cut:
+            netns(name, "iptables", "-D", *rule)
+        back = time.monotonic()
+        traffic.wait_for_reads(20, after=back, timeout=60)
+        time.sleep(RECOVERY + 1)
+    assert_survived(traffic, [a, b], postgres, schema, fault, back)
+
+
+def test_a_full_disk_refuses_writes_and_keeps_reads_and_the_data(tmp_path):
+    """SQLite on a small tmpfs: writes answer 503 once it is full, reads go on, the database stays sound."""
+    require(os.geteuid() == 0, "mounting a small filesystem needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)], check=True)
+    keys = {"api_key": "diskkey", "api_secret": secrets.token_urlsafe(48)}
+    server = None
+    try:
+        server = TicksProcess(mount / "data", **keys, extra_args=["--rate-limits", "off", "--store-timeout", "2"])
+        api = Ticks(server.base_url, keys["api_key"], keys["api_secret"])
+        api.timeout = LONGEST + 5
+        api.upsert_users("alice", "bob")
+        api.create_channel("messaging:disk", ["alice", "bob"], "alice")
+        first = api.send_message("messaging:disk", "alice", "before the disk filled")["id"]
+        # Fill what is left of the filesystem with a file of our own.
+        filler = mount / "filler"
+        with open(filler, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * (1 << 16))
+                    f.flush()
+            except OSError:
+                pass
+        statuses = []
+        for index in range(40):
+            started = time.monotonic()
+            try:
+                api.send_message("messaging:disk", "alice", f"{index} " + "x" * 4000)
+                statuses.append(200)
+            except APIError as error:
+                statuses.append(error.status)
+                assert error.status == 503 and error.headers.get("Retry-After"), (error.status, error.body)
+            assert time.monotonic() - started <= LONGEST
+        assert 503 in statuses, statuses
+        # Reads go on.
+        state = api.query_channel("messaging:disk", messages_limit=100)
+        assert state["messages"][0]["id"] == first
+        assert server.process.poll() is None
+        # Space comes back: writes work again, and nothing is damaged.
+        filler.unlink()
+        deadline = time.monotonic() + RECOVERY
+        while True:
+            try:
+                api.send_message("messaging:disk", "alice", "after the disk had room again")
+                break
+            except APIError as error:
+                assert error.status == 503 and time.monotonic() < deadline, (error.status, error.body)
+                time.sleep(0.2)
+        api.mark_read("messaging:disk", "bob")
+        assert server.process.poll() is None
+    finally:
+        if server:
+            assert server.stop() == 0, server.output()
+        try:
+            with sqlite3.connect(mount / "data" / "ticks.sqlite") as db:
+                assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+                texts = [row[0] for row in db.execute("SELECT text FROM message ORDER BY seq")]
+                assert texts[0] == "before the disk filled" and texts[-1] == "after the disk had room again"
+        finally:
+            subprocess.run(["umount", str(mount)], check=False)
