@@ -22,6 +22,8 @@ struct LifecycleTests {
 
             try await club.send("Meet at 6", id: "c1")
             try await club.send("Bring snacks", id: "c2")
+            // `send` returns with the message pending in alice's outbox: bob can mark it read once it is sent.
+            _ = try await club.wait("c1 sent") { ($0.message(withID: "c1")?.deliveryStatus ?? .pending) != .pending }
             try await bobClub.markRead(upTo: "c1")
             let read = try await club.wait("c1 read by bob") { $0.message(withID: "c1")?.readCount == 1 }
             #expect(read.message(withID: "c1")?.deliveryStatus == .read)

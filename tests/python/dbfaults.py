@@ -69,7 +69,7 @@ class Node:
     (`prefix`: the command that enters it; `host`: the address it listens on)."""
 
     def __init__(self, name, folder, postgres_url, credentials, store_timeout, prefix=(), host="127.0.0.1",
-                 binary=None):
+                 binary=None, extra_args=()):
         self.name = name
         self.port = free_port()
         self.host = host
@@ -85,6 +85,7 @@ class Node:
                      "--log-level", os.environ.get("FAULT_LOG_LEVEL", "notice")]
         if store_timeout is not None:
             arguments += ["--store-timeout", str(store_timeout)]
+        arguments += list(extra_args)
         self.process = subprocess.Popen([*prefix, *arguments], stdout=self._log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 60
         while True:
@@ -145,8 +146,10 @@ READERS = ["r0", "r1", "r2"]
 class Traffic:
     """Messages and receipts through every node at once, as apps make them: each
     of `threads` threads per node sends a message (with its own id, R11) into
-    its channel through its node, then marks it read and delivered as each
-    reader, through the other node. A request that fails is tried again, as a
+    its channel through its node, then marks it delivered and read as each
+    reader — through the same node on even threads, through the next node on
+    odd ones (so receipts cross the nodes, and a node cut off holds up only
+    the threads that use it). A request that fails is tried again, as a
     client would, after a short pause. Every answer is kept (`answers`), and
     every acknowledged mark (`acked_reads`)."""
 
@@ -169,7 +172,7 @@ class Traffic:
                 setup.create_channel(cid, [WRITER, *READERS], WRITER)
                 self.channels.append(cid)
                 self.sent[cid] = []
-                other = nodes[(node_index + 1) % len(nodes)]
+                other = nodes[(node_index + thread % 2) % len(nodes)]
                 self.workers.append(threading.Thread(target=self._run, args=(cid, node, other), daemon=True))
 
     def __enter__(self):

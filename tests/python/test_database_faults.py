@@ -12,11 +12,14 @@ crash it. The partition needs root (a network namespace, iptables); so do
 the full disk's tmpfs. Under CI they run; elsewhere they are skipped
 without root."""
 
+import http.server
+import json
 import os
 import secrets
 import shutil
 import sqlite3
 import subprocess
+import threading
 import time
 
 import pytest
@@ -26,6 +29,8 @@ from wire import APIError, Ticks
 
 # Short, so a case takes seconds; the default is 5 s (StoreDeadline.defaultTimeout).
 DEADLINE = 2.0
+# To run these cases against a build from before --store-timeout existed (to see them fail there).
+DEADLINE_FLAG = [] if os.environ.get("TICKS_FAULTS_WITHOUT_DEADLINE_FLAG") else ["--store-timeout", str(DEADLINE)]
 # What a request may take at most: the deadline, and a second for everything around it.
 LONGEST = DEADLINE + 1.0
 # From the database being back to each node answering receipts again.
@@ -46,15 +51,16 @@ def cluster(tmp_path):
     made = {"postgres": None, "nodes": []}
     credentials = {"api_key": "faultkey", "api_secret": secrets.token_urlsafe(48)}
 
-    def start(address=None, node_b_prefix=(), node_b_host="127.0.0.1", node_b_postgres_host=None):
+    def start(address=None, node_b_prefix=(), node_b_host="127.0.0.1", node_b_postgres_host=None, node_a_args=()):
         postgres = OwnPostgres(address=address)
         made["postgres"] = postgres
         schema = "f_" + secrets.token_hex(4)
         postgres.psql(f"CREATE SCHEMA {schema}")
         url = f"{postgres.url}?schema={schema}"
-        a = Node("a", tmp_path / "a", url, credentials, DEADLINE)
+        a = Node("a", tmp_path / "a", url, credentials, DEADLINE if DEADLINE_FLAG else None, extra_args=node_a_args)
         b_url = url.replace("127.0.0.1", node_b_postgres_host) if node_b_postgres_host else url
-        b = Node("b", tmp_path / "b", b_url, credentials, DEADLINE, prefix=node_b_prefix, host=node_b_host)
+        b = Node("b", tmp_path / "b", b_url, credentials, DEADLINE if DEADLINE_FLAG else None, prefix=node_b_prefix,
+                 host=node_b_host)
         made["nodes"] += [a, b]
         return postgres, schema, a, b
 
@@ -102,8 +108,34 @@ def test_a_crash_restart_of_postgresql_costs_seconds(cluster):
     assert_survived(traffic, [a, b], postgres, schema, fault, back)
 
 
-def test_postgresql_stopped_for_30_seconds(cluster):
-    postgres, schema, a, b = cluster()
+class Receiver(http.server.BaseHTTPRequestHandler):
+    """A webhook receiver that keeps the event types it is called with."""
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        type(self).seen.append(json.loads(body).get("type"))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *arguments):
+        pass
+
+
+@pytest.fixture
+def receiver():
+    """A webhook receiver on loopback: (its URL, the event types it got)."""
+    handler = type("Handler", (Receiver,), {"seen": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook", handler.seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_postgresql_stopped_for_30_seconds(cluster, receiver):
+    hook, calls = receiver
+    postgres, schema, a, b = cluster(node_a_args=["--webhook", hook, "--webhook-events", "message.new"])
     with Traffic([a, b], client_timeout=LONGEST + 10) as traffic:
         traffic.wait_for_reads(20)
         postgres.stop()
@@ -126,6 +158,22 @@ def test_postgresql_stopped_for_30_seconds(cluster):
     for node in (a, b):
         status = status_of(node)
         assert status["store"]["reachable"] is True and "unreachable_since" not in status["store"], status["store"]
+        assert status["store"]["unavailable_calls"] > 0, status["store"]
+    # What runs beside the requests came back without a restart: the webhook sender
+    # calls again, and an app setting changed through one node applies on the other.
+    seen = len(calls)
+    a.client().send_message(traffic.channels[0], "writer", "after the outage", message_id="after-outage")
+    wait_until(lambda: len(calls) > seen, "the webhook sender never called again after the outage")
+    a.client().call("PATCH", "/app", {"reciprocal_read_receipts": True})
+    wait_until(lambda: b.client().call("GET", "/app")["app"]["reciprocal_read_receipts"] is True,
+               "node B never applied node A's setting after the outage")
+
+
+def wait_until(condition, message, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, message
+        time.sleep(0.1)
 
 
 def status_of(node):
@@ -201,7 +249,7 @@ def test_a_full_disk_refuses_writes_and_keeps_reads_and_the_data(tmp_path):
     keys = {"api_key": "diskkey", "api_secret": secrets.token_urlsafe(48)}
     server = None
     try:
-        server = TicksProcess(mount / "data", **keys, extra_args=["--rate-limits", "off", "--store-timeout", "2"])
+        server = TicksProcess(mount / "data", **keys, extra_args=["--rate-limits", "off", *DEADLINE_FLAG])
         api = Ticks(server.base_url, keys["api_key"], keys["api_secret"])
         api.timeout = LONGEST + 5
         api.upsert_users("alice", "bob")
