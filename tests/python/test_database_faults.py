@@ -295,9 +295,12 @@ def test_a_full_disk_refuses_writes_and_keeps_reads_and_the_data(tmp_path):
         if server:
             assert server.stop() == 0, server.output()
         try:
-            with sqlite3.connect(mount / "data" / "ticks.sqlite") as db:
+            db = sqlite3.connect(mount / "data" / "ticks.sqlite")
+            try:
                 assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
                 texts = [row[0] for row in db.execute("SELECT text FROM message ORDER BY seq")]
                 assert texts[0] == "before the disk filled" and texts[-1] == "after the disk had room again"
+            finally:
+                db.close()  # an open file keeps the filesystem busy
         finally:
-            subprocess.run(["umount", str(mount)], check=False)
+            subprocess.run(["umount", "--lazy", str(mount)], check=False)

@@ -195,7 +195,8 @@ extension ConnectController {
             }
         } catch {
             let apiError = StreamErrorMiddleware.apiError(for: error)
-            if apiError.status.code >= 500 {
+            // A 503 (the store away) is the store's health to tell, once (`StoreHealth`), not each receipt's.
+            if apiError.status.code >= 500, apiError.status != .serviceUnavailable {
                 logger.error("a receipt on a socket failed", metadata: ["error": "\(String(reflecting: error))"])
             }
             ack.error = APIErrorBody(
