@@ -6,14 +6,19 @@ REST API calls the primary (docs/operations.md, "High availability")."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
 
-from conftest import free_port
-
 PG_BIN = "/usr/lib/postgresql/15/bin"
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def as_postgres(command):
@@ -219,9 +224,19 @@ listen primary
             return None
         return result.stdout.strip()
 
-    def patronictl(self, *arguments):
-        return subprocess.run(
-            ["patronictl", "-c", self.members[0].config, *arguments], capture_output=True, text=True, timeout=60)
+    def set_synchronous(self, on):
+        """Turns Patroni's synchronous_mode on or off (PATCH /config) and waits until the standby is (a)synchronous."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.members[0].rest_port}/config", method="PATCH",
+            data=json.dumps({"synchronous_mode": on}).encode(), headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+        standby = next(m for m in self.members if m is not self.primary())
+        self.wait(lambda: standby.rest("/sync" if on else "/async") == 200,
+                  f"the standby did not become {'synchronous' if on else 'asynchronous'}", 60)
+        self.wait(lambda: (self.psql("SHOW synchronous_standby_names") or "") != "" if on
+                  else self.psql("SHOW synchronous_standby_names") == "",
+                  "the primary's synchronous_standby_names did not follow", 60)
 
     def close(self):
         if getattr(self, "haproxy", None):

@@ -82,12 +82,19 @@ def assert_survived(traffic, nodes, postgres, schema, fault_began, back, cut_off
     assert not slow, f"requests over the deadline + 1 s: {slow[:20]}"
     without_retry_after = [answer for answer in answers if answer.status == 503 and answer.retry_after is None]
     assert not without_retry_after, without_retry_after[:5]
+    recovered = {}
     for node in nodes:
         assert node.alive(), f"{node.name} exited: {node.output()}"
         for kind in ("read", "delivered", "send"):
             first = traffic.first_success(node.name, kind, back)
             assert first is not None, f"{node.name} never answered a {kind} after the database was back"
             assert first - back <= RECOVERY, f"{node.name} answered a {kind} {first - back:.1f} s after the database was back"
+            recovered[(node.name, kind)] = first - back
+    # For the record (docs/operations.md quotes these): how long until receipts came back, and how many 503s.
+    print(f"\nrecovery after the database was back: {max(recovered.values()):.2f} s at most "
+          f"({', '.join(f'{n} {k} {v:.2f}' for (n, k), v in sorted(recovered.items()))}); "
+          f"503s: {sum(1 for a in answers if a.status == 503)} of {len(answers)}; "
+          f"slowest answer {max(a.seconds for a in answers):.2f} s")
     lost = lost_receipts(postgres, schema, traffic)
     assert not lost, f"acknowledged but not in the database: {lost[:20]}"
     # Live events cross the nodes again, both ways.

@@ -233,10 +233,7 @@ public final class PostgresEventBus: EventBus {
                                 configuration: configuration, id: 2, logger: logger)
                         }
                         let expiry = StoreDeadline.expiry
-                        let registration = expiry?.register {
-                            let closed: EventLoopFuture<Void> = open.close()
-                            _ = closed
-                        }
+                        let registration = expiry?.closes(open)
                         defer { expiry?.forget(registration) }
                         do {
                             if everyone || !resync.isEmpty {

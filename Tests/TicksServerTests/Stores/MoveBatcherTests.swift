@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import TicksProtocol
 import TicksReceipts
+import TicksTestSupport
 
 @testable import TicksServer
 
@@ -214,6 +215,40 @@ struct MoveBatcherTests {
         third.finish()
         #expect(database.batcher.statistics == .init(batches: 3, moves: 4))
     }
+
+    @Test("past its deadline a caller is answered 503; a receipt still waiting is taken out and never runs")
+    func deadlines() async throws {
+        let clock = ManualClock()
+        let deadline = StoreDeadline(timeout: .seconds(2), time: clock.timeSource)
+        let database = HeldDatabase(lanes: 1, deadline: deadline)
+        let (alice, first) = try await database.sendAlone("alice")
+        let bob = try await database.send("bob")
+        // Both callers' deadlines wait on the clock; the batch in the database never ends by itself.
+        while clock.sleepers < 2 { await Task.yield() }
+        clock.advance(by: .seconds(2))
+        for waiting in [alice, bob] {
+            await #expect(throws: StoreError.unavailable(.timedOut(.seconds(2)))) { try await waiting.outcome() }
+        }
+        // The batch ends after its caller stopped waiting: nothing is answered twice, and bob,
+        // taken out of the queue, never runs; the lane is free for the next receipt.
+        first.finish()
+        try await database.laneFreed()
+        #expect(database.batcher.statistics == .init(batches: 1, moves: 1))
+        let (carol, third) = try await database.sendAlone("carol")
+        third.finish()
+        #expect(try await carol.outcome()?.at == carol.move.at)
+    }
+
+    @Test("an answer before the deadline is the answer, and its deadline stops waiting")
+    func answerBeforeDeadline() async throws {
+        let clock = ManualClock()
+        let database = HeldDatabase(lanes: 1, deadline: StoreDeadline(timeout: .seconds(2), time: clock.timeSource))
+        let (alice, batch) = try await database.sendAlone("alice")
+        batch.finish()
+        #expect(try await alice.outcome()?.at == alice.move.at)
+        while clock.sleepers > 0 { await Task.yield() }
+    }
+
 }
 
 /// A run that failed as a whole, as a statement or a commit can.
@@ -225,7 +260,7 @@ private struct Refused: Error, Equatable {
 }
 
 /// PostgreSQL's place: each batch `run` gets waits until the test ends it.
-private final class HeldDatabase {
+final class HeldDatabase {
     let batcher: MoveBatcher
     private var batches: AsyncStream<Batch>.Iterator
     private var arrivals: AsyncStream<BatchedMove>.Iterator
@@ -258,7 +293,7 @@ private final class HeldDatabase {
         func outcome() async throws -> CursorOutcome? { try await answer.value }
     }
 
-    init(lanes: Int, limit: Int = 64) {
+    init(lanes: Int, limit: Int = 64, deadline: StoreDeadline? = nil) {
         let (batches, batchStarted) = AsyncStream.makeStream(of: Batch.self)
         let (arrivals, moveArrived) = AsyncStream.makeStream(of: BatchedMove.self)
         let (freedLanes, laneFreed) = AsyncStream.makeStream(of: Void.self)
@@ -266,7 +301,8 @@ private final class HeldDatabase {
         self.arrivals = arrivals.makeAsyncIterator()
         self.freedLanes = freedLanes.makeAsyncIterator()
         batcher = MoveBatcher(
-            lanes: lanes, limit: limit, arrived: { moveArrived.yield($0) }, laneFreed: { laneFreed.yield() }
+            lanes: lanes, limit: limit, deadline: deadline, arrived: { moveArrived.yield($0) },
+            laneFreed: { laneFreed.yield() }
         ) { moves in
             try await withCheckedThrowingContinuation { end in batchStarted.yield(Batch(moves: moves, end: end)) }
         }

@@ -111,10 +111,7 @@ final class PostgresPool: Service, Sendable {
             try await StoreDeadline(timeout: .seconds(2), time: time).run { [probe, logger] in
                 let connection = try await PostgresConnection.connect(configuration: probe, id: 3, logger: logger)
                 let expiry = StoreDeadline.expiry
-                let registration = expiry?.register {
-                    let closed: EventLoopFuture<Void> = connection.close()
-                    _ = closed
-                }
+                let registration = expiry?.closes(connection)
                 defer {
                     expiry?.forget(registration)
                     let closed: EventLoopFuture<Void> = connection.close()

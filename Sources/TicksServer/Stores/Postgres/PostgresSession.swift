@@ -95,10 +95,7 @@ struct PostgresTransactions: Sendable {
     func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         try await pool.withConnection { connection in
             let expiry = StoreDeadline.expiry
-            let registration = expiry?.register {
-                let closed: EventLoopFuture<Void> = connection.close()
-                _ = closed
-            }
+            let registration = expiry?.closes(connection)
             defer { expiry?.forget(registration) }
             return try await body(connection)
         }
@@ -178,3 +175,14 @@ struct PostgresTransactions: Sendable {
 
 /// A statement was about to go out on a connection that has closed.
 struct PostgresConnectionClosed: Error {}
+
+extension StoreDeadline.Expiry {
+    /// Closes `connection` if the call is left at its deadline (without waiting for the close);
+    /// `forget` what this returns once the call gives the connection back.
+    func closes(_ connection: PostgresConnection) -> Int? {
+        register {
+            let closed: EventLoopFuture<Void> = connection.close()
+            _ = closed
+        }
+    }
+}
