@@ -110,7 +110,8 @@ public func buildApplication(
         let location = try PostgresLocation(url: url)
         let health = StoreHealth(logger: logger)
         let pool = PostgresPool(
-            configuration: location.clientConfiguration(), probe: try location.connectionConfiguration(),
+            configuration: location.clientConfiguration(idleInTransaction: configuration.storeDeadline.timeout),
+            probe: try location.connectionConfiguration(),
             health: health, time: configuration.storeDeadline.time, logger: logger)
         store = SQLStore.postgres(
             pool: pool, logger: logger, migrationsUpTo: configuration.migrationsUpTo, traced: traced,

@@ -63,12 +63,25 @@ public struct PostgresLocation: Sendable, Equatable {
     /// statements (`PreparedStatements.swift`) are planned once, generically:
     /// left to choose, PostgreSQL planned the batched receipts' statement
     /// afresh at every call (1.1 ms of planning for 0.3 ms of work).
-    public func clientConfiguration() -> PostgresClient.Configuration {
+    ///
+    /// A transaction left idle longer than `idleInTransaction` is ended by
+    /// PostgreSQL itself: a node cut off by a silent partition in the middle
+    /// of a transaction cannot tell the server it gave up (its close never
+    /// arrives), and the server would keep that transaction's row locks — on
+    /// users every channel shares — until TCP gave up, minutes later, holding
+    /// up every other node. Ticks never leaves a transaction idle for longer
+    /// than a round trip, so the store's deadline is the bound.
+    public func clientConfiguration(idleInTransaction: Duration = StoreDeadline.defaultTimeout)
+        -> PostgresClient.Configuration
+    {
         var configuration = PostgresClient.Configuration(
             host: host, port: port, username: username, password: password, database: database,
             tls: requireTLS ? .require(.makeClientConfiguration()) : .disable)
+        let milliseconds = max(1, idleInTransaction.components.seconds * 1_000
+            + idleInTransaction.components.attoseconds / 1_000_000_000_000_000)
         configuration.options.additionalStartupParameters = [
             ("search_path", schema), ("plan_cache_mode", "force_generic_plan"),
+            ("idle_in_transaction_session_timeout", String(milliseconds)),
         ]
         configuration.options.maximumConnections = 32
         return configuration

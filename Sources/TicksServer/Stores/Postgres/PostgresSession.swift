@@ -158,10 +158,11 @@ struct PostgresTransactions: Sendable {
             case .server:
                 let state = error.serverInfo?[.sqlState] ?? ""
                 // 08: connection exception; 57P01-03: shutting down, crashed, starting; 57014: cancelled;
-                // 53300: too many connections; 25006: read-only (a standby); 28: authentication;
+                // 53300: too many connections; 25006: read-only (a standby); 25P03: a transaction left idle
+                // past idle_in_transaction_session_timeout; 28: authentication;
                 // 40001, 40P01: still conflicting after the retries.
                 guard state.hasPrefix("08") || state.hasPrefix("28") || state.hasPrefix("57P")
-                    || ["57014", "53300", "25006", "40001", "40P01"].contains(state)
+                    || ["57014", "53300", "25006", "25P03", "40001", "40P01"].contains(state)
                 else { return nil }
                 return .unreachable("SQLSTATE \(state): \(error.serverInfo?[.message] ?? "")")
             default:
