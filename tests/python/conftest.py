@@ -18,6 +18,10 @@ import pytest
 from wire import Ticks
 
 TICKS_BIN = os.environ.get("TICKS_BIN", os.path.join(os.getcwd(), ".build", "debug", "ticks"))
+# Every server the tests start waits on its database for up to a minute before answering 503
+# (the default is 5 s): the tests run on machines saturated beside them (scripts/test-under-load).
+# The fault tests (test_database_faults.py, tests/ha) give --store-timeout themselves, which wins.
+os.environ.setdefault("TICKS_STORE_TIMEOUT", "60")
 # A PostgreSQL database for the tests that run on both stores (scripts/test starts one).
 POSTGRES_URL = os.environ.get("TICKS_TEST_POSTGRES_URL")
 

@@ -192,13 +192,15 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     }
 
     /// SQLite in the file at `path` (created if needed), in WAL mode.
-    public static func sqlite(path: String, checkpoints: SQLiteEngine.CheckpointPolicy = .init()) throws -> SQLStore {
-        SQLStore(engine: try SQLiteEngine.open(path: path, checkpoints: checkpoints))
+    public static func sqlite(
+        path: String, checkpoints: SQLiteEngine.CheckpointPolicy = .init(), deadline: StoreDeadline = StoreDeadline()
+    ) throws -> SQLStore {
+        SQLStore(engine: try SQLiteEngine.open(path: path, checkpoints: checkpoints), deadline: deadline)
     }
 
     /// A private in-memory SQLite database (tests).
-    public static func memory(traced: Bool = false) throws -> SQLStore {
-        SQLStore(engine: try SQLiteEngine.inMemory(), traced: traced)
+    public static func memory(traced: Bool = false, deadline: StoreDeadline = StoreDeadline()) throws -> SQLStore {
+        SQLStore(engine: try SQLiteEngine.inMemory(), traced: traced, deadline: deadline)
     }
 
     /// PostgreSQL through `pool` (which must run, and share `health`); `prepare()` once it runs,

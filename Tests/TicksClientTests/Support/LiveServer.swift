@@ -69,7 +69,8 @@ final class LiveServer: WireCalls {
             readyContinuation.yield(port)
             readyContinuation.finish()
         }
-        let store = try SQLStore.sqlite(path: databasePath)
+        // A long deadline: the SDK's tests run all at once on a machine that may be saturated.
+        let store = try SQLStore.sqlite(path: databasePath, deadline: StoreDeadline(timeout: .seconds(120)))
         let (application, services) = await buildApplication(configuration: configuration, store: store, logger: logger)
         let group = ServiceGroup(
             configuration: .init(services: [application], gracefulShutdownSignals: [], logger: logger))

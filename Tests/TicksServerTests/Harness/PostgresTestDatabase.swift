@@ -46,7 +46,7 @@ enum PostgresTestDatabase {
             defer { group.cancelAll() }
             try await admin.query("CREATE SCHEMA \(unescaped: location.schema)")
             do {
-                let store = SQLStore.postgres(pool: pool, logger: logger, health: health)
+                let store = SQLStore.postgres(pool: pool, logger: logger, deadline: StoreKind.deadline, health: health)
                 try await store.prepare()
                 let value = try await body(store, location)
                 try await admin.query("DROP SCHEMA \(unescaped: location.schema) CASCADE")

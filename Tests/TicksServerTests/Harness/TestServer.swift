@@ -24,18 +24,25 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
     /// What a test that does not ask for a store gets.
     static var standard: StoreKind { all[0] }
 
+    /// How long a test's store call may take: far above the production default (5 s),
+    /// since every test starts at once on a machine that may be saturated beside them;
+    /// the deadline's own behaviour is tested on a test's clock (`StoreDeadlineTests`)
+    /// and against the real engines (tests/python/test_database_faults.py).
+    static let deadline = StoreDeadline(timeout: .seconds(120))
+
     /// Runs `body` with a new, empty store of this kind, removed afterwards.
     func withStore<Value: Sendable>(
         _ body: (SQLStore) async throws -> Value
     ) async throws -> Value {
         switch self {
         case .memory:
-            return try await body(try SQLStore.memory())
+            return try await body(try SQLStore.memory(deadline: Self.deadline))
         case .disk:
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ticks-test-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: folder) }
-            return try await body(try SQLStore.sqlite(path: folder.appendingPathComponent("ticks.sqlite").path))
+            return try await body(
+                try SQLStore.sqlite(path: folder.appendingPathComponent("ticks.sqlite").path, deadline: Self.deadline))
         case .postgres:
             return try await PostgresTestDatabase.withStore { store, _ in try await body(store) }
         }

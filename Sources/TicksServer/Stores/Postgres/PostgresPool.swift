@@ -112,12 +112,17 @@ final class PostgresPool: Service, Sendable {
                 let connection = try await PostgresConnection.connect(configuration: probe, id: 3, logger: logger)
                 let expiry = StoreDeadline.expiry
                 let registration = expiry?.closes(connection)
-                defer {
-                    expiry?.forget(registration)
-                    let closed: EventLoopFuture<Void> = connection.close()
-                    _ = closed
+                // Closed and waited for, whatever the answer: a connection may not be dropped open.
+                let answered: Result<Void, any Error>
+                do {
+                    _ = try await connection.query("SELECT 1", logger: logger).collect()
+                    answered = .success(())
+                } catch {
+                    answered = .failure(error)
                 }
-                _ = try await connection.query("SELECT 1", logger: logger).collect()
+                expiry?.forget(registration)
+                try? await connection.close()
+                try answered.get()
             }
             return true
         } catch {
