@@ -110,8 +110,8 @@ public func buildApplication(
         let location = try PostgresLocation(url: url)
         let health = StoreHealth(logger: logger)
         let pool = PostgresPool(
-            configuration: location.clientConfiguration(idleInTransaction: configuration.storeDeadline.timeout),
-            probe: try location.connectionConfiguration(),
+            configuration: location.clientConfiguration(silence: configuration.storeDeadline.timeout),
+            probe: try location.connectionConfiguration(silence: configuration.storeDeadline.timeout),
             health: health, time: configuration.storeDeadline.time, logger: logger)
         store = SQLStore.postgres(
             pool: pool, logger: logger, migrationsUpTo: configuration.migrationsUpTo, traced: traced,
@@ -119,7 +119,8 @@ public func buildApplication(
         services.append(pool)
         prepare = { try await store.prepare() }
         configuration.eventBus = PostgresEventBus(
-            pool: pool, configuration: try location.connectionConfiguration(), schema: location.schema,
+            pool: pool, configuration: try location.connectionConfiguration(silence: configuration.storeDeadline.timeout),
+            schema: location.schema,
             queueBytes: configuration.limits.busQueueBytes, time: configuration.time, node: configuration.nodeID,
             tracing: traced, deadline: configuration.storeDeadline, logger: logger)
     }

@@ -239,6 +239,10 @@ def test_a_silent_partition_between_one_node_and_postgresql(cluster, namespace):
         assert a_during and b_during, during[:10]
         assert all(answer.status == 503 for answer in b_during), b_during[:10]
         assert any(answer.status == 200 for answer in a_during), a_during[:10]
+        # The server has dropped every session of the node it cannot hear (TCP keepalives and
+        # tcp_user_timeout of the deadline, + 3 s), so no transaction of B's keeps its row locks.
+        left = postgres.psql(f"SELECT count(*) FROM pg_stat_activity WHERE client_addr = '{subnet}.2'")
+        assert left == "0", f"{left} sessions of the cut-off node are still open on the server"
         for rule in cut:
             netns(name, "iptables", "-D", *rule)
         back = time.monotonic()

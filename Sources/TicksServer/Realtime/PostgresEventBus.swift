@@ -384,6 +384,8 @@ public final class PostgresEventBus: EventBus {
             do {
                 let connection = try await PostgresConnection.connect(
                     configuration: configuration, id: 1, logger: logger)
+                let heartbeat = startHeartbeat(on: connection)
+                defer { heartbeat.cancel() }
                 let ended: any Error
                 do {
                     try await connection.listen(on: channel) { notifications in
@@ -412,6 +414,34 @@ public final class PostgresEventBus: EventBus {
                     "event bus listener lost; reconnecting", metadata: ["error": "\(String(reflecting: error))"])
                 do { try await time.sleep(for: backoff) } catch { return }
                 backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
+
+    /// Asks the listener's connection `SELECT 1` every deadline, and closes it
+    /// when no answer comes within one (which ends `listen` and so reconnects).
+    /// A listening connection is silent: cut off by a partition, and dropped
+    /// by the server meanwhile (its keepalives), it stayed open on this side
+    /// for good once the network was back, and no event of another node
+    /// arrived again.
+    private func startHeartbeat(on connection: PostgresConnection) -> Task<Void, Never> {
+        Task { [deadline, time, logger] in
+            while true {
+                do {
+                    try await time.sleep(for: deadline.timeout)
+                } catch {
+                    return
+                }
+                do {
+                    try await deadline.run { _ = try await connection.query("SELECT 1", logger: logger).collect() }
+                } catch {
+                    if Task.isCancelled { return }
+                    logger.warning(
+                        "the event bus listener's connection did not answer; reconnecting",
+                        metadata: ["error": "\(error)"])
+                    try? await connection.close()
+                    return
+                }
             }
         }
     }

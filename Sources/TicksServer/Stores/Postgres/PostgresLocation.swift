@@ -64,35 +64,50 @@ public struct PostgresLocation: Sendable, Equatable {
     /// left to choose, PostgreSQL planned the batched receipts' statement
     /// afresh at every call (1.1 ms of planning for 0.3 ms of work).
     ///
-    /// A transaction left idle longer than `idleInTransaction` is ended by
-    /// PostgreSQL itself: a node cut off by a silent partition in the middle
-    /// of a transaction cannot tell the server it gave up (its close never
-    /// arrives), and the server would keep that transaction's row locks — on
-    /// users every channel shares — until TCP gave up, minutes later, holding
-    /// up every other node. Ticks never leaves a transaction idle for longer
-    /// than a round trip, so the store's deadline is the bound.
-    public func clientConfiguration(idleInTransaction: Duration = StoreDeadline.defaultTimeout)
+    /// The server drops a connection whose client stopped answering at the
+    /// TCP level within about `silence` + 3 s: a node cut off by a silent
+    /// partition in the middle of a transaction cannot tell the server it
+    /// gave up (its close never arrives), and the server would keep that
+    /// transaction's row locks — on users every channel shares — until TCP
+    /// gave up on its own, hours later (keepalives) or minutes (unacknowledged
+    /// data), holding up every other node. So each session asks for
+    /// keepalive probes after `silence` idle, one a second, three missed
+    /// ending it, and for data unacknowledged after `silence` to end it
+    /// (`tcp_user_timeout`). A client that is alive but slow (its CPU
+    /// saturated) still acknowledges at the TCP level and keeps its
+    /// transaction, which `idle_in_transaction_session_timeout` would not
+    /// allow: it ended transactions of a saturated test run and broke them.
+    public func clientConfiguration(silence: Duration = StoreDeadline.defaultTimeout)
         -> PostgresClient.Configuration
     {
         var configuration = PostgresClient.Configuration(
             host: host, port: port, username: username, password: password, database: database,
             tls: requireTLS ? .require(.makeClientConfiguration()) : .disable)
-        let milliseconds = max(1, idleInTransaction.components.seconds * 1_000
-            + idleInTransaction.components.attoseconds / 1_000_000_000_000_000)
-        configuration.options.additionalStartupParameters = [
-            ("search_path", schema), ("plan_cache_mode", "force_generic_plan"),
-            ("idle_in_transaction_session_timeout", String(milliseconds)),
-        ]
+        configuration.options.additionalStartupParameters =
+            [("search_path", schema), ("plan_cache_mode", "force_generic_plan")] + Self.keepalives(silence)
         configuration.options.maximumConnections = 32
         return configuration
     }
 
-    /// For a connection of its own (the event bus's listener and publisher).
-    public func connectionConfiguration() throws -> PostgresConnection.Configuration {
+    /// For a connection of its own (the event bus's listener and publisher), dropped by the
+    /// server like the pool's when the node stops answering (`clientConfiguration(silence:)`).
+    public func connectionConfiguration(silence: Duration = StoreDeadline.defaultTimeout) throws
+        -> PostgresConnection.Configuration
+    {
         var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: try tls)
-        configuration.options.additionalStartupParameters = [("search_path", schema)]
+        configuration.options.additionalStartupParameters = [("search_path", schema)] + Self.keepalives(silence)
         return configuration
+    }
+
+    /// The session settings that have the server drop a connection about `silence` + 3 s
+    /// after its client stopped answering at the TCP level.
+    static func keepalives(_ silence: Duration) -> [(String, String)] {
+        let seconds = max(1, silence.components.seconds + (silence.components.attoseconds > 0 ? 1 : 0))
+        return [
+            ("tcp_keepalives_idle", String(seconds)), ("tcp_keepalives_interval", "1"),
+            ("tcp_keepalives_count", "3"), ("tcp_user_timeout", String(seconds * 1_000)),
+        ]
     }
 }
 

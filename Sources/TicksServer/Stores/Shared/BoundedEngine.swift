@@ -31,7 +31,16 @@ struct BoundedEngine: StoreEngine {
 
     func storageBytes() async throws -> Int64 { try await bounded { try await base.storageBytes() } }
 
-    func prepare() async throws { try await base.prepare() }
+    /// The migrations: no deadline (they may be long), but a database that is away is said so.
+    func prepare() async throws {
+        do {
+            try await base.prepare()
+        } catch {
+            guard let why = base.unavailability(of: error) else { throw error }
+            health.failed(why)
+            throw StoreError.unavailable(why)
+        }
+    }
 
     func unavailability(of error: any Error) -> StoreError.Unavailability? { base.unavailability(of: error) }
 

@@ -40,6 +40,8 @@ struct TracedEngine: StoreEngine {
 
     func prepare() async throws { try await base.prepare() }
 
+    func unavailability(of error: any Error) -> StoreError.Unavailability? { base.unavailability(of: error) }
+
     private func traced<T>(_ name: String, _ unit: String, _ body: () async throws -> T) async throws -> T {
         guard ServiceContext.current != nil else { return try await body() }
         return try await withSpan(name, ofKind: .client) { span in
