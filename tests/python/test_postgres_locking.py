@@ -1,0 +1,72 @@
+"""Concurrent writers on PostgreSQL (READ COMMITTED) take row locks in one
+order (docs/storage.md, "PostgreSQL"): a channel before its members, members
+in key order, users in byte order of their ids. Sends into channels that
+share members update those users' kept totals at once; taken in whatever
+order the plan met them, they deadlocked, and each deadlock cost PostgreSQL's
+deadlock_timeout (a second) before the retry. On a cluster of this test's
+own, PostgreSQL's own count of deadlocks must stay 0, and every total must
+equal its members' counts."""
+
+import secrets
+import threading
+
+import pytest
+from dbfaults import Node, OwnPostgres, postgres_installed
+
+MEMBERS = ["m-Zed", "m-alice", "m-Bob", "m-carol", "m-dave", "m-Eve"]
+
+
+@pytest.fixture
+def postgres():
+    if not postgres_installed():
+        pytest.skip("PostgreSQL is not installed")
+    cluster = OwnPostgres()
+    yield cluster
+    cluster.close()
+
+
+def test_sends_into_channels_sharing_members_never_deadlock(postgres, tmp_path):
+    schema = "l_" + secrets.token_hex(4)
+    postgres.psql(f"CREATE SCHEMA {schema}")
+    credentials = {"api_key": "lockkey", "api_secret": secrets.token_urlsafe(48)}
+    url = f"{postgres.url}?schema={schema}"
+    nodes = [Node(name, tmp_path / name, url, credentials, None) for name in ("a", "b")]
+    try:
+        setup = nodes[0].client()
+        setup.upsert_users(*MEMBERS)
+        channels = [f"messaging:lock{index}" for index in range(8)]
+        for index, cid in enumerate(channels):
+            # Every channel has every member; each has a different author, so each send counts
+            # one more unread for the other five users, all shared with the other channels.
+            setup.create_channel(cid, MEMBERS, MEMBERS[index % len(MEMBERS)])
+        errors = []
+
+        def send(index, cid):
+            client = nodes[index % 2].client(timeout=30)
+            try:
+                for number in range(25):
+                    client.send_message(cid, MEMBERS[index % len(MEMBERS)], f"{number}", message_id=f"{cid[-5:]}-{number}")
+            except Exception as error:  # noqa: BLE001 - reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=send, args=(index, cid)) for index, cid in enumerate(channels)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors[:3]
+        deadlocks = postgres.psql("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+        assert deadlocks == "0", f"PostgreSQL counted {deadlocks} deadlocks"
+        # The kept totals are every member's unread counted afresh (R7), none lost to the retries.
+        wrong = postgres.psql(
+            """
+            SELECT u.id, u.unread_messages, (SELECT COALESCE(SUM(m.unread), 0) FROM member m WHERE m.user_id = u.id)
+            FROM app_user u
+            WHERE u.unread_messages <> (SELECT COALESCE(SUM(m.unread), 0) FROM member m WHERE m.user_id = u.id)
+            """, schema=schema)
+        assert wrong == "", wrong
+        total = postgres.psql("SELECT SUM(unread_messages) FROM app_user", schema=schema)
+        assert total == str(len(channels) * 25 * (len(MEMBERS) - 1)), total
+    finally:
+        for node in nodes:
+            node.stop()
