@@ -2,18 +2,15 @@
 PostgreSQL cluster of its own that it may crash, stop and cut off, Ticks
 nodes on it, and receipt traffic through them that records every answer."""
 
-import json
 import os
 import secrets
 import subprocess
 import tempfile
 import threading
 import time
-import urllib.parse
 
 from conftest import TICKS_BIN, free_port
-from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect
+from test_nodes import Socket
 from wire import APIError, Ticks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -255,42 +252,6 @@ class Traffic:
         return min(times) if times else None
 
 
-class Socket:
-    """A user's WebSocket to a node, keeping what it receives; `closed` is set when the node closes it."""
-
-    def __init__(self, node, user):
-        client = node.client()
-        query = urllib.parse.urlencode({
-            "api_key": node.api_key, "json": json.dumps({"user_id": user}),
-            "authorization": client.user_token(user)})
-        self.socket = connect(f"ws://{node.host}:{node.port}/connect?{query}", open_timeout=10, max_size=2**22)
-        self.events = []
-        self.lock = threading.Lock()
-        self.closed = threading.Event()
-        hello = json.loads(self.socket.recv(timeout=10))
-        assert hello["type"] == "health.check", hello
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        try:
-            while True:
-                event = json.loads(self.socket.recv())
-                with self.lock:
-                    self.events.append(event)
-        except (ConnectionClosed, OSError, TimeoutError):
-            self.closed.set()
-
-    def seen(self, predicate):
-        with self.lock:
-            return any(predicate(event) for event in self.events)
-
-    def close(self):
-        try:
-            self.socket.close()
-        except Exception:  # noqa: BLE001 - already gone
-            pass
-
-
 def live_events_flow(sender_node, listener_node, timeout=30):
     """A mark read through `sender_node` reaches a socket on `listener_node` (reconnecting as
     clients do when the node closes it); the seconds it took from the first try."""
@@ -311,7 +272,7 @@ def live_events_flow(sender_node, listener_node, timeout=30):
             if socket is None or socket.closed.is_set():
                 if socket:
                     socket.close()
-                socket = Socket(listener_node, "liveauthor")
+                socket = Socket(listener_node, listener_node.client(), "liveauthor")
             message_id = f"live-{secrets.token_hex(4)}"
             try:
                 via.send_message(cid, "liveauthor", "are you there", message_id=message_id)
@@ -319,12 +280,12 @@ def live_events_flow(sender_node, listener_node, timeout=30):
             except (APIError, OSError):
                 time.sleep(0.2)
                 continue
-            deadline = time.monotonic() + 2
-            while time.monotonic() < deadline:
-                if socket.seen(lambda e: e.get("type") == "message.read"
-                               and e.get("last_read_message_id") == message_id):
-                    return time.monotonic() - started
-                time.sleep(0.02)
+            try:
+                socket.wait_for(lambda e: e.get("type") == "message.read"
+                                and e.get("last_read_message_id") == message_id, timeout=2)
+                return time.monotonic() - started
+            except AssertionError:
+                continue
         raise AssertionError(f"no live event from {sender_node.name} reached {listener_node.name} in {timeout}s")
     finally:
         if socket:

@@ -64,7 +64,7 @@ class Socket:
         # Entered as a context manager (websockets ≥ 17.1 warns otherwise) and left in close().
         self.exit_stack = contextlib.ExitStack()
         self.socket = self.exit_stack.enter_context(
-            connect(f"ws://127.0.0.1:{node.port}/connect?{query}", open_timeout=10, max_size=2**22))
+            connect(f"ws://{getattr(node, 'host', '127.0.0.1')}:{node.port}/connect?{query}", open_timeout=10, max_size=2**22))
         self.events = []
         self.closed = threading.Event()
         self.lock = threading.Lock()
@@ -78,7 +78,7 @@ class Socket:
                 event = json.loads(self.socket.recv())
                 with self.lock:
                     self.events.append(event)
-        except (ConnectionClosed, OSError):
+        except (ConnectionClosed, OSError, TimeoutError):
             self.closed.set()
 
     def wait_for(self, predicate, timeout=10.0):

@@ -35,8 +35,8 @@ struct StatusController {
             version: BuildInfo.version, commit: BuildInfo.commit, startedAt: startedAt,
             uptimeSeconds: max(0, (now.microseconds - startedAt.microseconds) / 1_000_000),
             store: .init(
-                kind: store.kind.rawValue, reachable: health.unreachableSince == nil,
-                unreachableSince: health.unreachableSince, unavailableCalls: health.unavailableCalls,
+                kind: store.kind.rawValue, reachable: reachable,
+                unreachableSince: unreachableSince, unavailableCalls: health.unavailableCalls,
                 sizeBytes: reachable ? try? await store.storageBytes() : nil,
                 oldestReceiptMove: reachable ? (try? await store.oldestReceiptMove()) ?? nil : nil,
                 receiptLogRetentionSeconds: retention.window?.components.seconds),
