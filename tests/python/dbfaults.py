@@ -26,16 +26,18 @@ def postgres_installed():
 class OwnPostgres:
     """A throwaway cluster (scripts/postgres) that only this test uses, so it may crash it."""
 
-    def __init__(self, address=None):
+    def __init__(self, address=None, options=""):
         # Under /tmp: as root the cluster belongs to the postgres user.
         self.dir = tempfile.mkdtemp(prefix="ticks-faults-pg.")
         self.port = free_port()
         self.address = address
+        self.options = options  # more server options, as `-c name=value …`
         self.url = self._script("start", self.dir, str(self.port), *([address] if address else []))
 
     def _script(self, *arguments):
         return subprocess.run(
-            [POSTGRES_SCRIPT, *arguments], check=True, capture_output=True, text=True, timeout=120).stdout.strip()
+            [POSTGRES_SCRIPT, *arguments], check=True, capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, POSTGRES_OPTIONS=self.options)).stdout.strip()
 
     def crash_restart(self):
         self._script("crash-restart", self.dir)

@@ -58,9 +58,8 @@ extension SQLStore {
 
     /// Each outcome with what its move made reached by all (`reachedAll`),
     /// in the move's transaction, after every row lock the moves took: the
-    /// channels' advisory locks come last, in pk order (docs/storage.md). A
-    /// batch of moves in one channel may reach the same author's messages
-    /// more than once: each author is told once, of the newest.
+    /// channels' advisory locks come last, in pk order (docs/storage.md).
+    /// PostgreSQL's batches work the same out in `MovesFunction`.
     static func withReachedAll(_ outcomes: [CursorOutcome], kept: Bool) -> StoreProgram<[CursorOutcome]> {
         guard kept else { return .done(outcomes) }
         let locks = Set(outcomes.filter { !countedMoves($0).isEmpty }.map(\.channel.pk)).sorted()
@@ -72,33 +71,23 @@ extension SQLStore {
                     return outcome
                 }
             }
-        }.map { outcomes in
-            var newest: [String: Seq] = [:]
-            for outcome in outcomes {
-                for reached in outcome.reachedAll {
-                    let key = "\(outcome.channel.pk)/\(reached.kind)/\(reached.author)"
-                    newest[key] = max(newest[key] ?? 0, reached.seq)
-                }
-            }
-            return outcomes.map { outcome in
-                var outcome = outcome
-                outcome.reachedAll.removeAll { newest["\(outcome.channel.pk)/\($0.kind)/\($0.author)"] != $0.seq }
-                return outcome
-            }
-        }
+        }.map(toldOnceEach)
     }
 
-    /// `withReachedAll` over a batch's results: the moves that committed.
-    static func withReachedAll(_ results: [Result<CursorOutcome?, any Error>], kept: Bool)
-        -> StoreProgram<[Result<CursorOutcome?, any Error>]>
-    {
-        let committed = results.indices.compactMap { index in
-            (try? results[index].get())?.map { (index, $0) }
+    /// A batch of moves in one channel may reach the same author's messages
+    /// more than once: each author is told once, of the newest.
+    static func toldOnceEach(_ outcomes: [CursorOutcome]) -> [CursorOutcome] {
+        var newest: [String: Seq] = [:]
+        for outcome in outcomes {
+            for reached in outcome.reachedAll {
+                let key = "\(outcome.channel.pk)/\(reached.kind)/\(reached.author)"
+                newest[key] = max(newest[key] ?? 0, reached.seq)
+            }
         }
-        return withReachedAll(committed.map(\.1), kept: kept).map { outcomes in
-            var results = results
-            for ((index, _), outcome) in zip(committed, outcomes) { results[index] = .success(outcome) }
-            return results
+        return outcomes.map { outcome in
+            var outcome = outcome
+            outcome.reachedAll.removeAll { newest["\(outcome.channel.pk)/\($0.kind)/\($0.author)"] != $0.seq }
+            return outcome
         }
     }
 

@@ -131,46 +131,25 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
 
     var changeRecorder: (any ChangeRecorder)? { recorder.value.withLock { $0 } }
 
-    /// A batch of moves as one statement; those it left undone because their
-    /// member's row changed meanwhile run again, with their members locked
-    /// first (`StoreSQL.moves`, `StoreSQL.lockMembers`). The statement, what
-    /// the moves made read by all and what they owe are one transaction.
+    /// A batch of moves and what they made read by all (R13) in one
+    /// statement (`StoreSQL.moves`), committed on its own; with a recorder,
+    /// the statement and what the moves owe in one transaction.
     static func runBatch(
         _ moves: [BatchedMove], on engine: any StoreEngine, recorder: (any ChangeRecorder)?, keepsAllMembers: Bool = true
     )
         async throws
         -> [Result<CursorOutcome?, any Error>]
     {
-        typealias Outcomes = [Result<CursorOutcome?, any Error>]
-        /// The moves, and how many rows the recorder wrote.
-        @Sendable func program(_ moves: [BatchedMove], lock: Bool) -> StoreProgram<(Outcomes, Int)> {
-            let moved =
-                (lock
-                ? Step.execute(StoreSQL.lockMembers(of: moves)).then { _ in OneStatementMove.program(moves) }
-                : OneStatementMove.program(moves)).then { withReachedAll($0, kept: keepsAllMembers) }
-            guard let recorder else { return moved.map { ($0, 0) } }
-            return moved.then { outcomes in
+        let moved = { @Sendable in OneStatementMove.program(moves, keepsAllMembers: keepsAllMembers) }
+        guard let recorder else { return try await engine.writeOne(moved) }
+        let (outcomes, recorded) = try await engine.write {
+            moved().then { outcomes in
                 let committed = outcomes.compactMap { try? $0.get() }.compactMap { $0 }
                 return recorder.record(.cursorsMoved(committed), now: .now()).map { (outcomes, $0) }
             }
         }
-        // The statement, what the moves made read by all (R13) and what the moves owe, in one transaction.
-        var (outcomes, recorded) = try await engine.write { program(moves, lock: false) }
-        let stale = outcomes.indices.filter {
-            if case .failure(let error) = outcomes[$0], error is OneStatementMove.Stale { true } else { false }
-        }
-        if !stale.isEmpty {
-            // The first statement committed the others: a failing redo fails only the moves it redoes.
-            do {
-                let (redone, more) = try await engine.write { program(stale.map { moves[$0] }, lock: true) }
-                for (index, outcome) in zip(stale, redone) { outcomes[index] = outcome }
-                recorded += more
-            } catch {
-                for index in stale { outcomes[index] = .failure(error) }
-            }
-        }
         // After the commit, so the reader finds the rows (as `write(_:change:)`).
-        if recorded > 0 { recorder?.committed() }
+        if recorded > 0 { recorder.committed() }
         return outcomes
     }
 

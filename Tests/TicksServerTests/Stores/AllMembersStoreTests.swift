@@ -25,6 +25,56 @@ struct AllMembersStoreTests {
         }
     }
 
+    /// R13 exactly once under concurrent readers: every reader of a message
+    /// marks it read at once; whatever order their transactions commit in,
+    /// exactly one of them tells its author it was read by all, and exactly
+    /// one that it was delivered to all. On PostgreSQL each reader is its own
+    /// batch, run beside the others on the pool's connections (not through
+    /// the group commit's single lane), so their transactions truly overlap:
+    /// without the channel's advisory lock, two of them each miss the other's
+    /// uncommitted move and nobody is told.
+    @Test("R13: many readers of one message at once: exactly one read_by_all and one delivered_to_all", arguments: StoreKind.all)
+    func concurrentReaders(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let readers = (0..<12).map { "r\($0)" }
+            let now = Timestamp(microseconds: 1_700_000_000_000_000)
+            _ = try await store.upsertUsers((["author"] + readers).map { User(id: $0) }, now: now)
+            let (channel, _) = try await store.createChannel(
+                ChannelID(type: "messaging", id: "crowd"), createdBy: nil, memberIDs: ["author"] + readers, custom: [:],
+                now: now)
+            for round in 0..<15 {
+                let id = "crowd\(round)"
+                _ = try await store.sendMessage(
+                    NewMessage(id: id, userID: "author", text: "t", custom: [:]), to: channel, now: now)
+                let reached = try await withThrowingTaskGroup(of: [ReachedAll].self) { group in
+                    for reader in readers {
+                        group.addTask { try await Self.markRead(reader, upTo: id, in: channel, on: store, audience: everyone) }
+                    }
+                    return try await group.reduce(into: []) { $0 += $1 }
+                }
+                #expect(
+                    reached.filter { $0.kind == .read } == [ReachedAll(kind: .read, author: "author", messageID: id, seq: Seq(round + 1))],
+                    "round \(round)")
+                #expect(
+                    reached.filter { $0.kind == .delivered }
+                        == [ReachedAll(kind: .delivered, author: "author", messageID: id, seq: Seq(round + 1))],
+                    "round \(round)")
+            }
+        }
+    }
+
+    /// A mark read alone: on PostgreSQL its own batch, in a transaction of its own.
+    static func markRead(
+        _ reader: String, upTo id: String, in channel: ChannelRecord, on store: SQLStore, audience: any MoveAudience
+    ) async throws -> [ReachedAll] {
+        guard store.moveBatcher != nil else {
+            return try await store.markRead(reader, in: channel.cid, upTo: id, audience: audience, now: .now()).reachedAll
+        }
+        let move = BatchedMove(kind: .read, userID: reader, channel: channel.cid, messageID: id, at: .now(), audience: audience)
+        let results = try await SQLStore.runBatch([move], on: store.engine, recorder: nil)
+        return try #require(try results[0].get()).reachedAll
+    }
+
     struct World {
         var members: Set<String>
         var privateReads: Set<String> = []

@@ -144,6 +144,12 @@ enum PostgresSchema {
                 try await session.execute("INSERT INTO ticks_migration (name) VALUES (\(migration.name))")
                 transactions.logger.info("applied migration", metadata: ["migration": "\(migration.name)"])
             }
+            // The function of this release's marks (not a migration: `MovesFunction`).
+            let installed = try await session.run(
+                Fetch.texts("SELECT proname::text FROM pg_proc WHERE proname = \(MovesFunction.name) AND pronamespace = current_schema()::regnamespace"))
+            if installed.isEmpty {
+                try await session.execute(StoreQuery(stringLiteral: MovesFunction.definition))
+            }
             let newer = applied.subtracting(wanted.map(\.name))
             if !newer.isEmpty {
                 transactions.logger.notice(

@@ -29,14 +29,9 @@ extension PreparedShape {
     }
 }
 
-/// `StoreSQL.moves`: a batch of marks read and delivered.
+/// `StoreSQL.moves`: a batch of marks read and delivered, the call of `MovesFunction`.
 enum Moves: PreparedShape {
-    private static let shape = shape(
-        of: StoreSQL.moves([
-            BatchedMove(
-                kind: .read, userID: "u", channel: ChannelID(type: "t", id: "i"), messageID: "m", at: Timestamp(microseconds: 0),
-                audience: ShapeOnly())
-        ]))
+    private static let shape = shape(of: StoreSQL.moves([MovesFunction.sampleMove], keepsAllMembers: true))
     static var sql: String { shape.sql }
     static var bindingDataTypes: [PostgresDataType] { shape.types }
 }
@@ -60,12 +55,4 @@ struct PreparedStoreStatement<Shape: PreparedShape>: PostgresPreparedStatement {
 
     func makeBindings() throws -> PostgresBindings { bindings }
     func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
-}
-
-/// The audience of the sample move that gives `StoreSQL.moves` its shape:
-/// the statement's text and types do not depend on it, and it never runs.
-private struct ShapeOnly: MoveAudience {
-    var fullChannelLimit: Int { 0 }
-    func source(of update: CursorUpdate, in channel: ChannelRecord) -> AudienceSource? { nil }
-    func recipients(_ ids: [String], from source: AudienceSource, reader: String) -> [String] { [] }
 }

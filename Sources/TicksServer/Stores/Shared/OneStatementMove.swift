@@ -1,3 +1,4 @@
+import Foundation
 import TicksProtocol
 import TicksReceipts
 
@@ -17,19 +18,59 @@ struct BatchedMove: Sendable {
 
 /// PostgreSQL's batched marks read and delivered (`StoreSQL.moves`), each
 /// row decoded into the outcome the step-by-step program gives, and checked
-/// against `ReceiptRules`: the cursors the SQL chose must be the rules'.
+/// against `ReceiptRules`: the cursors the SQL chose must be the rules'; and
+/// what the moves made read by all (R13), checked against `AllMembers`.
 enum OneStatementMove {
-    /// A move the statement left undone: its member's row changed while it waited (`StoreSQL.moves`).
-    struct Stale: Error {}
-
-    /// The batch as one statement: one outcome (or refusal, or `Stale`) per move, in order.
-    static func program(_ moves: [BatchedMove]) -> StoreProgram<[Result<CursorOutcome?, any Error>]> {
-        Step.rows(StoreSQL.moves(moves)).map { rows in
-            guard rows.count == moves.count else {
+    /// The batch in one round trip: one outcome (or refusal) per move, in order.
+    static func program(_ moves: [BatchedMove], keepsAllMembers: Bool)
+        -> StoreProgram<[Result<CursorOutcome?, any Error>]>
+    {
+        Step.rows(StoreSQL.moves(moves, keepsAllMembers: keepsAllMembers)).map { rows in
+            guard rows.count >= moves.count else {
                 throw StoreError.inconsistent("\(rows.count) rows for a batch of \(moves.count) moves")
             }
-            return zip(rows, moves).map { row, move in Result { try outcome(row, of: move) } }
+            var results = try zip(rows, moves).enumerated().map { index, pair in
+                let (row, move) = pair
+                guard try row.int(32) == index + 1 else {
+                    throw StoreError.inconsistent("the moves' rows came out of order")
+                }
+                return Result { try outcome(row, of: move) }
+            }
+            var reported: [Int: [(kind: CursorKind, from: Seq, to: Seq)]] = [:]
+            for row in rows.dropFirst(moves.count) {
+                let index = Int(try row.int(32)) - 1
+                guard case .success(var outcome?)? = results.indices.contains(index) ? results[index] : nil else {
+                    throw StoreError.inconsistent("what move \(index + 1) reached, for a move that did not commit")
+                }
+                let reaching = try Reaching.decode(try row.text(33))
+                outcome.reachedAll += try reaching.checked(by: outcome)
+                reported[index, default: []].append((reaching.kind, reaching.from, reaching.to))
+                results[index] = .success(outcome)
+            }
+            // Every move that raised its mover's counted position was asked about, and no other.
+            for index in results.indices {
+                guard keepsAllMembers, case .success(let outcome?) = results[index] else { continue }
+                let expected = SQLStore.countedMoves(outcome).map { "\($0.kind)/\($0.from)/\($0.to)" }
+                let asked = (reported[index] ?? []).map { "\($0.kind)/\($0.from)/\($0.to)" }
+                guard expected.sorted() == asked.sorted() else {
+                    throw StoreError.inconsistent(
+                        "move \(index + 1) raised \(expected) for R13 by AllMembers; the function asked for \(asked)")
+                }
+            }
+            return Self.toldOnceEach(results)
         }
+    }
+
+    /// Each author told once per batch, of the newest message reached (`SQLStore.toldOnceEach`).
+    private static func toldOnceEach(_ results: [Result<CursorOutcome?, any Error>])
+        -> [Result<CursorOutcome?, any Error>]
+    {
+        let committed = results.indices.compactMap { index in (try? results[index].get())?.map { (index, $0) } }
+        var results = results
+        for ((index, _), outcome) in zip(committed, SQLStore.toldOnceEach(committed.map(\.1))) {
+            results[index] = .success(outcome)
+        }
+        return results
     }
 
     /// The outcome; nil for a delivered move the channel type ignores (R9) or one that moved nothing.
@@ -41,7 +82,8 @@ enum OneStatementMove {
                 ? StoreError.channelNotFound(cid: move.channel)
                 : StoreError.unknownChannel(move.channel)
         }
-        if try row.bool(31) { throw Stale() }
+        // The function locked the row before the statement's snapshot: it cannot have changed between them.
+        if try row.bool(31) { throw StoreError.inconsistent("a member row changed under its lock") }
         let found = try StoreRows.channel(row)
         let channel = found.channel
         let config = try StoreRules.requireConfig(found)
@@ -81,5 +123,75 @@ enum OneStatementMove {
             channel: channel, config: config, reader: try row.optionalText(26).map(StoredJSON.user) ?? User(id: userID),
             update: update, state: state, totals: try StoreRows.totals(row, at: 27), at: move.at,
             recipients: recipients)
+    }
+}
+
+/// What one move made read by all for one kind, as `MovesFunction` found it
+/// (JSON, one object per move and kind).
+struct Reaching: Decodable {
+    struct Lowest: Decodable {
+        var userID: String
+        var seq: Seq?
+        enum CodingKeys: String, CodingKey {
+            case userID = "user_id"
+            case seq
+        }
+    }
+
+    struct Message: Decodable {
+        var userID: String
+        var id: String
+        var seq: Seq
+        enum CodingKeys: String, CodingKey {
+            case userID = "user_id"
+            case id, seq
+        }
+    }
+
+    var kind: CursorKind
+    var from: Seq
+    var to: Seq
+    var lowest: [Lowest]
+    var reached: Bool
+    var lowestOther: String?
+    var upTo: Seq
+    var upToForLowest: Seq
+    var messages: [Message]
+
+    enum CodingKeys: String, CodingKey {
+        case kind, from, to, lowest, reached, messages
+        case lowestOther = "lowest_other"
+        case upTo = "up_to"
+        case upToForLowest = "up_to_for_lowest"
+    }
+
+    static func decode(_ text: String) throws -> Reaching {
+        do {
+            return try JSONDecoder().decode(Reaching.self, from: Data(text.utf8))
+        } catch {
+            throw StoreError.inconsistent("what a move reached is not readable: \(error)")
+        }
+    }
+
+    /// The messages it reached, once `AllMembers.reached` of the same
+    /// positions agrees with the bounds the SQL used.
+    func checked(by outcome: CursorOutcome) throws -> [ReachedAll] {
+        let expected = AllMembers.reached(
+            by: outcome.reader.id, from: from, to: to, lowest: lowest.map { ($0.userID, $0.seq) })
+        let agrees =
+            if let expected {
+                reached && expected.from == from && expected.upTo == upTo && expected.lowestOther == lowestOther
+                    && expected.upToForLowest == upToForLowest
+            } else {
+                !reached
+            }
+        guard agrees else {
+            throw StoreError.inconsistent(
+                "R13 in SQL: reached \(reached) from \(from) up to \(upTo), \(upToForLowest) for \(lowestOther ?? "none"); AllMembers says \(String(describing: expected))")
+        }
+        guard reached || messages.isEmpty else {
+            throw StoreError.inconsistent("R13 in SQL told messages of a move that reached nothing")
+        }
+        return messages.map { ReachedAll(kind: kind, author: $0.userID, messageID: $0.id, seq: $0.seq) }
     }
 }

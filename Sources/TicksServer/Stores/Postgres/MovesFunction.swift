@@ -1,0 +1,183 @@
+import TicksProtocol
+import TicksReceipts
+
+/// The PL/pgSQL function behind `StoreSQL.moves`: a batch of marks read and
+/// delivered, and what they made read by all (R13), in one round trip.
+///
+/// One statement cannot do both: it reads from one snapshot, taken before it
+/// waits for a lock, so two concurrent moves in one channel would each miss
+/// the other and neither tell that together they crossed. The statements of
+/// a function in READ COMMITTED each take a fresh snapshot, so the function
+/// runs them in turn, in the caller's transaction:
+///
+/// 1. locks the batch's member rows in key order and keeps their cursors before;
+/// 2. `StoreSQL.movesStatement`: moves them (its snapshot, taken after the
+///    locks, holds every change to these rows), returning one row per move;
+/// 3. takes each moved channel's advisory lock in pk order, after every row
+///    lock, as every change that may tell R13 does (`StoreSQL.allMembersLock`);
+/// 4. for each move and each kind of "all" the channel type tells, where the
+///    mover's counted position rose: the channel's three lowest counted
+///    positions (from the index, in a fresh snapshot holding every move
+///    committed before the lock), `AllMembers.reached` in SQL, and the newest
+///    message of each author it reached — one row each, as JSON.
+///
+/// `OneStatementMove` checks step 4 against `AllMembers` on every call, as it
+/// checks step 2 against `ReceiptRules`.
+///
+/// The function is created at start (`install`) under a name carrying a hash
+/// of its text, so nodes of two releases sharing a database each call their
+/// own. It is not a migration: it holds no data, and a node held at an older
+/// migration (`--migrations-up-to`) needs it too; step 4 runs only where the
+/// schema has `v11-all-members`.
+enum MovesFunction {
+    /// The function's text, without its name.
+    private static let signatureAndBody: String = {
+        let statement = SQLDialect.postgres.render(StoreSQL.movesStatement([sampleMove])).text
+        let nulls = resultColumns.dropLast(2).map { "NULL::\($0.type)" }.joined(separator: ", ")
+        let columns = resultColumns.map { "\($0.name) \($0.type)" }.joined(separator: ", ")
+        func counted(_ kind: CursorKind, deliveryEvents: Bool) -> String {
+            StoreSQL.countedSeq(kind, deliveryEvents: deliveryEvents)
+        }
+        let notCounted = StoreSQL.notCounted
+        return """
+            (BIGINT[], TEXT[], TEXT[], TEXT[], TEXT[], BIGINT[], BIGINT[], BIGINT[], BIGINT)
+            RETURNS TABLE (\(columns))
+            LANGUAGE plpgsql VOLATILE AS $ticks$
+            #variable_conflict use_column
+            DECLARE
+              o BIGINT[]; p BIGINT[]; rs BIGINT[]; ds BIGINT[];
+            BEGIN
+              -- 1. The batch's members, locked in key order; their cursors before.
+              SELECT array_agg(x.ord), array_agg(x.channel_pk), array_agg(x.read_seq), array_agg(x.delivered_seq)
+                INTO o, p, rs, ds
+              FROM (SELECT r.ord, m.channel_pk, m.read_seq, m.delivered_seq
+                    FROM unnest($3, $4, $2) WITH ORDINALITY AS r(ctype, cname, user_id, ord)
+                    JOIN channel c ON c.type = r.ctype AND c.id = r.cname
+                    JOIN member m ON m.channel_pk = c.pk AND m.user_id = r.user_id
+                    ORDER BY m.channel_pk, m.user_id FOR UPDATE OF m) x;
+              -- 2. The moves: one row each, in order.
+              RETURN QUERY
+            \(statement);
+              IF $9 = 0 OR o IS NULL THEN RETURN; END IF;
+              -- 3. R13: the advisory lock of each channel where a cursor moved, in pk order.
+              PERFORM pg_advisory_xact_lock(hashtextextended(current_schema() || '/' || x.pk::text, 0))
+              FROM (SELECT DISTINCT b.pk FROM unnest(o, p, rs, ds) AS b(ord, pk, read_before, delivered_before)
+                    JOIN member m ON m.channel_pk = b.pk AND m.user_id = ($2)[b.ord]
+                    WHERE m.read_seq > b.read_before OR m.delivered_seq > b.delivered_before
+                    ORDER BY b.pk) x;
+              -- 4. What each move made read by all: one row per move and kind its counted position rose for
+              -- (read before delivered, as SQLite tells them).
+              RETURN QUERY
+              WITH b AS (
+                SELECT b.ord, b.pk, m.user_id, m.reads_shared, m.deliveries_shared, b.read_before, b.delivered_before,
+                  m.read_seq AS read_after, m.delivered_seq AS delivered_after, c.member_count,
+                  COALESCE((t.config::jsonb ->> 'read_events')::boolean, false) AS re,
+                  COALESCE((t.config::jsonb ->> 'delivery_events')::boolean, false) AS de
+                FROM unnest(o, p, rs, ds) AS b(ord, pk, read_before, delivered_before)
+                JOIN member m ON m.channel_pk = b.pk AND m.user_id = ($2)[b.ord]
+                JOIN channel c ON c.pk = b.pk LEFT JOIN channel_type t ON t.name = c.type
+              ), mv AS (
+                -- AllMembers.counted of the mover, before and after.
+                SELECT b.*, k.kind, k.from_seq, k.to_seq FROM b CROSS JOIN LATERAL (VALUES
+                  (1, CASE WHEN b.reads_shared <> 0 THEN b.read_before
+                           WHEN b.de AND b.deliveries_shared <> 0 THEN b.delivered_before END,
+                      CASE WHEN b.reads_shared <> 0 THEN b.read_after
+                           WHEN b.de AND b.deliveries_shared <> 0 THEN b.delivered_after END),
+                  (0, CASE WHEN b.deliveries_shared <> 0 THEN b.delivered_before WHEN b.reads_shared <> 0 THEN b.read_before END,
+                      CASE WHEN b.deliveries_shared <> 0 THEN b.delivered_after WHEN b.reads_shared <> 0 THEN b.read_after END)
+                ) AS k(kind, from_seq, to_seq)
+                WHERE b.re AND (k.kind = 1 OR b.de) AND k.to_seq > k.from_seq
+              ), low AS (
+                -- The channel's three lowest counted positions (none in two members: the mover is every
+                -- member but the other, who holds nothing back), from the index of the kind's expression.
+                SELECT mv.ord, mv.kind, l.user_id, NULLIF(l.seq, \(notCounted)) AS seq, l.n FROM mv CROSS JOIN LATERAL (
+                  SELECT x.user_id, x.seq, row_number() OVER (ORDER BY x.seq) AS n FROM (
+                    (SELECT user_id, \(counted(.read, deliveryEvents: true)) AS seq FROM member
+                     WHERE channel_pk = mv.pk AND mv.kind = 1 AND mv.de
+                     ORDER BY \(counted(.read, deliveryEvents: true)) LIMIT 3)
+                    UNION ALL
+                    (SELECT user_id, \(counted(.read, deliveryEvents: false)) AS seq FROM member
+                     WHERE channel_pk = mv.pk AND mv.kind = 1 AND NOT mv.de
+                     ORDER BY \(counted(.read, deliveryEvents: false)) LIMIT 3)
+                    UNION ALL
+                    (SELECT user_id, \(counted(.delivered, deliveryEvents: true)) AS seq FROM member
+                     WHERE channel_pk = mv.pk AND mv.kind = 0
+                     ORDER BY \(counted(.delivered, deliveryEvents: true)) LIMIT 3)
+                  ) x
+                ) l WHERE mv.member_count > 2
+              ), reach AS (
+                -- AllMembers.reached: the lowest member but the mover, and the one after.
+                SELECT mv.ord, mv.kind, mv.pk, mv.user_id, mv.from_seq, mv.to_seq, f.user_id AS lowest_other,
+                  LEAST(mv.to_seq, COALESCE(f.seq, \(notCounted))) AS up_to,
+                  LEAST(mv.to_seq, COALESCE(s.seq, \(notCounted))) AS up_to_for_lowest,
+                  (SELECT json_agg(json_build_object('user_id', l.user_id, 'seq', l.seq) ORDER BY l.n)
+                   FROM low l WHERE l.ord = mv.ord AND l.kind = mv.kind) AS lowest
+                FROM mv
+                LEFT JOIN LATERAL (SELECT l.user_id, l.seq FROM low l
+                  WHERE l.ord = mv.ord AND l.kind = mv.kind AND l.user_id <> mv.user_id ORDER BY l.n LIMIT 1) f ON true
+                LEFT JOIN LATERAL (SELECT l.seq FROM low l
+                  WHERE l.ord = mv.ord AND l.kind = mv.kind AND l.user_id <> mv.user_id ORDER BY l.n OFFSET 1 LIMIT 1) s ON true
+              )
+              SELECT \(nulls), reach.ord, json_build_object(
+                'kind', reach.kind, 'from', reach.from_seq, 'to', reach.to_seq, 'lowest', COALESCE(reach.lowest, '[]'),
+                'reached', reach.up_to > reach.from_seq OR reach.up_to_for_lowest > reach.from_seq,
+                'lowest_other', reach.lowest_other, 'up_to', reach.up_to, 'up_to_for_lowest', reach.up_to_for_lowest,
+                -- StoreSQL.newlyReached: the newest message of each author it reached.
+                'messages', COALESCE((SELECT json_agg(json_build_object('user_id', n.user_id, 'id', n.id, 'seq', n.seq))
+                  FROM (SELECT g.user_id, g.id, g.seq,
+                          ROW_NUMBER() OVER (PARTITION BY g.user_id ORDER BY g.seq DESC) AS r
+                        FROM message g
+                        WHERE (reach.up_to > reach.from_seq OR reach.up_to_for_lowest > reach.from_seq)
+                          AND g.channel_pk = reach.pk AND g.seq > reach.from_seq
+                          AND g.seq <= GREATEST(reach.up_to, reach.up_to_for_lowest) AND g.hidden = 0
+                          AND g.user_id <> reach.user_id
+                          AND (g.seq <= reach.up_to OR g.user_id = COALESCE(reach.lowest_other, ''))
+                          AND (g.seq <= reach.up_to_for_lowest OR g.user_id <> COALESCE(reach.lowest_other, ''))
+                          AND EXISTS (SELECT 1 FROM member e WHERE e.channel_pk = g.channel_pk AND e.user_id = g.user_id)
+                       ) n WHERE n.r = 1), '[]'))::text
+              FROM reach ORDER BY reach.ord, reach.kind DESC;
+            END
+            $ticks$
+            """
+    }()
+
+    /// The function's name: `ticks_moves_` and a hash of its text.
+    static let name = "ticks_moves_" + String(fnv1a(signatureAndBody), radix: 16)
+
+    /// Creates the function unless a node of this release already did; under
+    /// the migrations' advisory lock (`PostgresSchema.migrate`), since two
+    /// concurrent `CREATE OR REPLACE FUNCTION`s of one name may fail.
+    static var definition: String { "CREATE OR REPLACE FUNCTION \(name)\(signatureAndBody)" }
+
+    /// The columns of every row: `StoreSQL.movesStatement`'s, the move's
+    /// number, and what it reached.
+    static let resultColumns: [(name: String, type: String)] =
+        [
+            "BIGINT", "TEXT", "TEXT", "TEXT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT",
+            "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "BIGINT", "TEXT", "TEXT",
+            "BIGINT", "TEXT", "TEXT", "BIGINT", "BIGINT", "TEXT", "TEXT", "BOOLEAN",
+        ].enumerated().map { ("c\($0.offset)", $0.element) } + [("move", "BIGINT"), ("reached", "TEXT")]
+
+    /// A move that gives the statement its text (its values are bound, never part of it).
+    static let sampleMove = BatchedMove(
+        kind: .read, userID: "u", channel: ChannelID(type: "t", id: "i"), messageID: "m",
+        at: Timestamp(microseconds: 0), audience: ShapeOnlyAudience())
+
+    /// 64-bit FNV-1a: a short stable name for a text (not a secret, not a checksum against tampering).
+    private static func fnv1a(_ text: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return hash
+    }
+}
+
+/// The audience of the sample move that gives `StoreSQL.moves` its shape:
+/// the statement's text and types do not depend on it, and it never runs.
+struct ShapeOnlyAudience: MoveAudience {
+    var fullChannelLimit: Int { 0 }
+    func source(of update: CursorUpdate, in channel: ChannelRecord) -> AudienceSource? { nil }
+    func recipients(_ ids: [String], from source: AudienceSource, reader: String) -> [String] { [] }
+}

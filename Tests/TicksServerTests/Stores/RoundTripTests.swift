@@ -1,0 +1,69 @@
+import Foundation
+import GRDB
+import Synchronization
+import Testing
+
+@testable import TicksServer
+
+/// Statements per operation on SQLite, counted (docs/storage.md, "Round trips
+/// per operation"; tests/python/test_round_trips.py counts PostgreSQL's): the
+/// server's requests over HTTP on an in-memory store, whose one connection
+/// runs every read and write, traced by SQLite (`sqlite3_trace_v2`: each
+/// statement as it starts stepping, BEGIN and COMMIT too). Each operation
+/// runs `rounds` times after a first run; the statements it took must be
+/// exactly the table's. A change that adds one fails here until it updates
+/// the table on purpose.
+@Suite("Round trips per operation")
+struct RoundTripTests {
+    static let rounds = 5
+
+    /// The table in docs/storage.md: operation → count in `column`.
+    static func documented(_ column: String) throws -> [String: Int] {
+        let docs = URL(filePath: #filePath).deletingLastPathComponent().appending(path: "../../../docs/storage.md")
+        let text = try String(contentsOf: docs, encoding: .utf8)
+        let section = try #require(text.components(separatedBy: "### Round trips per operation").dropFirst().first)
+        let rows = section.components(separatedBy: "\n#")[0].split(separator: "\n").filter { $0.hasPrefix("|") }.map {
+            $0.trimmingCharacters(in: CharacterSet(charactersIn: "| ")).components(separatedBy: "|").map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
+        }
+        let index = try #require(rows.first?.firstIndex(of: column))
+        var counts: [String: Int] = [:]
+        for row in rows.dropFirst(2) { counts[row[0]] = Int(row[index]) }
+        return counts
+    }
+
+    @Test("SQLite: the statements each operation steps are the documented ones")
+    func sqliteStatements() async throws {
+        let expected = try Self.documented("SQLite statements")
+        try await TestServer.run(.memory, receiptLogRetention: ReceiptLogRetention(window: nil)) { server in
+            let store = try #require(server.store as? SQLStore)
+            let engine = try #require((store.engine as? BoundedEngine)?.base as? SQLiteEngine)
+            let stepped = Atomic<Int>(0)
+            try await engine.writer.writeWithoutTransaction { db in
+                db.trace(options: .statement) { _ in stepped.add(1, ordering: .relaxed) }
+            }
+            try await server.upsert("author", "reader", "other")
+            // Three members: a move reads the channel's lowest cursors for R13 (two would not).
+            try await server.createChannel("messaging:trips", members: ["author", "reader", "other"], createdBy: "author")
+            let ids = (0...Self.rounds).map { "trip\($0)" }
+            func count(_ operation: String, _ call: (String) async throws -> Void) async throws {
+                let before = stepped.load(ordering: .relaxed)
+                for id in ids.dropFirst() { try await call(id) }
+                let took = stepped.load(ordering: .relaxed) - before
+                #expect(
+                    Double(took) / Double(Self.rounds) == Double(try #require(expected[operation])),
+                    "\(operation): \(Double(took) / Double(Self.rounds)) statements per call")
+            }
+            // A first run of each, then the counted ones: every one moves a cursor (or plays a new message).
+            _ = try await server.sendVoiceNote("messaging:trips", id: ids[0], from: "author")
+            try await server.markDelivered("reader", [("messaging:trips", ids[0])])
+            _ = try await server.markRead("messaging:trips", "reader", upTo: ids[0])
+            _ = try await server.markPlayed(ids[0], by: "reader")
+            try await count("send") { _ = try await server.sendVoiceNote("messaging:trips", id: $0, from: "author") }
+            try await count("mark delivered") { try await server.markDelivered("reader", [("messaging:trips", $0)]) }
+            try await count("mark read") { _ = try await server.markRead("messaging:trips", "reader", upTo: $0) }
+            try await count("played") { _ = try await server.markPlayed($0, by: "reader") }
+        }
+    }
+}
