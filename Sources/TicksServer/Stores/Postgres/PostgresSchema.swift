@@ -146,7 +146,7 @@ enum PostgresSchema {
             }
             // The function of this release's marks (not a migration: `MovesFunction`).
             let installed = try await session.run(
-                Fetch.texts("SELECT proname::text FROM pg_proc WHERE proname = \(MovesFunction.name) AND pronamespace = current_schema()::regnamespace"))
+                Fetch.texts("SELECT proname::text FROM pg_proc WHERE proname = \(MovesFunction.name) AND pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())"))
             if installed.isEmpty {
                 try await session.execute(StoreQuery(stringLiteral: MovesFunction.definition))
             }
