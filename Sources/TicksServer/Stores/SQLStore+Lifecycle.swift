@@ -301,7 +301,11 @@ extension SQLStore {
                 guard isMember else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
                 return Self.parent(parentID, in: channel)
             }.then { parent in
-                Step.row(StoreSQL.newestReply(to: parentID)).then { row in
+                // The parent's row lock first (as a reply takes it, to count itself): a reply
+                // committed before it is in the newest reply read next; one after it waits, then
+                // counts itself in the row written here.
+                Step.execute(StoreSQL.lockThreads([parentID])).then { _ in Step.row(StoreSQL.newestReply(to: parentID)) }
+                    .then { row in
                     let newest = try row?.int(0) ?? 0
                     // Without replies yet, the parent is what they have read.
                     let upTo = newest > 0 ? newest : parent.seq
@@ -326,7 +330,11 @@ extension SQLStore {
             Step.row(StoreSQL.unreadTotals(of: userID)).then { row -> StoreProgram<ThreadsRead?> in
                 guard let row else { return .done(nil) }
                 let totals = try StoreRows.totals(row)
-                return Step.rows(StoreSQL.readAllThreads(of: userID, at: now.microseconds)).then { moved in
+                // Their threads' parents locked first (`markThreadRead`), then one statement whose
+                // snapshot holds every reply that counted itself before.
+                return Step.execute(StoreSQL.lockThreads(of: userID)).then { _ in
+                    Step.rows(StoreSQL.readAllThreads(of: userID, at: now.microseconds))
+                }.then { moved in
                     // What `GET /unread` would count now (0 but for threads whose parent is gone).
                     Step.rows(StoreSQL.unreadThreads(of: [userID])).map { unread in
                         ThreadsRead(

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Synchronization
 import Testing
+import TicksTestSupport
 
 @testable import TicksServer
 
@@ -36,24 +37,33 @@ struct RoundTripTests {
     @Test("SQLite: the statements each operation steps are the documented ones")
     func sqliteStatements() async throws {
         let expected = try Self.documented("SQLite statements")
-        try await TestServer.run(.memory, receiptLogRetention: ReceiptLogRetention(window: nil)) { server in
+        // On a clock nobody advances: the app's settings, read again when a second old
+        // (`AppOptionsCache`), are read once, not once per second of a slow run.
+        let clock = ManualClock()
+        try await TestServer.run(.memory, time: clock.timeSource, receiptLogRetention: ReceiptLogRetention(window: nil)) {
+            server in
             let store = try #require(server.store as? SQLStore)
             let engine = try #require((store.engine as? BoundedEngine)?.base as? SQLiteEngine)
-            let stepped = Atomic<Int>(0)
+            let stepped = Mutex<[String]>([])
             try await engine.writer.writeWithoutTransaction { db in
-                db.trace(options: .statement) { _ in stepped.add(1, ordering: .relaxed) }
+                db.trace(options: .statement) { event in
+                    let sql = "\(event)"
+                    stepped.withLock { $0.append(sql) }
+                }
             }
             try await server.upsert("author", "reader", "other")
             // Three members: a move reads the channel's lowest cursors for R13 (two would not).
             try await server.createChannel("messaging:trips", members: ["author", "reader", "other"], createdBy: "author")
             let ids = (0...Self.rounds).map { "trip\($0)" }
             func count(_ operation: String, _ call: (String) async throws -> Void) async throws {
-                let before = stepped.load(ordering: .relaxed)
+                let before = stepped.withLock { $0.count }
                 for id in ids.dropFirst() { try await call(id) }
-                let took = stepped.load(ordering: .relaxed) - before
+                let took = stepped.withLock { Array($0[before...]) }
+                let counted = Dictionary(took.map { (String($0.prefix(80)), 1) }, uniquingKeysWith: +)
+                    .sorted { $0.key < $1.key }.map { "\($0.value)× \($0.key)" }
                 #expect(
-                    Double(took) / Double(Self.rounds) == Double(try #require(expected[operation])),
-                    "\(operation): \(Double(took) / Double(Self.rounds)) statements per call")
+                    Double(took.count) / Double(Self.rounds) == Double(try #require(expected[operation])),
+                    "\(operation): \(Double(took.count) / Double(Self.rounds)) statements per call:\n\(counted.joined(separator: "\n"))")
             }
             // A first run of each, then the counted ones: every one moves a cursor (or plays a new message).
             _ = try await server.sendVoiceNote("messaging:trips", id: ids[0], from: "author")

@@ -11,6 +11,11 @@ struct PostgresSession {
     let connection: PostgresConnection
     let logger: Logger
 
+    /// Tests only: awaited with each statement's text before it is sent, in
+    /// the tasks that carry it, so an interleaving test can hold a
+    /// transaction between two of its statements (`InterleavingTests`).
+    @TaskLocal static var beforeStatement: (@Sendable (String) async -> Void)?
+
     func run<Result>(_ program: StoreProgram<Result>) async throws -> Result {
         var run = ProgramRun(program)
         while let query = try run.nextQuery() { try run.answer(try await rows(query)) }
@@ -25,6 +30,7 @@ struct PostgresSession {
         guard !connection.isClosed else { throw PostgresConnectionClosed() }
         let (text, bindings) = SQLDialect.postgres.render(query)
         try bindings.requireStorable()
+        if let pause = Self.beforeStatement { await pause(text) }
         var binds = PostgresBindings(capacity: bindings.count)
         for binding in bindings {
             switch binding {

@@ -285,6 +285,26 @@ extension StoreSQL {
         """
     }
 
+    /// Locks threads' parent messages (PostgreSQL; SQLite's single writer
+    /// needs none), in byte order of their ids: a reply takes its parent's
+    /// row lock (`addReply`) before it counts itself in the thread's read
+    /// states, so a thread read that holds it sees, in its next statement,
+    /// every reply that counted itself, and the others wait until it commits
+    /// and then count themselves in the state it wrote. Without it a reply
+    /// committed between the read of the newest reply and the write of
+    /// `unread = 0` was counted and then wiped (issue 40).
+    static func lockThreads(_ parentIDs: [String]) -> StoreQuery {
+        "SELECT 1 FROM message WHERE \(in: "id", parentIDs) ORDER BY \(byteOrdered: "id")\(forUpdateOf: nil)"
+    }
+
+    /// `lockThreads` of every thread `userID` has a read state in.
+    static func lockThreads(of userID: String) -> StoreQuery {
+        """
+        SELECT 1 FROM message WHERE id IN (SELECT parent_id FROM thread_read WHERE user_id = \(userID))
+        ORDER BY \(byteOrdered: "id")\(forUpdateOf: nil)
+        """
+    }
+
     /// `userID` has read the thread up to `seq` (its newest reply): nothing in it is unread.
     static func readThread(_ parentID: String, by userID: String, in channelPK: Int64, upTo seq: Seq, at: Int64)
         -> StoreQuery

@@ -1,0 +1,138 @@
+import Foundation
+import Synchronization
+import Testing
+import TicksProtocol
+import TicksReceipts
+
+@testable import TicksServer
+
+/// Store paths that read and then write, against a concurrent writer that
+/// commits between the read and the write (docs/storage.md, "Concurrency on
+/// PostgreSQL"). On PostgreSQL the path is held between its two statements
+/// (`PostgresSession.beforeStatement`), every time, while the other writer
+/// runs: it either commits meanwhile (the race) or waits for a lock the path
+/// holds (the guard). SQLite runs the two one after the other: its single
+/// writer is the guard. Either way nothing may be lost from a count:
+/// `recountUnread` afterwards finds nothing to fix.
+@Suite("Concurrent writers: reads then writes under interleaving")
+struct InterleavingTests {
+    /// Holds the first statement, in the tasks that carry `hook`, that `matches`.
+    final class Pause: Sendable {
+        let matches: @Sendable (String) -> Bool
+        private let armed = Atomic<Bool>(true)
+        private let reached = AsyncStream<Void>.makeStream()
+        private let released = AsyncStream<Void>.makeStream()
+
+        init(before matches: @escaping @Sendable (String) -> Bool) { self.matches = matches }
+
+        var hook: @Sendable (String) async -> Void {
+            { text in
+                guard self.matches(text),
+                    self.armed.compareExchange(expected: true, desired: false, ordering: .relaxed).exchanged
+                else { return }
+                self.reached.continuation.yield()
+                for await _ in self.released.stream { break }
+            }
+        }
+
+        func waitUntilHeld() async { for await _ in reached.stream { break } }
+        func release() { released.continuation.yield() }
+    }
+
+    /// Runs `path` held at `pause` while `other` runs, and lets it go once
+    /// `other` has finished or is waiting for a lock; both must succeed.
+    /// SQLite: `path`, then `other`.
+    static func interleave<T: Sendable>(
+        _ kind: StoreKind, _ store: SQLStore, at pause: Pause, _ path: @escaping @Sendable () async throws -> T,
+        against other: @escaping @Sendable () async throws -> Void, waitingOn lockedStatements: [String]
+    ) async throws -> T {
+        guard kind == .postgres else {
+            let result = try await path()
+            try await other()
+            return result
+        }
+        let held = Task { try await PostgresSession.$beforeStatement.withValue(pause.hook) { try await path() } }
+        await pause.waitUntilHeld()
+        let running = Task { try await other() }
+        // Up to two minutes (a saturated machine): done, or blocked by the held transaction.
+        let started = ContinuousClock.now
+        let finished = Atomic<Bool>(false)
+        let watcher = Task {
+            _ = await running.result
+            finished.store(true, ordering: .relaxed)
+        }
+        while !finished.load(ordering: .relaxed), ContinuousClock.now - started < .seconds(120) {
+            if try await waiting(store, on: lockedStatements) { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        pause.release()
+        let result = try await held.value
+        try await running.value
+        _ = await watcher.value
+        return result
+    }
+
+    /// Whether a backend waits for a lock while running a statement that starts with one of `texts`.
+    static func waiting(_ store: SQLStore, on texts: [String]) async throws -> Bool {
+        for text in texts {
+            let found = try await store.engine.readOne {
+                Step.row(
+                    """
+                    SELECT count(*) FROM pg_stat_activity
+                    WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE \(text + "%")
+                    """
+                ).map { try ($0?.int(0) ?? 0) > 0 }
+            }
+            if found { return true }
+        }
+        return false
+    }
+
+    /// A thread read state written with its values (`StoreSQL.readThread`), not joined (`joinThread`).
+    static let readThread: @Sendable (String) -> Bool = {
+        $0.hasPrefix("INSERT INTO thread_read") && $0.contains("VALUES")
+    }
+
+    @Test("thread read (thread_id on mark read): a reply sent while it is between its statements stays counted", arguments: StoreKind.all)
+    func threadReadAgainstReply(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let threads = ThreadStoreTests()
+            let channel = try await threads.setUp(store, "tr")
+            try await threads.reply(store, "tr-r1", by: "c", to: "tr-p", in: channel)
+            _ = try await store.markThreadRead("b", in: channel, parentID: "tr-p", now: .now())
+            try await threads.reply(store, "tr-r2", by: "c", to: "tr-p", in: channel)
+            // b reads the thread, held between reading its newest reply and writing unread = 0, while c replies.
+            _ = try await Self.interleave(
+                kind, store, at: Pause(before: Self.readThread),
+                { try await store.markThreadRead("b", in: channel, parentID: "tr-p", now: .now()) },
+                against: { try await threads.reply(store, "tr-r3", by: "c", to: "tr-p", in: channel) },
+                waitingOn: ["UPDATE message SET reply_count"])
+            #expect(try await threads.threads(store, "b") == ["tr-p 1"], "r3 came after what b read")
+            let recount = try await store.recountUnread(of: nil)
+            #expect(recount.fixedCount == 0, "\(recount.fixes)")
+        }
+    }
+
+    @Test("every thread read (POST /threads/read): a reply sent while it is between its statements stays counted", arguments: StoreKind.all)
+    func threadsReadAgainstReply(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let threads = ThreadStoreTests()
+            let channel = try await threads.setUp(store, "ta")
+            try await threads.reply(store, "ta-r1", by: "c", to: "ta-p", in: channel)
+            _ = try await store.markThreadRead("b", in: channel, parentID: "ta-p", now: .now())
+            try await threads.reply(store, "ta-r2", by: "c", to: "ta-p", in: channel)
+            // The bulk read is one UPDATE: the race is inside it, between its snapshot and its row
+            // locks. So the reply is held instead, after counting itself in b's thread read state
+            // (uncommitted, holding that row), at its author's own thread read, while b reads every thread.
+            _ = try await Self.interleave(
+                kind, store, at: Pause(before: Self.readThread),
+                { try await threads.reply(store, "ta-r3", by: "c", to: "ta-p", in: channel) },
+                against: { _ = try await store.markThreadsRead("b", now: .now()) },
+                waitingOn: ["UPDATE thread_read SET", "SELECT 1 FROM message WHERE id IN"])
+            let left = try await threads.threads(store, "b")
+            #expect(left == [], "b read every thread after r3: \(left)")
+            let recount = try await store.recountUnread(of: nil)
+            #expect(recount.fixedCount == 0, "\(recount.fixes)")
+        }
+    }
+}
