@@ -57,6 +57,13 @@ def test_sends_into_channels_sharing_members_never_deadlock(postgres, tmp_path):
         assert not errors, errors[:3]
         deadlocks = postgres.psql("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
         assert deadlocks == "0", f"PostgreSQL counted {deadlocks} deadlocks"
+        # Each node says the same in /metrics: no transaction ran again.
+        for node in nodes:
+            metrics = node.client().raw("GET", "/metrics").text
+            retried = {line.split("{")[1].split("}")[0]: line.rsplit(" ", 1)[1]
+                       for line in metrics.splitlines() if line.startswith("ticks_store_retries_total{")}
+            assert set(retried) == {'reason="deadlock"', 'reason="serialization"'}, metrics
+            assert all(float(value) == 0 for value in retried.values()), retried
         # The kept totals are every member's unread counted afresh (R7), none lost to the retries.
         wrong = postgres.psql(
             """

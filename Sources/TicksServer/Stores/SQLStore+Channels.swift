@@ -136,7 +136,7 @@ extension SQLStore {
                     StoreSQL.deleteMoves(of: .channel(pk)), StoreSQL.deleteThreadReads(of: .channel(pk)),
                     StoreSQL.deleteMembers(of: pk), StoreSQL.forgetRemovals(from: pk), StoreSQL.deleteMessages(of: pk),
                     StoreSQL.deleteChannelRow(pk),
-                ] + (plays ? [StoreSQL.deletePlays(of: pk)] : [])
+                ] + (plays ? [StoreSQL.deletePlays(of: .channel(pk))] : [])
             return Step.each(statements) { Step.execute($0) }.map { _ in true }
         }
     }
@@ -260,6 +260,11 @@ extension SQLStore {
                             }
                             .then { _ in Step.execute(StoreSQL.deleteMoves(of: .member(userID, in: channel.pk))) }
                             .then { _ in Step.execute(StoreSQL.deleteThreadReads(of: .member(userID, in: channel.pk))) }
+                            .then { _ in
+                                // R6, R14: their plays go too; back, they play afresh.
+                                self.keepsPlays
+                                    ? Step.execute(StoreSQL.deletePlays(of: .member(userID, in: channel.pk))) : .done(())
+                            }
                             .then { _ in Step.execute(StoreSQL.changeTotals(of: userID, by: change)) }
                             .map { userID }
                     }

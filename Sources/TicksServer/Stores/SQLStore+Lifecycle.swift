@@ -120,7 +120,7 @@ extension SQLStore {
                         ? Step.execute(StoreSQL.deleteMessages(of: channel.pk)).then { _ in
                             Step.execute(StoreSQL.forgetRemovals(from: channel.pk))
                         }.then { _ in
-                            self.keepsPlays ? Step.execute(StoreSQL.deletePlays(of: channel.pk)) : .done(())
+                            self.keepsPlays ? Step.execute(StoreSQL.deletePlays(of: .channel(channel.pk))) : .done(())
                         }.then { _ in Step.execute(StoreSQL.deleteChannelRow(channel.pk)) }
                         : Step.execute(StoreSQL.markDeleted(channel.pk, at: now.microseconds))
                 }.map { _ in memberIDs }
@@ -235,6 +235,7 @@ extension SQLStore {
                     .then { _ in Step.execute(StoreSQL.setTotals(of: userID, to: UnreadTotals(messages: 0, channels: 0))) }
                     .then { _ in Step.execute(StoreSQL.deleteMoves(of: .user(userID))) }
                     .then { _ in Step.execute(StoreSQL.deleteThreadReads(of: .user(userID))) }
+                    .then { _ in self.keepsPlays ? Step.execute(StoreSQL.deletePlays(of: .user(userID))) : .done(()) }
                     .then { _ in
                         guard messages || hard else { return .done(()) }
                         // Their messages stop counting: every member of those channels counted afresh.

@@ -9,10 +9,13 @@ extension SQLStore {
                 Step.row(StoreSQL.insertPlay(seq: message.seq, in: message.channelPK, by: userID, at: now.microseconds))
                     .then { inserted -> StoreProgram<(Int64, Bool)> in
                         if let inserted { return .done((try inserted.int(0), true)) }
-                        return Step.row(StoreSQL.play(seq: message.seq, in: message.channelPK, by: userID)).map {
+                        return Step.row(StoreSQL.play(seq: message.seq, in: message.channelPK, by: userID)).then {
                             kept in
-                            guard let kept else { throw StoreError.inconsistent("a play neither kept nor found") }
-                            return (try kept.int(0), false)
+                            if let kept { return .done((try kept.int(0), false)) }
+                            // Neither kept nor found: they are no longer a member (removed meanwhile).
+                            return Fetch.channel(pk: message.channelPK).map { found -> (Int64, Bool) in
+                                throw StoreError.notMember(userID: userID, cid: found.channel.cid)
+                            }
                         }
                     }.then { playedAt, created in
                         Fetch.channel(pk: message.channelPK).then { found in

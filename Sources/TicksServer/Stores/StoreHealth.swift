@@ -12,6 +12,8 @@ public final class StoreHealth: Sendable {
         var reason: String?
         /// Calls that failed as unavailable since the start.
         var unavailableCalls = 0
+        /// Transactions run again since the start, by why (`StoreRetry`).
+        var retries: [StoreRetry: Int] = [:]
     }
 
     private let state = Mutex(State())
@@ -31,6 +33,14 @@ public final class StoreHealth: Sendable {
 
     /// Calls that failed because the store was unavailable, since the start.
     public var unavailableCalls: Int { state.withLock { $0.unavailableCalls } }
+
+    /// Transactions PostgreSQL aborted and the store ran again since the start, by why.
+    public func retries(_ reason: StoreRetry) -> Int { state.withLock { $0.retries[reason] ?? 0 } }
+
+    /// A transaction was aborted by a conflict with another writer and runs again.
+    func retried(_ reason: StoreRetry) {
+        state.withLock { $0.retries[reason, default: 0] += 1 }
+    }
 
     /// A call failed: the database is away (or too slow to count as there).
     func failed(_ why: StoreError.Unavailability) {
@@ -62,4 +72,12 @@ public final class StoreHealth: Sendable {
         let seconds = Double(time.wallNow.microseconds - since.microseconds) / 1_000_000
         logger.notice("the store answers again", metadata: ["unreachable_seconds": "\(seconds)"])
     }
+}
+
+/// Why PostgreSQL aborted a transaction that the store runs again: concurrent
+/// writers that waited for each other in a circle, or (in a REPEATABLE READ
+/// or SERIALIZABLE transaction) a conflict with a commit it could not see.
+public enum StoreRetry: String, Sendable, CaseIterable {
+    case deadlock
+    case serialization
 }

@@ -11,7 +11,7 @@ import TicksTestSupport
 /// webhook outbox; on every store.
 @Suite("Played voice notes and videos")
 struct PlayedTests {
-    @Test("the store keeps the first play; a repeat finds it and is not a change", arguments: StoreKind.all)
+    @Test("the store keeps the first play; a repeat finds it and is not a change; leaving takes it", arguments: StoreKind.all)
     func storeKeepsFirstPlay(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await server.upsert("alice", "bob")
@@ -27,14 +27,21 @@ struct PlayedTests {
             #expect(!again.created && again.playedAt == first.playedAt)
             let receipts = try #require(try await store.receipts(forMessage: "v1"))
             #expect(receipts.entries.map(\.playedAt) == [first.playedAt])
-            // A member who left no longer shows a play.
-            try await server.removeMembers("messaging:ab", ["bob"])
-            #expect(try #require(try await store.receipts(forMessage: "v1")).entries.isEmpty)
-            // A hard delete of the channel takes its plays with it.
+            // A member who leaves takes their plays with them (R6, R14): back, they play afresh.
             let sql = try #require(store as? SQLStore)
             @Sendable func plays() async throws -> Int64 {
                 try await sql.engine.read { Step.row("SELECT COUNT(*) FROM message_play").map { try $0?.int(0) ?? -1 } }
             }
+            try await server.removeMembers("messaging:ab", ["bob"])
+            #expect(try #require(try await store.receipts(forMessage: "v1")).entries.isEmpty)
+            #expect(try await plays() == 0)
+            await #expect(throws: StoreError.self, "a non-member's play is refused by the store itself") {
+                try await store.markPlayed(message, by: "bob", now: Timestamp(microseconds: 15_000_000))
+            }
+            try await server.addMembers("messaging:ab", ["bob"])
+            let fresh = try await store.markPlayed(message, by: "bob", now: Timestamp(microseconds: 20_000_000))
+            #expect(fresh.created && fresh.playedAt == Timestamp(microseconds: 20_000_000))
+            // A hard delete of the channel takes its plays with it.
             #expect(try await plays() == 1)
             try await server.ok(.delete, "/channels/messaging/ab?hard_delete=true")
             #expect(try await plays() == 0)

@@ -135,4 +135,73 @@ struct InterleavingTests {
             #expect(recount.fixedCount == 0, "\(recount.fixes)")
         }
     }
+
+    @Test("played: a removal that commits while a play is between its membership check and its write keeps no play", arguments: StoreKind.all)
+    func playAgainstRemoval(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await server.upsert("alice", "bob")
+            try await server.createChannel("messaging:pr", members: ["alice", "bob"], createdBy: "alice")
+            try await server.sendVoiceNote("messaging:pr", id: "pr-v", from: "alice")
+            let store = try #require(server.store as? SQLStore)
+            let (message, _) = try #require(try await store.message(id: "pr-v"))
+            let channel = try #require(try await store.channel(ChannelID(type: "messaging", id: "pr")))
+            // The route found bob a member; the play is held before its write while bob is removed.
+            let played = try await Self.interleave(
+                kind, store, at: Pause(before: { $0.hasPrefix("INSERT INTO message_play") }),
+                { try? await store.markPlayed(message, by: "bob", now: .now()) },
+                against: { _ = try await store.removeMembers(["bob"], from: channel, now: .now()) },
+                waitingOn: ["DELETE FROM member"])
+            if kind == .postgres { #expect(played == nil, "removed before the play's write: not a member") }
+            let kept = try await store.engine.read {
+                Step.row("SELECT COUNT(*) FROM message_play").map { try $0?.int(0) ?? -1 }
+            }
+            #expect(kept == 0, "no play of a non-member is kept")
+            // Back in the channel, bob plays afresh (R6).
+            try await server.addMembers("messaging:pr", ["bob"])
+            let fresh = try await store.markPlayed(message, by: "bob", now: .now())
+            #expect(fresh.created)
+        }
+    }
+
+    @Test("mark unread: a message sent while it is between locking the cursors and recounting stays counted once", arguments: StoreKind.all)
+    func markUnreadAgainstSend(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await server.upsert("alice", "bob")
+            try await server.createChannel("messaging:mu", members: ["alice", "bob"], createdBy: "alice")
+            for id in ["mu1", "mu2"] { try await server.send("messaging:mu", id: id, from: "alice") }
+            _ = try await server.markRead("messaging:mu", "bob")
+            let store = try #require(server.store as? SQLStore)
+            let channel = try #require(try await store.channel(ChannelID(type: "messaging", id: "mu")))
+            // bob marks unread from mu2, held after locking his cursors, before recounting, while alice sends.
+            _ = try await Self.interleave(
+                kind, store, at: Pause(before: { $0.hasPrefix("UPDATE member SET unread =") }),
+                { try await store.markUnread("bob", in: channel, from: "mu2", now: .now()) },
+                against: { try await server.send("messaging:mu", id: "mu3", from: "alice") },
+                waitingOn: ["UPDATE member SET unread = unread"])
+            #expect(try await store.unreadTotals(of: "bob") == UnreadTotals(messages: 2, channels: 1))
+            let recount = try await store.recountUnread(of: nil)
+            #expect(recount.fixedCount == 0, "\(recount.fixes)")
+        }
+    }
+
+    @Test("two writers locking two rows in opposite orders: PostgreSQL breaks the circle, the store runs the loser again and counts it")
+    func deadlockIsRetriedAndCounted() async throws {
+        guard StoreKind.all.contains(.postgres) else { return }
+        try await StoreKind.postgres.withStore { store in
+            _ = try await store.upsertUsers([User(id: "da"), User(id: "db")], now: .now())
+            @Sendable func lock(_ first: String, then second: String) -> StoreProgram<Void> {
+                Step.execute("SELECT 1 FROM app_user WHERE id = \(first) FOR UPDATE").then { _ in
+                    Step.execute("SELECT 2 FROM app_user WHERE id = \(second) FOR UPDATE")
+                }
+            }
+            let before = store.health.retries(.deadlock)
+            // The first holds da, held before asking for db, until the second holds db and waits for da.
+            try await Self.interleave(
+                .postgres, store, at: Pause(before: { $0.hasPrefix("SELECT 2") }),
+                { try await store.engine.write { lock("da", then: "db") } },
+                against: { try await store.engine.write { lock("db", then: "da") } },
+                waitingOn: ["SELECT 2"])
+            #expect(store.health.retries(.deadlock) == before + 1)
+        }
+    }
 }

@@ -18,7 +18,7 @@ import TicksProtocol
 final class PostgresPool: Service, Sendable {
     private let configuration: PostgresClient.Configuration
     private let probe: PostgresConnection.Configuration
-    private let health: StoreHealth
+    let health: StoreHealth
     private let time: TimeSource
     private let probeInterval: Duration
     private let logger: Logger

@@ -137,6 +137,7 @@ struct PostgresTransactions: Sendable {
                 }
             } catch let error as PSQLError where attempt < 5 && Self.isRetryable(error) {
                 logger.debug("transaction retried", metadata: ["sqlstate": "\(error.serverInfo?[.sqlState] ?? "")"])
+                pool.health.retried(error.serverInfo?[.sqlState] == "40P01" ? .deadlock : .serialization)
                 attempt += 1
             }
         }

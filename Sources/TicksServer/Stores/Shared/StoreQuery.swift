@@ -20,6 +20,9 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         case list(column: String, values: [String])
         /// PostgreSQL's row lock; nothing in SQLite, whose single writer already serialises changes.
         case forUpdate(of: String?)
+        /// PostgreSQL's weakest row lock (`FOR KEY SHARE`): a row that must stay while the
+        /// statement's change commits; only a delete (or a key change) of it waits. Nothing in SQLite.
+        case forKeyShare
         /// One array value (PostgreSQL only: statements that take a batch as arrays, `unnest`ed).
         case array(SQLArray)
         /// A text column ordered by its bytes, as SQLite orders text: PostgreSQL
@@ -62,6 +65,8 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         mutating func appendInterpolation(array values: [Int64]) { parts.append(.array(.ints(values))) }
         /// ` FOR UPDATE [OF table]` in PostgreSQL.
         mutating func appendInterpolation(forUpdateOf table: String?) { parts.append(.forUpdate(of: table)) }
+        /// ` FOR KEY SHARE` in PostgreSQL.
+        mutating func appendInterpolation(forKeyShare: Void) { parts.append(.forKeyShare) }
         /// A text column to order by, in byte order in both stores.
         mutating func appendInterpolation(byteOrdered column: String) { parts.append(.byteOrdered(column: column)) }
         /// `pg_advisory_xact_lock` on `key` in the current schema in PostgreSQL, `NULL` in SQLite.
@@ -152,6 +157,8 @@ enum SQLDialect: Sendable {
                 }
             case .forUpdate(let table):
                 if self == .postgres { text += " FOR UPDATE" + (table.map { " OF \($0)" } ?? "") }
+            case .forKeyShare:
+                if self == .postgres { text += " FOR KEY SHARE" }
             case .byteOrdered(let column):
                 text += self == .postgres ? "\(column) COLLATE \"C\"" : column
             case .advisoryLock(let key):
