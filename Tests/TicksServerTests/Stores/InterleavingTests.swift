@@ -93,7 +93,9 @@ struct InterleavingTests {
         $0.hasPrefix("INSERT INTO thread_read") && $0.contains("VALUES")
     }
 
-    @Test("thread read (thread_id on mark read): a reply sent while it is between its statements stays counted", arguments: StoreKind.all)
+    @Test(
+        "thread read (thread_id on mark read): a reply sent while it is between its statements stays counted",
+        arguments: StoreKind.all)
     func threadReadAgainstReply(kind: StoreKind) async throws {
         try await kind.withStore { store in
             let threads = ThreadStoreTests()
@@ -113,7 +115,9 @@ struct InterleavingTests {
         }
     }
 
-    @Test("every thread read (POST /threads/read): a reply sent while it is between its statements stays counted", arguments: StoreKind.all)
+    @Test(
+        "every thread read (POST /threads/read): a reply sent while it is between its statements stays counted",
+        arguments: StoreKind.all)
     func threadsReadAgainstReply(kind: StoreKind) async throws {
         try await kind.withStore { store in
             let threads = ThreadStoreTests()
@@ -136,7 +140,9 @@ struct InterleavingTests {
         }
     }
 
-    @Test("played: a removal that commits while a play is between its membership check and its write keeps no play", arguments: StoreKind.all)
+    @Test(
+        "played: a removal that commits while a play is between its membership check and its write keeps no play",
+        arguments: StoreKind.all)
     func playAgainstRemoval(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await server.upsert("alice", "bob")
@@ -163,7 +169,9 @@ struct InterleavingTests {
         }
     }
 
-    @Test("mark unread: a message sent while it is between locking the cursors and recounting stays counted once", arguments: StoreKind.all)
+    @Test(
+        "mark unread: a message sent while it is between locking the cursors and recounting stays counted once",
+        arguments: StoreKind.all)
     func markUnreadAgainstSend(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             try await server.upsert("alice", "bob")
@@ -184,7 +192,9 @@ struct InterleavingTests {
         }
     }
 
-    @Test("two writers locking two rows in opposite orders: PostgreSQL breaks the circle, the store runs the loser again and counts it")
+    @Test(
+        "two writers locking two rows in opposite orders: PostgreSQL breaks the circle, the store runs the loser again and counts it"
+    )
     func deadlockIsRetriedAndCounted() async throws {
         guard StoreKind.all.contains(.postgres) else { return }
         try await StoreKind.postgres.withStore { store in

@@ -40,7 +40,8 @@ struct RoundTripTests {
         // On a clock nobody advances: the app's settings, read again when a second old
         // (`AppOptionsCache`), are read once, not once per second of a slow run.
         let clock = ManualClock()
-        try await TestServer.run(.memory, time: clock.timeSource, receiptLogRetention: ReceiptLogRetention(window: nil)) {
+        try await TestServer.run(.memory, time: clock.timeSource, receiptLogRetention: ReceiptLogRetention(window: nil))
+        {
             server in
             let store = try #require(server.store as? SQLStore)
             let engine = try #require((store.engine as? BoundedEngine)?.base as? SQLiteEngine)
@@ -53,7 +54,8 @@ struct RoundTripTests {
             }
             try await server.upsert("author", "reader", "other")
             // Three members: a move reads the channel's lowest cursors for R13 (two would not).
-            try await server.createChannel("messaging:trips", members: ["author", "reader", "other"], createdBy: "author")
+            try await server.createChannel(
+                "messaging:trips", members: ["author", "reader", "other"], createdBy: "author")
             let ids = (0...Self.rounds).map { "trip\($0)" }
             func count(_ operation: String, _ call: (String) async throws -> Void) async throws {
                 let before = stepped.withLock { $0.count }
@@ -63,7 +65,8 @@ struct RoundTripTests {
                     .sorted { $0.key < $1.key }.map { "\($0.value)× \($0.key)" }
                 #expect(
                     Double(took.count) / Double(Self.rounds) == Double(try #require(expected[operation])),
-                    "\(operation): \(Double(took.count) / Double(Self.rounds)) statements per call:\n\(counted.joined(separator: "\n"))")
+                    "\(operation): \(Double(took.count) / Double(Self.rounds)) statements per call:\n\(counted.joined(separator: "\n"))"
+                )
             }
             // A first run of each, then the counted ones: every one moves a cursor (or plays a new message).
             _ = try await server.sendVoiceNote("messaging:trips", id: ids[0], from: "author")

@@ -153,8 +153,10 @@ enum MovesFunction {
     /// number, and what it reached.
     static let resultColumns: [(name: String, type: String)] =
         [
-            "BIGINT", "TEXT", "TEXT", "TEXT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT",
-            "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "BIGINT", "TEXT", "TEXT",
+            "BIGINT", "TEXT", "TEXT", "TEXT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "TEXT",
+            "BIGINT",
+            "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "BIGINT", "TEXT",
+            "TEXT",
             "BIGINT", "TEXT", "TEXT", "BIGINT", "BIGINT", "TEXT", "TEXT", "BOOLEAN",
         ].enumerated().map { ("c\($0.offset)", $0.element) } + [("move", "BIGINT"), ("reached", "TEXT")]
 

@@ -187,7 +187,8 @@ struct Reaching: Decodable {
             }
         guard agrees else {
             throw StoreError.inconsistent(
-                "R13 in SQL: reached \(reached) from \(from) up to \(upTo), \(upToForLowest) for \(lowestOther ?? "none"); AllMembers says \(String(describing: expected))")
+                "R13 in SQL: reached \(reached) from \(from) up to \(upTo), \(upToForLowest) for \(lowestOther ?? "none"); AllMembers says \(String(describing: expected))"
+            )
         }
         guard reached || messages.isEmpty else {
             throw StoreError.inconsistent("R13 in SQL told messages of a move that reached nothing")

@@ -62,108 +62,108 @@ extension StoreSQL {
     /// with the rows they came from.
     static func movesStatement(_ moves: [BatchedMove]) -> StoreQuery {
         """
-            WITH req AS (
-              SELECT * FROM unnest(\(array: moves.map { Int64($0.kind.rawValue) }), \(array: moves.map(\.userID)),
-                \(array: moves.map(\.channel.type)), \(array: moves.map(\.channel.id)), \(array: moves.map { $0.messageID ?? "" }),
-                \(array: moves.map { $0.messageID == nil ? 1 as Int64 : 0 }), \(array: moves.map(\.at.microseconds)),
-                \(array: moves.map { Int64($0.audience.fullChannelLimit) }))
-                WITH ORDINALITY AS r(kind, user_id, ctype, cname, mid, to_newest, at, full_limit, ord)
-            ), ch AS (
-              SELECT r.ord, \(raw: channelColumns) FROM req r JOIN channel c ON c.type = r.ctype AND c.id = r.cname
-                AND c.deleted_at IS NULL LEFT JOIN channel_type t ON t.name = c.type
-            ), tgt AS (
-              SELECT ch.ord,
-                     CASE WHEN r.to_newest = 1 THEN ch.last_seq
-                          ELSE (SELECT g.seq FROM message g WHERE g.id = r.mid AND g.channel_pk = ch.pk
-                                  AND g.seq > ch.truncated_seq AND g.hard_deleted = 0) END AS seq,
-                     ch.last_seq AS newest
-              FROM ch JOIN req r ON r.ord = ch.ord
-            ), old AS (
-              SELECT r.ord, r.kind, r.user_id, r.at, m.channel_pk, m.read_seq, m.delivered_seq, m.read_at,
-                     m.delivered_at, m.created_at, m.channel_role, m.unread,
-                     (SELECT s.xmin::text FROM member s WHERE s.channel_pk = m.channel_pk AND s.user_id = m.user_id)
-                       IS DISTINCT FROM m.xmin::text AS stale
-              FROM req r JOIN ch ON ch.ord = r.ord JOIN member m ON m.channel_pk = ch.pk AND m.user_id = r.user_id
-              ORDER BY m.channel_pk, m.user_id FOR UPDATE OF m
-            ), new AS (
-              SELECT old.*,
-                     CASE WHEN old.kind = 1 THEN GREATEST(old.read_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest))
-                          ELSE old.read_seq END AS read_to,
-                     GREATEST(old.delivered_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest)) AS delivered_to
-              FROM old JOIN tgt ON tgt.ord = old.ord JOIN ch ON ch.ord = old.ord
-              WHERE tgt.seq IS NOT NULL AND NOT old.stale
-                AND (old.kind = 1 OR (ch.config::jsonb ->> 'delivery_events')::boolean)
-            ), counted AS (
-              SELECT new.*, (ch.last_seq - new.read_to) - (SELECT COUNT(*) FROM message g
-                WHERE g.channel_pk = new.channel_pk AND g.seq > new.read_to
-                  AND (g.user_id = new.user_id OR g.hidden <> 0)) AS unread_to
-              FROM new JOIN ch ON ch.ord = new.ord
-            ), upd AS (
-              UPDATE member m SET
-                read_seq = counted.read_to,
-                read_at = CASE WHEN counted.read_to > counted.read_seq THEN counted.at ELSE m.read_at END,
-                delivered_seq = counted.delivered_to,
-                delivered_at = CASE WHEN counted.delivered_to > counted.delivered_seq THEN counted.at ELSE m.delivered_at END,
-                unread = counted.unread_to
-              FROM counted
-              WHERE m.channel_pk = counted.channel_pk AND m.user_id = counted.user_id
-                AND (counted.read_to > counted.read_seq OR counted.delivered_to > counted.delivered_seq)
-              RETURNING m.user_id
-            ), delta AS (
-              SELECT user_id, SUM(unread_to - unread)::bigint AS messages,
-                SUM((CASE WHEN unread_to > 0 THEN 1 ELSE 0 END) - (CASE WHEN unread > 0 THEN 1 ELSE 0 END))::bigint AS channels
-              FROM counted WHERE unread_to <> unread GROUP BY user_id
-            ), locked_users AS (
-              SELECT u.id FROM app_user u JOIN delta ON delta.user_id = u.id ORDER BY u.id COLLATE "C" FOR UPDATE OF u
-            ), tot AS (
-              UPDATE app_user SET
-                unread_messages = unread_messages + delta.messages, unread_channels = unread_channels + delta.channels
-              FROM delta JOIN locked_users l ON l.id = delta.user_id WHERE app_user.id = delta.user_id
-              RETURNING app_user.id, unread_messages, unread_channels
-            ), logged AS (
-              INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at)
-              SELECT counted.channel_pk, counted.user_id, k.kind, k.seq, counted.at
-              FROM counted, LATERAL (VALUES (0, counted.delivered_to, counted.delivered_to > counted.delivered_seq),
-                                            (1, counted.read_to, counted.read_to > counted.read_seq)) AS k(kind, seq, moved)
-              WHERE k.moved ORDER BY counted.ord, k.kind
-              RETURNING 1
-            ), state AS (
-              SELECT old.*, COALESCE(counted.read_to, old.read_seq) AS read_to,
-                COALESCE(counted.delivered_to, old.delivered_seq) AS delivered_to, counted.read_to IS NOT NULL AS decided,
-                COALESCE(counted.unread_to, old.unread) AS unread_to,
-                CASE WHEN counted.read_to > counted.read_seq THEN old.at ELSE old.read_at END AS read_at_to,
-                CASE WHEN counted.delivered_to > counted.delivered_seq THEN old.at ELSE old.delivered_at END AS delivered_at_to
-              FROM old LEFT JOIN counted ON counted.ord = old.ord
-            ), counts AS (
-              SELECT state.*,
-                CASE WHEN state.read_to > state.read_seq THEN state.read_seq ELSE state.delivered_seq END AS covered_from,
-                CASE WHEN state.read_to > state.read_seq THEN state.read_to ELSE state.delivered_to END AS covered_to
-              FROM state
-            )
-            SELECT ch.pk, ch.type, ch.id, ch.created_by, ch.custom, ch.last_seq, ch.last_message_at, ch.member_count,
-              ch.created_at, ch.updated_at, ch.config, ch.truncated_at, ch.truncated_seq,
-              tgt.seq, counts.read_seq, counts.delivered_seq,
-              CASE WHEN counts.decided THEN counts.read_to END, CASE WHEN counts.decided THEN counts.delivered_to END,
-              counts.created_at, counts.channel_role, counts.read_at_to, counts.delivered_at_to,
-              (SELECT id FROM message WHERE channel_pk = ch.pk AND seq = counts.read_to),
-              (SELECT id FROM message WHERE channel_pk = ch.pk AND seq = counts.delivered_to),
-              counts.unread_to,
-              (SELECT id FROM message g WHERE g.channel_pk = ch.pk AND g.seq > counts.read_to AND g.user_id <> r.user_id
-                 AND g.hidden = 0 ORDER BY g.seq LIMIT 1),
-              (SELECT body FROM app_user WHERE id = r.user_id),
-              COALESCE((SELECT unread_messages FROM tot WHERE tot.id = r.user_id),
-                       (SELECT unread_messages FROM app_user WHERE id = r.user_id)),
-              COALESCE((SELECT unread_channels FROM tot WHERE tot.id = r.user_id),
-                       (SELECT unread_channels FROM app_user WHERE id = r.user_id)),
-              CASE WHEN ch.member_count <= r.full_limit
-                   THEN (SELECT string_agg(user_id, ',') FROM member WHERE channel_pk = ch.pk) END,
-              (SELECT string_agg(DISTINCT user_id, ',') FROM message g WHERE g.channel_pk = ch.pk
-                 AND g.seq > LEAST(counts.covered_from, counts.covered_to)
-                 AND g.seq <= GREATEST(counts.covered_from, counts.covered_to)),
-              COALESCE(counts.stale, false)
-              , r.ord, NULL::text
-            FROM req r LEFT JOIN ch ON ch.ord = r.ord LEFT JOIN tgt ON tgt.ord = r.ord LEFT JOIN counts ON counts.ord = r.ord
-            ORDER BY r.ord
-            """
+        WITH req AS (
+          SELECT * FROM unnest(\(array: moves.map { Int64($0.kind.rawValue) }), \(array: moves.map(\.userID)),
+            \(array: moves.map(\.channel.type)), \(array: moves.map(\.channel.id)), \(array: moves.map { $0.messageID ?? "" }),
+            \(array: moves.map { $0.messageID == nil ? 1 as Int64 : 0 }), \(array: moves.map(\.at.microseconds)),
+            \(array: moves.map { Int64($0.audience.fullChannelLimit) }))
+            WITH ORDINALITY AS r(kind, user_id, ctype, cname, mid, to_newest, at, full_limit, ord)
+        ), ch AS (
+          SELECT r.ord, \(raw: channelColumns) FROM req r JOIN channel c ON c.type = r.ctype AND c.id = r.cname
+            AND c.deleted_at IS NULL LEFT JOIN channel_type t ON t.name = c.type
+        ), tgt AS (
+          SELECT ch.ord,
+                 CASE WHEN r.to_newest = 1 THEN ch.last_seq
+                      ELSE (SELECT g.seq FROM message g WHERE g.id = r.mid AND g.channel_pk = ch.pk
+                              AND g.seq > ch.truncated_seq AND g.hard_deleted = 0) END AS seq,
+                 ch.last_seq AS newest
+          FROM ch JOIN req r ON r.ord = ch.ord
+        ), old AS (
+          SELECT r.ord, r.kind, r.user_id, r.at, m.channel_pk, m.read_seq, m.delivered_seq, m.read_at,
+                 m.delivered_at, m.created_at, m.channel_role, m.unread,
+                 (SELECT s.xmin::text FROM member s WHERE s.channel_pk = m.channel_pk AND s.user_id = m.user_id)
+                   IS DISTINCT FROM m.xmin::text AS stale
+          FROM req r JOIN ch ON ch.ord = r.ord JOIN member m ON m.channel_pk = ch.pk AND m.user_id = r.user_id
+          ORDER BY m.channel_pk, m.user_id FOR UPDATE OF m
+        ), new AS (
+          SELECT old.*,
+                 CASE WHEN old.kind = 1 THEN GREATEST(old.read_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest))
+                      ELSE old.read_seq END AS read_to,
+                 GREATEST(old.delivered_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest)) AS delivered_to
+          FROM old JOIN tgt ON tgt.ord = old.ord JOIN ch ON ch.ord = old.ord
+          WHERE tgt.seq IS NOT NULL AND NOT old.stale
+            AND (old.kind = 1 OR (ch.config::jsonb ->> 'delivery_events')::boolean)
+        ), counted AS (
+          SELECT new.*, (ch.last_seq - new.read_to) - (SELECT COUNT(*) FROM message g
+            WHERE g.channel_pk = new.channel_pk AND g.seq > new.read_to
+              AND (g.user_id = new.user_id OR g.hidden <> 0)) AS unread_to
+          FROM new JOIN ch ON ch.ord = new.ord
+        ), upd AS (
+          UPDATE member m SET
+            read_seq = counted.read_to,
+            read_at = CASE WHEN counted.read_to > counted.read_seq THEN counted.at ELSE m.read_at END,
+            delivered_seq = counted.delivered_to,
+            delivered_at = CASE WHEN counted.delivered_to > counted.delivered_seq THEN counted.at ELSE m.delivered_at END,
+            unread = counted.unread_to
+          FROM counted
+          WHERE m.channel_pk = counted.channel_pk AND m.user_id = counted.user_id
+            AND (counted.read_to > counted.read_seq OR counted.delivered_to > counted.delivered_seq)
+          RETURNING m.user_id
+        ), delta AS (
+          SELECT user_id, SUM(unread_to - unread)::bigint AS messages,
+            SUM((CASE WHEN unread_to > 0 THEN 1 ELSE 0 END) - (CASE WHEN unread > 0 THEN 1 ELSE 0 END))::bigint AS channels
+          FROM counted WHERE unread_to <> unread GROUP BY user_id
+        ), locked_users AS (
+          SELECT u.id FROM app_user u JOIN delta ON delta.user_id = u.id ORDER BY u.id COLLATE "C" FOR UPDATE OF u
+        ), tot AS (
+          UPDATE app_user SET
+            unread_messages = unread_messages + delta.messages, unread_channels = unread_channels + delta.channels
+          FROM delta JOIN locked_users l ON l.id = delta.user_id WHERE app_user.id = delta.user_id
+          RETURNING app_user.id, unread_messages, unread_channels
+        ), logged AS (
+          INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at)
+          SELECT counted.channel_pk, counted.user_id, k.kind, k.seq, counted.at
+          FROM counted, LATERAL (VALUES (0, counted.delivered_to, counted.delivered_to > counted.delivered_seq),
+                                        (1, counted.read_to, counted.read_to > counted.read_seq)) AS k(kind, seq, moved)
+          WHERE k.moved ORDER BY counted.ord, k.kind
+          RETURNING 1
+        ), state AS (
+          SELECT old.*, COALESCE(counted.read_to, old.read_seq) AS read_to,
+            COALESCE(counted.delivered_to, old.delivered_seq) AS delivered_to, counted.read_to IS NOT NULL AS decided,
+            COALESCE(counted.unread_to, old.unread) AS unread_to,
+            CASE WHEN counted.read_to > counted.read_seq THEN old.at ELSE old.read_at END AS read_at_to,
+            CASE WHEN counted.delivered_to > counted.delivered_seq THEN old.at ELSE old.delivered_at END AS delivered_at_to
+          FROM old LEFT JOIN counted ON counted.ord = old.ord
+        ), counts AS (
+          SELECT state.*,
+            CASE WHEN state.read_to > state.read_seq THEN state.read_seq ELSE state.delivered_seq END AS covered_from,
+            CASE WHEN state.read_to > state.read_seq THEN state.read_to ELSE state.delivered_to END AS covered_to
+          FROM state
+        )
+        SELECT ch.pk, ch.type, ch.id, ch.created_by, ch.custom, ch.last_seq, ch.last_message_at, ch.member_count,
+          ch.created_at, ch.updated_at, ch.config, ch.truncated_at, ch.truncated_seq,
+          tgt.seq, counts.read_seq, counts.delivered_seq,
+          CASE WHEN counts.decided THEN counts.read_to END, CASE WHEN counts.decided THEN counts.delivered_to END,
+          counts.created_at, counts.channel_role, counts.read_at_to, counts.delivered_at_to,
+          (SELECT id FROM message WHERE channel_pk = ch.pk AND seq = counts.read_to),
+          (SELECT id FROM message WHERE channel_pk = ch.pk AND seq = counts.delivered_to),
+          counts.unread_to,
+          (SELECT id FROM message g WHERE g.channel_pk = ch.pk AND g.seq > counts.read_to AND g.user_id <> r.user_id
+             AND g.hidden = 0 ORDER BY g.seq LIMIT 1),
+          (SELECT body FROM app_user WHERE id = r.user_id),
+          COALESCE((SELECT unread_messages FROM tot WHERE tot.id = r.user_id),
+                   (SELECT unread_messages FROM app_user WHERE id = r.user_id)),
+          COALESCE((SELECT unread_channels FROM tot WHERE tot.id = r.user_id),
+                   (SELECT unread_channels FROM app_user WHERE id = r.user_id)),
+          CASE WHEN ch.member_count <= r.full_limit
+               THEN (SELECT string_agg(user_id, ',') FROM member WHERE channel_pk = ch.pk) END,
+          (SELECT string_agg(DISTINCT user_id, ',') FROM message g WHERE g.channel_pk = ch.pk
+             AND g.seq > LEAST(counts.covered_from, counts.covered_to)
+             AND g.seq <= GREATEST(counts.covered_from, counts.covered_to)),
+          COALESCE(counts.stale, false)
+          , r.ord, NULL::text
+        FROM req r LEFT JOIN ch ON ch.ord = r.ord LEFT JOIN tgt ON tgt.ord = r.ord LEFT JOIN counts ON counts.ord = r.ord
+        ORDER BY r.ord
+        """
     }
 }
