@@ -44,7 +44,14 @@ extension SQLStore {
     /// member who had not read it (and their totals) in the same transaction.
     public func deleteMessage(id: String, hard: Bool, now: Timestamp) async throws -> MessageRecord {
         try await write({
-            Self.lockedMessage(id).then { message in
+            // The channel's row first, as a send takes it, then the message's: a delete of a
+            // thread's parent and a reply to it (the channel, then the parent) take turns. The
+            // message was locked first once, and the two waited for each other in a circle.
+            Step.row(StoreSQL.message(id: id)).then { row -> StoreProgram<MessageRecord> in
+                guard let row else { throw StoreError.messageNotFound(id) }
+                let channelPK = try StoreRows.messageWithChannel(row).channelPK
+                return Fetch.channel(pk: channelPK, lock: true).then { _ in Self.lockedMessage(id) }
+            }.then { message in
                 var deleted = message
                 deleted.deletedAt = message.deletedAt ?? now
                 deleted.hidden = true
@@ -60,10 +67,7 @@ extension SQLStore {
                     // A reply leaves its thread's counts too.
                     uncount.append(StoreSQL.uncountReply(in: parentID, seq: message.seq, by: message.userID))
                 }
-                // The channel's row first, as a send takes it: a delete and a send of the channel take turns.
-                return Fetch.channel(pk: message.channelPK, lock: true).then { _ in
-                    Step.execute(StoreSQL.deleteMessage(id: id, hard: hard, at: now.microseconds))
-                }.then { _ in
+                return Step.execute(StoreSQL.deleteMessage(id: id, hard: hard, at: now.microseconds)).then { _ in
                     Step.each(uncount) { Step.execute($0) }
                 }.map { _ in deleted }
             }

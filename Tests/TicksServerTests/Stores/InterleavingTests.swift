@@ -19,15 +19,20 @@ struct InterleavingTests {
     /// Holds the first statement, in the tasks that carry `hook`, that `matches`.
     final class Pause: Sendable {
         let matches: @Sendable (String) -> Bool
+        /// Matching statements still to let through before the one held.
+        private let skips: Atomic<Int>
         private let armed = Atomic<Bool>(true)
         private let reached = AsyncStream<Void>.makeStream()
         private let released = AsyncStream<Void>.makeStream()
 
-        init(before matches: @escaping @Sendable (String) -> Bool) { self.matches = matches }
+        init(before matches: @escaping @Sendable (String) -> Bool, skipping: Int = 0) {
+            self.matches = matches
+            skips = Atomic(skipping)
+        }
 
         var hook: @Sendable (String) async -> Void {
             { text in
-                guard self.matches(text),
+                guard self.matches(text), self.skips.subtract(1, ordering: .relaxed).newValue < 0,
                     self.armed.compareExchange(expected: true, desired: false, ordering: .relaxed).exchanged
                 else { return }
                 self.reached.continuation.yield()
@@ -212,6 +217,28 @@ struct InterleavingTests {
                 against: { try await store.engine.write { lock("db", then: "da") } },
                 waitingOn: ["SELECT 2"])
             #expect(store.health.retries(.deadlock) == before + 1)
+        }
+    }
+
+    @Test(
+        "deleting a thread's parent while a reply is sent: the channel's row first in both, so no deadlock",
+        arguments: StoreKind.all)
+    func deleteParentAgainstReply(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let threads = ThreadStoreTests()
+            let channel = try await threads.setUp(store, "dp")
+            try await threads.reply(store, "dp-r1", by: "c", to: "dp-p", in: channel)
+            let before = store.health.retries(.deadlock)
+            // The delete held after its first lock, before its second; the reply takes the
+            // channel, then the parent.
+            _ = try await Self.interleave(
+                kind, store, at: Pause(before: { $0.contains("FOR UPDATE") }, skipping: 1),
+                { try await store.deleteMessage(id: "dp-p", hard: false, now: .now()) },
+                against: { try? await threads.reply(store, "dp-r2", by: "b", to: "dp-p", in: channel) },
+                waitingOn: ["SELECT c.pk, c.type, c.id", "UPDATE message SET reply_count"])
+            #expect(store.health.retries(.deadlock) == before, "the two waited for each other in a circle")
+            let recount = try await store.recountUnread(of: nil)
+            #expect(recount.fixedCount == 0, "\(recount.fixes)")
         }
     }
 }
