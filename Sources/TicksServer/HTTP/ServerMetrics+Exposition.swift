@@ -7,7 +7,7 @@ extension ServerMetrics {
         storeReachable.record(since == nil ? 1 : 0)
         storeUnreachableSince.record(since.map { Double($0.microseconds) / 1_000_000 } ?? 0)
         storeUnavailableCalls.record(health.unavailableCalls)
-        for (reason, gauge) in storeRetries { gauge.record(health.retries(reason)) }
+        for reason in StoreRetry.allCases { storeRetries[reason.rawValue]?.record(health.retries(reason)) }
         // While the store is away the figures it gives are left as they were, not waited for.
         guard since == nil else { return registry.emitToString() }
         if let size = try? await store.storageBytes() { storeSize.record(size) }

@@ -23,8 +23,8 @@ public struct ServerMetrics: Sendable {
     let storeUnreachableSince: CoreMetrics.Gauge
     /// Store calls answered 503 since the start (the database away, or slower than the deadline).
     let storeUnavailableCalls: CoreMetrics.Gauge
-    /// Transactions run again after PostgreSQL aborted them, by why (`StoreRetry`).
-    let storeRetries: [StoreRetry: CoreMetrics.Gauge]
+    /// Transactions run again after PostgreSQL aborted them, by why (`StoreRetry`'s raw values).
+    let storeRetries: [String: CoreMetrics.Gauge]
     let slowConnectionsClosed: CoreMetrics.Counter
     let eventsPublished: CoreMetrics.Counter
     let readMoves: CoreMetrics.Counter
@@ -64,8 +64,8 @@ public struct ServerMetrics: Sendable {
             label: "ticks_store_unreachable_since_timestamp_seconds", dimensions: [], factory: factory)
         storeUnavailableCalls = CoreMetrics.Gauge(label: "ticks_store_unavailable_calls", dimensions: [], factory: factory)
         storeRetries = Dictionary(
-            uniqueKeysWithValues: StoreRetry.allCases.map {
-                ($0, CoreMetrics.Gauge(label: "ticks_store_retries_total", dimensions: [("reason", $0.rawValue)], factory: factory))
+            uniqueKeysWithValues: ["deadlock", "serialization"].map {
+                ($0, CoreMetrics.Gauge(label: "ticks_store_retries_total", dimensions: [("reason", $0)], factory: factory))
             })
         slowConnectionsClosed = CoreMetrics.Counter(label: "ticks_ws_slow_connections_closed_total", dimensions: [], factory: factory)
         eventsPublished = CoreMetrics.Counter(label: "ticks_events_published_total", dimensions: [], factory: factory)

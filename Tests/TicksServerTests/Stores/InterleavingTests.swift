@@ -241,4 +241,26 @@ struct InterleavingTests {
             #expect(recount.fixedCount == 0, "\(recount.fixes)")
         }
     }
+
+    @Test(
+        "recount: a mark read while it is between counting the members and setting the totals is neither lost nor undone",
+        arguments: StoreKind.all)
+    func recountAgainstMarkRead(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await server.upsert("alice", "bob")
+            try await server.createChannel("messaging:rc", members: ["alice", "bob"], createdBy: "alice")
+            for id in ["rc1", "rc2", "rc3"] { try await server.send("messaging:rc", id: id, from: "alice") }
+            let store = try #require(server.store as? SQLStore)
+            // The recount of bob held after reading (and locking) his memberships, before his totals; bob reads.
+            let first = try await Self.interleave(
+                kind, store, at: Pause(before: { $0.hasPrefix("SELECT id, unread_messages, unread_channels FROM app_user") }),
+                { try await store.recountUnread(of: ["bob"]) },
+                against: { _ = try await server.markRead("messaging:rc", "bob") },
+                waitingOn: ["SELECT * FROM ticks_moves"])
+            #expect(first.fixedCount == 0, "\(first.fixes)")
+            #expect(try await store.unreadTotals(of: "bob") == UnreadTotals(messages: 0, channels: 0))
+            let again = try await store.recountUnread(of: nil)
+            #expect(again.fixedCount == 0, "\(again.fixes)")
+        }
+    }
 }
