@@ -93,6 +93,25 @@ struct InterleavingTests {
         return false
     }
 
+    /// Channel `id` of a, b and c (`ThreadStoreTests.setUp`), whose thread
+    /// `id-p` b has read up to c's first reply, before c's second (one unread).
+    static func threadWithAnUnreadReply(_ store: SQLStore, _ id: String) async throws -> ChannelRecord {
+        let threads = ThreadStoreTests()
+        let channel = try await threads.setUp(store, id)
+        try await threads.reply(store, "\(id)-r1", by: "c", to: "\(id)-p", in: channel)
+        _ = try await store.markThreadRead("b", in: channel, parentID: "\(id)-p", now: .now())
+        try await threads.reply(store, "\(id)-r2", by: "c", to: "\(id)-p", in: channel)
+        return channel
+    }
+
+    /// Every count kept is the count made afresh: `recountUnread` fixes nothing.
+    static func expectNothingToRecount(_ store: SQLStore, sourceLocation: SourceLocation = #_sourceLocation)
+        async throws
+    {
+        let recount = try await store.recountUnread(of: nil)
+        #expect(recount.fixedCount == 0, "\(recount.fixes)", sourceLocation: sourceLocation)
+    }
+
     /// A thread read state written with its values (`StoreSQL.readThread`), not joined (`joinThread`).
     static let readThread: @Sendable (String) -> Bool = {
         $0.hasPrefix("INSERT INTO thread_read") && $0.contains("VALUES")
@@ -104,10 +123,7 @@ struct InterleavingTests {
     func threadReadAgainstReply(kind: StoreKind) async throws {
         try await kind.withStore { store in
             let threads = ThreadStoreTests()
-            let channel = try await threads.setUp(store, "tr")
-            try await threads.reply(store, "tr-r1", by: "c", to: "tr-p", in: channel)
-            _ = try await store.markThreadRead("b", in: channel, parentID: "tr-p", now: .now())
-            try await threads.reply(store, "tr-r2", by: "c", to: "tr-p", in: channel)
+            let channel = try await Self.threadWithAnUnreadReply(store, "tr")
             // b reads the thread, held between reading its newest reply and writing unread = 0, while c replies.
             _ = try await Self.interleave(
                 kind, store, at: Pause(before: Self.readThread),
@@ -115,8 +131,7 @@ struct InterleavingTests {
                 against: { try await threads.reply(store, "tr-r3", by: "c", to: "tr-p", in: channel) },
                 waitingOn: ["UPDATE message SET reply_count"])
             #expect(try await threads.threads(store, "b") == ["tr-p 1"], "r3 came after what b read")
-            let recount = try await store.recountUnread(of: nil)
-            #expect(recount.fixedCount == 0, "\(recount.fixes)")
+            try await Self.expectNothingToRecount(store)
         }
     }
 
@@ -126,10 +141,7 @@ struct InterleavingTests {
     func threadsReadAgainstReply(kind: StoreKind) async throws {
         try await kind.withStore { store in
             let threads = ThreadStoreTests()
-            let channel = try await threads.setUp(store, "ta")
-            try await threads.reply(store, "ta-r1", by: "c", to: "ta-p", in: channel)
-            _ = try await store.markThreadRead("b", in: channel, parentID: "ta-p", now: .now())
-            try await threads.reply(store, "ta-r2", by: "c", to: "ta-p", in: channel)
+            let channel = try await Self.threadWithAnUnreadReply(store, "ta")
             // The bulk read is one UPDATE: the race is inside it, between its snapshot and its row
             // locks. So the reply is held instead, after counting itself in b's thread read state
             // (uncommitted, holding that row), at its author's own thread read, while b reads every thread.
@@ -140,8 +152,7 @@ struct InterleavingTests {
                 waitingOn: ["UPDATE thread_read SET", "SELECT 1 FROM message WHERE id IN"])
             let left = try await threads.threads(store, "b")
             #expect(left == [], "b read every thread after r3: \(left)")
-            let recount = try await store.recountUnread(of: nil)
-            #expect(recount.fixedCount == 0, "\(recount.fixes)")
+            try await Self.expectNothingToRecount(store)
         }
     }
 
@@ -192,8 +203,7 @@ struct InterleavingTests {
                 against: { try await server.send("messaging:mu", id: "mu3", from: "alice") },
                 waitingOn: ["UPDATE member SET unread = unread"])
             #expect(try await store.unreadTotals(of: "bob") == UnreadTotals(messages: 2, channels: 1))
-            let recount = try await store.recountUnread(of: nil)
-            #expect(recount.fixedCount == 0, "\(recount.fixes)")
+            try await Self.expectNothingToRecount(store)
         }
     }
 
@@ -237,8 +247,7 @@ struct InterleavingTests {
                 against: { try? await threads.reply(store, "dp-r2", by: "b", to: "dp-p", in: channel) },
                 waitingOn: ["SELECT c.pk, c.type, c.id", "UPDATE message SET reply_count"])
             #expect(store.health.retries(.deadlock) == before, "the two waited for each other in a circle")
-            let recount = try await store.recountUnread(of: nil)
-            #expect(recount.fixedCount == 0, "\(recount.fixes)")
+            try await Self.expectNothingToRecount(store)
         }
     }
 
@@ -253,14 +262,14 @@ struct InterleavingTests {
             let store = try #require(server.store as? SQLStore)
             // The recount of bob held after reading (and locking) his memberships, before his totals; bob reads.
             let first = try await Self.interleave(
-                kind, store, at: Pause(before: { $0.hasPrefix("SELECT id, unread_messages, unread_channels FROM app_user") }),
+                kind, store,
+                at: Pause(before: { $0.hasPrefix("SELECT id, unread_messages, unread_channels FROM app_user") }),
                 { try await store.recountUnread(of: ["bob"]) },
                 against: { _ = try await server.markRead("messaging:rc", "bob") },
                 waitingOn: ["SELECT * FROM ticks_moves"])
             #expect(first.fixedCount == 0, "\(first.fixes)")
             #expect(try await store.unreadTotals(of: "bob") == UnreadTotals(messages: 0, channels: 0))
-            let again = try await store.recountUnread(of: nil)
-            #expect(again.fixedCount == 0, "\(again.fixes)")
+            try await Self.expectNothingToRecount(store)
         }
     }
 }

@@ -165,9 +165,12 @@ struct Reaching: Decodable {
         case upToForLowest = "up_to_for_lowest"
     }
 
+    /// One for every row: it keeps no state between calls.
+    private static let decoder = JSONDecoder()
+
     static func decode(_ text: String) throws -> Reaching {
         do {
-            return try JSONDecoder().decode(Reaching.self, from: Data(text.utf8))
+            return try decoder.decode(Reaching.self, from: Data(text.utf8))
         } catch {
             throw StoreError.inconsistent("what a move reached is not readable: \(error)")
         }
