@@ -13,9 +13,13 @@ extension SQLStore {
                     thresholds in
                     func newest(_ kind: CursorKind) -> StoreProgram<String?> {
                         guard let seq = thresholds[kind] else { return .done(nil) }
-                        return Step.row(StoreSQL.newestShown(by: author, upTo: seq, in: channel.pk)).map { try $0?.text(0) }
+                        return Step.row(StoreSQL.newestShown(by: author, upTo: seq, in: channel.pk)).map {
+                            try $0?.text(0)
+                        }
                     }
-                    return newest(.read).then { read in newest(.delivered).map { AllReachedUpTo(read: read, delivered: $0) } }
+                    return newest(.read).then { read in
+                        newest(.delivered).map { AllReachedUpTo(read: read, delivered: $0) }
+                    }
                 }
             }
         }
@@ -164,7 +168,8 @@ extension SQLStore {
                 Step.rows(StoreSQL.newlyReached(group.reached, by: mover, in: pk)).map { rows in
                     try group.kinds.flatMap { kind in
                         try rows.map { row in
-                            ReachedAll(kind: kind, author: try row.text(0), messageID: try row.text(1), seq: try row.int(2))
+                            ReachedAll(
+                                kind: kind, author: try row.text(0), messageID: try row.text(1), seq: try row.int(2))
                         }
                     }
                 }
@@ -172,9 +177,31 @@ extension SQLStore {
         }
     }
 
+    /// Before a user update: the member rows of the users whose privacy it
+    /// changes (from `stored` to `updated`), locked in key order, so their
+    /// rows are taken as a move takes them, members before users
+    /// (`StoreSQL.lockMembers`). Decided from rows read without a lock: an
+    /// update racing another that changes the same privacy may still meet a
+    /// move in a circle, which PostgreSQL breaks and the store runs again.
+    static func lockMembers(
+        changingSharing stored: [String: User], to updated: [User], kept: Bool
+    ) -> StoreProgram<Void> {
+        let changing = updated.filter { user in
+            guard let old = stored[user.id] else { return false }
+            return old.sharesReadReceipts != user.sharesReadReceipts
+                || old.sharesDeliveryReceipts != user.sharesDeliveryReceipts
+        }.map(\.id)
+        guard kept, !changing.isEmpty else { return .done(()) }
+        return Step.execute(StoreSQL.lockMembers(of: changing))
+    }
+
     /// The copy of the user's privacy on their member rows (`v11-all-members`).
     static func keepSharing(of user: User, kept: Bool) -> StoreProgram<Void> {
-        Step.each(kept ? StoreSQL.setSharing(of: user.id, reads: user.sharesReadReceipts, deliveries: user.sharesDeliveryReceipts) : []) {
+        Step.each(
+            kept
+                ? StoreSQL.setSharing(
+                    of: user.id, reads: user.sharesReadReceipts, deliveries: user.sharesDeliveryReceipts) : []
+        ) {
             Step.execute($0)
         }.map { _ in () }
     }

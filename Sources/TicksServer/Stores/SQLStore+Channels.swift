@@ -6,18 +6,25 @@ extension SQLStore {
     // MARK: Users
 
     public func upsertUsers(_ users: [User], now: Timestamp) async throws -> [User] {
-        try await engine.write {
-            Step.each(users) { incoming in
-                // Locked in PostgreSQL, so two nodes upserting one user keep its first created_at.
-                Step.row(StoreSQL.userCreatedAt(incoming.id)).then { existing in
-                    var user = incoming
-                    user.createdAt = try existing.map { Timestamp(microseconds: try $0.int(0)) } ?? now
-                    user.updatedAt = now
-                    let body = try JSONCoding.string(user)
-                    return Step.execute(
-                        StoreSQL.upsertUser(
-                            id: user.id, body: body, createdAt: user.createdAt!.microseconds, now: now.microseconds)
-                    ).then { _ in Self.keepSharing(of: user, kept: self.keepsAllMembers) }.map { user }
+        // In id order, as every transaction takes users' rows; the member rows whose privacy
+        // copy changes before them, as a move takes both.
+        let users = users.sorted { $0.id < $1.id }
+        return try await engine.write {
+            Fetch.users(users.map(\.id)).then { stored in
+                Self.lockMembers(changingSharing: stored, to: users, kept: self.keepsAllMembers)
+            }.then { _ in
+                Step.each(users) { incoming in
+                    // Locked in PostgreSQL, so two nodes upserting one user keep its first created_at.
+                    Step.row(StoreSQL.userCreatedAt(incoming.id)).then { existing in
+                        var user = incoming
+                        user.createdAt = try existing.map { Timestamp(microseconds: try $0.int(0)) } ?? now
+                        user.updatedAt = now
+                        let body = try JSONCoding.string(user)
+                        return Step.execute(
+                            StoreSQL.upsertUser(
+                                id: user.id, body: body, createdAt: user.createdAt!.microseconds, now: now.microseconds)
+                        ).then { _ in Self.keepSharing(of: user, kept: self.keepsAllMembers) }.map { user }
+                    }
                 }
             }
         }

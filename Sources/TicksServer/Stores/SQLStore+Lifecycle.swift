@@ -201,16 +201,23 @@ extension SQLStore {
     }
 
     public func updateUsers(_ edits: [UserEdit], now: Timestamp) async throws -> [User] {
-        try await engine.write {
-            // In id order, as every transaction takes users' rows.
-            Step.each(edits.sorted { $0.id < $1.id }) { edit in
-                Step.row(StoreSQL.userBody(edit.id)).then { row in
-                    guard let row else { throw StoreError.unknownUser(edit.id) }
-                    var user = try edit.change(try StoredJSON.user(try row.text(0)))
-                    user.updatedAt = now
-                    return Step.execute(
-                        StoreSQL.setUserBody(edit.id, body: try JSONCoding.string(user), now: now.microseconds)
-                    ).then { _ in Self.keepSharing(of: user, kept: self.keepsAllMembers) }.map { user }
+        let edits = edits.sorted { $0.id < $1.id }
+        return try await engine.write {
+            // The member rows whose privacy copy the edits change, then the users' rows in id
+            // order: as a move takes them.
+            Fetch.users(edits.map(\.id)).then { stored in
+                let updated = try edits.compactMap { edit in try stored[edit.id].map(edit.change) }
+                return Self.lockMembers(changingSharing: stored, to: updated, kept: self.keepsAllMembers)
+            }.then { _ in
+                Step.each(edits) { edit in
+                    Step.row(StoreSQL.userBody(edit.id)).then { row in
+                        guard let row else { throw StoreError.unknownUser(edit.id) }
+                        var user = try edit.change(try StoredJSON.user(try row.text(0)))
+                        user.updatedAt = now
+                        return Step.execute(
+                            StoreSQL.setUserBody(edit.id, body: try JSONCoding.string(user), now: now.microseconds)
+                        ).then { _ in Self.keepSharing(of: user, kept: self.keepsAllMembers) }.map { user }
+                    }
                 }
             }
         }

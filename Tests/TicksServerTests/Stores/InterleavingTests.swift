@@ -272,4 +272,135 @@ struct InterleavingTests {
             try await Self.expectNothingToRecount(store)
         }
     }
+
+    @Test(
+        "truncate and channel delete: a mark read while they are between reading the unread counts and taking them out of the totals is not taken out twice",
+        arguments: StoreKind.all, [false, true])
+    func clearAgainstMarkRead(kind: StoreKind, deletes: Bool) async throws {
+        try await TestServer.run(kind) { server in
+            try await server.upsert("alice", "bob")
+            try await server.createChannel("messaging:cl", members: ["alice", "bob"], createdBy: "alice")
+            for id in ["cl1", "cl2", "cl3"] { try await server.send("messaging:cl", id: id, from: "alice") }
+            let store = try #require(server.store as? SQLStore)
+            let channel = try #require(try await store.channel(ChannelID(type: "messaging", id: "cl")))
+            // Held after reading (and locking) the members' unread, before taking it out of
+            // their totals, while bob reads the channel.
+            _ = try await Self.interleave(
+                kind, store, at: Pause(before: { $0.hasPrefix("UPDATE app_user SET unread_messages") }),
+                {
+                    if deletes {
+                        _ = try await store.deleteChannel(channel, hard: false, now: .now())
+                    } else {
+                        _ = try await store.truncateChannel(channel, hard: false, now: .now())
+                    }
+                },
+                against: {
+                    let reply = try await server.call(
+                        .post, "/channels/messaging/cl/read", body: #"{"user": {"id": "bob"}}"#)
+                    #expect(reply.status < 500, "\(reply.body)")
+                },
+                waitingOn: ["SELECT * FROM ticks_moves"])
+            #expect(try await store.unreadTotals(of: "bob") == UnreadTotals(messages: 0, channels: 0))
+            try await Self.expectNothingToRecount(store)
+        }
+    }
+
+    @Test(
+        "add members: a message sent while the newcomer is being added is unread for them, once",
+        arguments: StoreKind.all)
+    func addMemberAgainstSend(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await server.upsert("alice", "bob", "carol")
+            try await server.createChannel("messaging:am", members: ["alice", "bob"], createdBy: "alice")
+            try await server.send("messaging:am", id: "am1", from: "alice")
+            let store = try #require(server.store as? SQLStore)
+            let channel = try #require(try await store.channel(ChannelID(type: "messaging", id: "am")))
+            // carol is added at the channel's newest message, held before her row is written, while alice sends.
+            _ = try await Self.interleave(
+                kind, store, at: Pause(before: { $0.hasPrefix("INSERT INTO member") }),
+                { try await store.addMembers(["carol"], to: channel, maxMembers: 100, now: .now()) },
+                against: { try await server.send("messaging:am", id: "am2", from: "alice") },
+                waitingOn: ["SELECT c.pk, c.type, c.id"])
+            #expect(try await store.unreadTotals(of: "carol") == UnreadTotals(messages: 1, channels: 1))
+            try await Self.expectNothingToRecount(store)
+        }
+    }
+
+    @Test(
+        "two creators of one channel (a distinct channel's get-or-create) at once: one channel, its members once",
+        arguments: StoreKind.all)
+    func createAgainstCreate(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            _ = try await store.upsertUsers([User(id: "a"), User(id: "b")], now: .now())
+            let cid = ChannelID(type: "messaging", id: "!members-cc")
+            @Sendable func create() async throws -> (channel: ChannelRecord, created: Bool) {
+                try await store.createChannel(cid, createdBy: "a", memberIDs: ["a", "b"], custom: [:], now: .now())
+            }
+            // The first is held after inserting the channel, before its members; the second creates it too.
+            let second = Mutex<(channel: ChannelRecord, created: Bool)?>(nil)
+            let first = try await Self.interleave(
+                kind, store, at: Pause(before: { $0.hasPrefix("INSERT INTO member") }), { try await create() },
+                against: {
+                    let made = try await create()
+                    second.withLock { $0 = made }
+                },
+                waitingOn: ["INSERT INTO channel"])
+            let other = try #require(second.withLock { $0 })
+            #expect(first.created != other.created, "exactly one of the two made it")
+            #expect(first.channel.pk == other.channel.pk)
+            let found = try #require(try await store.channel(cid))
+            #expect(found.memberCount == 2)
+            #expect(try await store.memberIDs(of: found).sorted() == ["a", "b"])
+        }
+    }
+
+    @Test(
+        "a user's privacy changed while they mark read: their member rows before their user row, as a move takes them, so no deadlock",
+        arguments: StoreKind.all)
+    func privacyAgainstMarkRead(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await server.upsert("alice", "bob")
+            try await server.createChannel("messaging:pv", members: ["alice", "bob"], createdBy: "alice")
+            try await server.send("messaging:pv", id: "pv1", from: "alice")
+            let store = try #require(server.store as? SQLStore)
+            let before = store.health.retries(.deadlock)
+            let hidden = UserEdit(id: "bob") { user in
+                var user = user
+                user.privacySettings = PrivacySettings(readReceipts: .init(enabled: false))
+                return user
+            }
+            // bob's update held before it copies his privacy onto his member rows, while he reads.
+            _ = try await Self.interleave(
+                kind, store, at: Pause(before: { $0.hasPrefix("UPDATE member SET reads_shared") }),
+                { try await store.updateUsers([hidden], now: .now()) },
+                against: { _ = try await server.markRead("messaging:pv", "bob") },
+                waitingOn: ["SELECT * FROM ticks_moves"])
+            #expect(store.health.retries(.deadlock) == before, "the two waited for each other in a circle")
+            #expect(try await store.unreadTotals(of: "bob") == UnreadTotals(messages: 0, channels: 0))
+            try await Self.expectNothingToRecount(store)
+        }
+    }
+
+    @Test(
+        "many nodes take the webhook sender's lease at once, after it ran out: one holds it", arguments: StoreKind.all)
+    func leaseAgainstLease(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let start = Timestamp.now()
+            #expect(
+                try await store.takeWebhookLease(
+                    node: "old", now: start, until: Timestamp(microseconds: start.microseconds + 1_000_000)))
+            let later = Timestamp(microseconds: start.microseconds + 2_000_000)
+            let holders = try await withThrowingTaskGroup(of: String?.self) { group in
+                for node in (0..<12).map({ "node-\($0)" }) {
+                    group.addTask {
+                        try await store.takeWebhookLease(
+                            node: node, now: later, until: Timestamp(microseconds: later.microseconds + 30_000_000))
+                            ? node : nil
+                    }
+                }
+                return try await group.reduce(into: [String]()) { if let node = $1 { $0.append(node) } }
+            }
+            #expect(holders.count == 1, "\(holders)")
+        }
+    }
 }

@@ -67,6 +67,14 @@ extension StoreSQL {
         """
     }
 
+    /// The member rows of `userIDs`, locked in key order, as a batch of moves
+    /// locks them (and then their users' rows): a user update that will copy
+    /// a changed privacy onto them takes them before the users' rows, so the
+    /// two never wait for each other in a circle.
+    static func lockMembers(of userIDs: [String]) -> StoreQuery {
+        "SELECT 1 FROM member WHERE \(in: "user_id", userIDs) ORDER BY channel_pk, user_id\(forUpdateOf: nil)"
+    }
+
     /// Keeps the copy of a user's privacy on their member rows (and their own row).
     static func setSharing(of userID: String, reads: Bool, deliveries: Bool) -> [StoreQuery] {
         let (r, d): (Int64, Int64) = (reads ? 1 : 0, deliveries ? 1 : 0)
