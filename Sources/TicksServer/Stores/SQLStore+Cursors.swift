@@ -31,7 +31,11 @@ extension SQLStore {
         async throws -> CursorOutcome
     {
         try await write({
-            Fetch.channel(pk: channel.pk).then { found in
+            // The channel's row first, as a send and a delete take it: a cursor moved back counts
+            // messages a delete may be taking out of the counts of those before them. Without it a
+            // delete that had passed this member over (their cursor was after the message) left
+            // the message counted here, and took it out of the totals once the cursor was back.
+            Fetch.channel(pk: channel.pk, lock: true).then { found in
                 Fetch.requiredSeq(of: messageID, in: found.channel).then { seq in
                     Fetch.cursors(of: userID, in: found.channel).then { current in
                         let update = ReceiptRules.markUnread(current.cursors, from: seq)
@@ -49,7 +53,12 @@ extension SQLStore {
         -> [CursorOutcome]
     {
         try await write({
-            Step.rows(StoreSQL.channels(ofMember: userID)).then { rows in
+            // Every member row of the user first, in key order, as a batch of moves takes them
+            // before the user's row: locked channel by channel, with the user's row taken after
+            // the first, a mark read of another channel on another device deadlocked with it.
+            Step.execute(StoreSQL.lockMembers(of: [userID])).then { _ in
+                Step.rows(StoreSQL.channels(ofMember: userID))
+            }.then { rows in
                 Step.each(try rows.map { try StoreRows.channel($0) }) { found -> StoreProgram<CursorOutcome?> in
                     let newest = found.channel.lastSeq
                     return Self.applyRead(userID, in: found.channel, target: newest, newest: newest, now: now)

@@ -201,7 +201,7 @@ struct InterleavingTests {
                 kind, store, at: Pause(before: { $0.hasPrefix("UPDATE member SET unread =") }),
                 { try await store.markUnread("bob", in: channel, from: "mu2", now: .now()) },
                 against: { try await server.send("messaging:mu", id: "mu3", from: "alice") },
-                waitingOn: ["UPDATE member SET unread = unread"])
+                waitingOn: ["SELECT c.pk, c.type, c.id", "UPDATE member SET unread = unread"])
             #expect(try await store.unreadTotals(of: "bob") == UnreadTotals(messages: 2, channels: 1))
             try await Self.expectNothingToRecount(store)
         }
@@ -401,6 +401,55 @@ struct InterleavingTests {
                 return try await group.reduce(into: [String]()) { if let node = $1 { $0.append(node) } }
             }
             #expect(holders.count == 1, "\(holders)")
+        }
+    }
+
+    @Test(
+        "mark all read while the user marks one channel read on another device: every member row before the user's row, so no deadlock",
+        arguments: StoreKind.all)
+    func markAllReadAgainstMarkRead(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await server.upsert("alice", "bob")
+            for channel in ["ma1", "ma2"] {
+                try await server.createChannel("messaging:\(channel)", members: ["alice", "bob"], createdBy: "alice")
+                try await server.send("messaging:\(channel)", id: "\(channel)-1", from: "alice")
+            }
+            let store = try #require(server.store as? SQLStore)
+            let before = store.health.retries(.deadlock)
+            // Held before reading bob's cursors in the second channel (his first channel moved,
+            // his totals changed), while he reads the second channel elsewhere.
+            _ = try await Self.interleave(
+                kind, store,
+                at: Pause(before: { $0.hasPrefix("SELECT read_seq, delivered_seq, unread FROM member") }, skipping: 1),
+                { try await store.markAllRead("bob", audience: ReceiptAudience(fullChannelLimit: 100), now: .now()) },
+                against: { _ = try await server.markRead("messaging:ma2", "bob") },
+                waitingOn: ["SELECT * FROM ticks_moves"])
+            #expect(store.health.retries(.deadlock) == before, "the two waited for each other in a circle")
+            #expect(try await store.unreadTotals(of: "bob") == UnreadTotals(messages: 0, channels: 0))
+            try await Self.expectNothingToRecount(store)
+        }
+    }
+
+    @Test(
+        "mark unread while a message after its new cursor is deleted: the deleted message is not counted, nor taken out twice",
+        arguments: StoreKind.all)
+    func markUnreadAgainstDelete(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await server.upsert("alice", "bob")
+            try await server.createChannel("messaging:ud", members: ["alice", "bob"], createdBy: "alice")
+            for id in ["ud1", "ud2", "ud3"] { try await server.send("messaging:ud", id: id, from: "alice") }
+            _ = try await server.markRead("messaging:ud", "bob")
+            let store = try #require(server.store as? SQLStore)
+            let channel = try #require(try await store.channel(ChannelID(type: "messaging", id: "ud")))
+            // ud3's delete held after taking it out of the counts of those whose cursor was before
+            // it (not bob's), before their totals, while bob marks unread from ud1.
+            _ = try await Self.interleave(
+                kind, store, at: Pause(before: { $0.hasPrefix("WITH locked AS MATERIALIZED") }),
+                { try await store.deleteMessage(id: "ud3", hard: false, now: .now()) },
+                against: { _ = try await store.markUnread("bob", in: channel, from: "ud1", now: .now()) },
+                waitingOn: ["SELECT c.pk, c.type, c.id"])
+            #expect(try await store.unreadTotals(of: "bob") == UnreadTotals(messages: 2, channels: 1))
+            try await Self.expectNothingToRecount(store)
         }
     }
 }

@@ -68,9 +68,10 @@ extension StoreSQL {
     }
 
     /// The member rows of `userIDs`, locked in key order, as a batch of moves
-    /// locks them (and then their users' rows): a user update that will copy
-    /// a changed privacy onto them takes them before the users' rows, so the
-    /// two never wait for each other in a circle.
+    /// locks them (and then their users' rows): a change that goes on to take
+    /// a user's row and then more of their member rows (a user update copying
+    /// a changed privacy, mark all read) takes them all first, so it and a
+    /// move never wait for each other in a circle.
     static func lockMembers(of userIDs: [String]) -> StoreQuery {
         "SELECT 1 FROM member WHERE \(in: "user_id", userIDs) ORDER BY channel_pk, user_id\(forUpdateOf: nil)"
     }
