@@ -242,7 +242,7 @@ struct InterleavingTests {
             // The delete held after its first lock, before its second; the reply takes the
             // channel, then the parent.
             _ = try await Self.interleave(
-                kind, store, at: Pause(before: { $0.contains("FOR UPDATE") }, skipping: 1),
+                kind, store, at: Pause(before: { $0.contains(" FOR UPDATE") || $0.contains(" FOR NO KEY UPDATE") }, skipping: 1),
                 { try await store.deleteMessage(id: "dp-p", hard: false, now: .now()) },
                 against: { try? await threads.reply(store, "dp-r2", by: "b", to: "dp-p", in: channel) },
                 waitingOn: ["SELECT c.pk, c.type, c.id", "UPDATE message SET reply_count"])
@@ -449,6 +449,29 @@ struct InterleavingTests {
                 against: { _ = try await store.markUnread("bob", in: channel, from: "ud1", now: .now()) },
                 waitingOn: ["SELECT c.pk, c.type, c.id"])
             #expect(try await store.unreadTotals(of: "bob") == UnreadTotals(messages: 2, channels: 1))
+            try await Self.expectNothingToRecount(store)
+        }
+    }
+
+    @Test(
+        "mark all read while a message is sent: the member row's foreign key check does not wait for the send's channel lock",
+        arguments: StoreKind.all)
+    func markAllReadAgainstSend(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await server.upsert("alice", "bob")
+            try await server.createChannel("messaging:fk", members: ["alice", "bob"], createdBy: "alice")
+            try await server.send("messaging:fk", id: "fk1", from: "alice")
+            let store = try #require(server.store as? SQLStore)
+            let before = store.health.retries(.deadlock)
+            // Held after moving bob's cursor (his member row changed once), before recounting it
+            // (the second change, whose foreign key PostgreSQL checks), while alice sends.
+            _ = try await Self.interleave(
+                kind, store, at: Pause(before: { $0.hasPrefix("UPDATE member SET unread = ((SELECT lc.last_seq") }),
+                { try await store.markAllRead("bob", audience: ReceiptAudience(fullChannelLimit: 100), now: .now()) },
+                against: { try await server.send("messaging:fk", id: "fk2", from: "alice") },
+                waitingOn: ["UPDATE member SET unread = unread + CASE"])
+            #expect(store.health.retries(.deadlock) == before, "the two waited for each other in a circle")
+            #expect(try await store.unreadTotals(of: "bob") == UnreadTotals(messages: 1, channels: 1))
             try await Self.expectNothingToRecount(store)
         }
     }

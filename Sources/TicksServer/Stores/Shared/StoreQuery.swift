@@ -20,6 +20,9 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         case list(column: String, values: [String])
         /// PostgreSQL's row lock; nothing in SQLite, whose single writer already serialises changes.
         case forUpdate(of: String?)
+        /// PostgreSQL's `FOR NO KEY UPDATE`: as `forUpdate` against every other writer of the
+        /// row, but not against a foreign key's check (`FOR KEY SHARE`). Nothing in SQLite.
+        case forNoKeyUpdate(of: String?)
         /// PostgreSQL's weakest row lock (`FOR KEY SHARE`): a row that must stay while the
         /// statement's change commits; only a delete (or a key change) of it waits. Nothing in SQLite.
         case forKeyShare
@@ -65,6 +68,8 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         mutating func appendInterpolation(array values: [Int64]) { parts.append(.array(.ints(values))) }
         /// ` FOR UPDATE [OF table]` in PostgreSQL.
         mutating func appendInterpolation(forUpdateOf table: String?) { parts.append(.forUpdate(of: table)) }
+        /// ` FOR NO KEY UPDATE [OF table]` in PostgreSQL.
+        mutating func appendInterpolation(forNoKeyUpdateOf table: String?) { parts.append(.forNoKeyUpdate(of: table)) }
         /// ` FOR KEY SHARE` in PostgreSQL.
         mutating func appendInterpolation(forKeyShare: Void) { parts.append(.forKeyShare) }
         /// A text column to order by, in byte order in both stores.
@@ -157,6 +162,8 @@ enum SQLDialect: Sendable {
                 }
             case .forUpdate(let table):
                 if self == .postgres { text += " FOR UPDATE" + (table.map { " OF \($0)" } ?? "") }
+            case .forNoKeyUpdate(let table):
+                if self == .postgres { text += " FOR NO KEY UPDATE" + (table.map { " OF \($0)" } ?? "") }
             case .forKeyShare:
                 if self == .postgres { text += " FOR KEY SHARE" }
             case .byteOrdered(let column):

@@ -184,7 +184,7 @@ extension StoreSQL {
     static func lockChannels(ofMembers userIDs: [String]) -> StoreQuery {
         """
         SELECT pk FROM channel WHERE pk IN (SELECT channel_pk FROM member WHERE \(in: "user_id", userIDs))
-        ORDER BY pk\(forUpdateOf: nil)
+        ORDER BY pk\(forNoKeyUpdateOf: nil)
         """
     }
 

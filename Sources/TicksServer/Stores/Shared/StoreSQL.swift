@@ -57,8 +57,15 @@ enum StoreSQL {
     }
 
     /// Locked in PostgreSQL when `lock`: a channel's row is taken before its members'.
+    /// `lock`: the channel's row lock, which every change to its messages,
+    /// members or counts takes first (docs/storage.md, "Concurrency on
+    /// PostgreSQL"). `FOR NO KEY UPDATE`, not `FOR UPDATE`: a member row
+    /// changed twice in one transaction has its foreign key checked the
+    /// second time (`FOR KEY SHARE` of the channel), and under `FOR UPDATE`
+    /// that check waited for a send that was waiting for the member row:
+    /// mark all read and sends deadlocked in `RandomWritersTests`.
     static func channel(pk: Int64, lock: Bool = false) -> StoreQuery {
-        "SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE c.pk = \(pk)" + (lock ? "\(forUpdateOf: "c")" : "")
+        "SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE c.pk = \(pk)" + (lock ? "\(forNoKeyUpdateOf: "c")" : "")
     }
 
     /// The channel's columns and, last, whether `userID` is a member (every receipt asks).
