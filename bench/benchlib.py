@@ -2,10 +2,13 @@
 import json
 import os
 import resource
+import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -144,3 +147,52 @@ def prepare_reads(ticks, data_dir, channels, messages):
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(channel, range(channels)))
     return key, token
+
+
+class Postgres:
+    """A throwaway cluster (scripts/postgres) on a free port, and a fresh schema in it per server."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="ticks-ab-pg.")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.url = subprocess.run([os.path.join(ROOT, "scripts/postgres"), "start", self.dir, str(port)],
+                                  check=True, capture_output=True, text=True).stdout.strip()
+        self.schemas = 0
+
+    def psql(self, sql):
+        subprocess.run(["psql", self.url, "-qAtc", sql], check=True, capture_output=True)
+
+    def new_schema(self):
+        self.schemas += 1
+        name = f"ab_{self.schemas}"
+        self.psql(f"CREATE SCHEMA {name}")
+        return name
+
+    def postmaster_pid(self):
+        with open(os.path.join(self.dir, "postmaster.pid")) as pid_file:
+            return int(pid_file.readline())
+
+    def cpu_seconds(self):
+        """CPU seconds used so far by the cluster: the postmaster and every process it started,
+        running or ended (/proc)."""
+        postmaster, total = self.postmaster_pid(), 0.0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # the process ended
+            if int(entry) == postmaster:
+                # Its own, and its children's that have ended (a client's backend once it disconnects).
+                total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+            elif int(fields[1]) == postmaster:
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+    def close(self):
+        subprocess.run([os.path.join(ROOT, "scripts/postgres"), "stop", self.dir], capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -7,6 +7,8 @@ local key = os.getenv("API_KEY")
 -- one message in every channel, behind the cursors (nothing moves).
 local suffix = os.getenv("MESSAGE_SUFFIX") or ""
 local fixed = tonumber(os.getenv("MESSAGE_INDEX"))
+-- bench/floors --postgres: the floor read the first MESSAGE_OFFSET messages of each channel already.
+local offset = tonumber(os.getenv("MESSAGE_OFFSET")) or 0
 local sent = 0
 
 wrk.method = "POST"
@@ -16,7 +18,7 @@ wrk.headers["Content-Type"] = "application/json"
 
 request = function()
   local channel = sent % channels
-  local message = fixed or math.floor(sent / channels)
+  local message = fixed or offset + math.floor(sent / channels)
   sent = sent + 1
   local path = "/channels/messaging/" .. prefix .. "c" .. channel .. "/read?api_key=" .. key
   local body = string.format('{"user_id": "%sr%d", "message_id": "%sc%dm%d%s"}', prefix, channel, prefix, channel, message, suffix)
