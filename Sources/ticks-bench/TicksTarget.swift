@@ -237,9 +237,12 @@ final class ReaderSocket: Sendable {
     let frames: AsyncStream<String>
     private let writer: AsyncStream<String>.Continuation
     private let waiting = Mutex<[CheckedContinuation<Void, any Error>]>([])
+    /// What a frame that answers one sent holds: an ack, or (`Pings`) the server's health.check.
+    private let answer: String
 
-    init() {
+    init(answeredBy answer: String = #""type":"ack""#) {
         (frames, writer) = AsyncStream.makeStream(of: String.self)
+        self.answer = answer
     }
 
     /// Sends a receipt and waits for its ack; throws when the server refused it.
@@ -250,9 +253,9 @@ final class ReaderSocket: Sendable {
         }
     }
 
-    /// A frame the server sent this reader: acks answer the oldest receipt waiting.
+    /// A frame the server sent this reader: answers answer the oldest frame waiting.
     func received(_ text: String) {
-        guard text.contains(#""type":"ack""#) else { return }
+        guard text.contains(answer) else { return }
         let next = waiting.withLock { $0.isEmpty ? nil : $0.removeFirst() }
         if text.contains(#""error":"#) {
             next?.resume(throwing: HTTP.Failure(status: 0, body: String(text.prefix(300))))

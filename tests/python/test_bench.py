@@ -52,6 +52,16 @@ def test_receipts_over_the_socket_reach_the_sender_without_http(server):
     assert 'route="/channels/{type}/{id}/read"' not in metrics
 
 
+def test_pings_each_frame_is_answered(server):
+    result = bench(server, "pings", "--sockets", "4", "--rate", "40", "--duration", "1")
+    assert result["scenario"] == "pings"
+    assert result["errors"] == 0
+    # 40 health.check frames, each answered before its socket sends the next.
+    assert result["latency_ms"]["count"] == 40
+    assert result["achieved_rate"] > 20
+    assert 0 < result["server_cpu_us_per_frame"] < 1_000_000
+
+
 def test_receipts_sweep_reports_each_rate(server):
     result = bench(server, "receipts", "--channels", "2", "--rate", "10,20", "--duration", "1", "--kinds", "read")
     assert [run["params"]["rate"] for run in result["runs"]] == [10, 20]

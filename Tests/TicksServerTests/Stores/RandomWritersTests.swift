@@ -20,7 +20,7 @@ import TicksReceipts
 struct RandomWritersTests {
     static let channels = ["rw0", "rw1", "rw2"]
     static let users = (0..<6).map { "u\($0)" }
-    /// How long the clients run: long enough for thousands of calls on PostgreSQL.
+    /// How long the clients run: some hundreds of calls on PostgreSQL, over a thousand on SQLite.
     static let running: Duration = .seconds(4)
 
     /// The ids of the messages sent so far, per channel: what the clients name.
