@@ -30,7 +30,9 @@ struct Pings: AsyncParsableCommand {
     }
 
     func run() async throws {
-        guard sockets > 0, rate > 0, duration > 0 else { throw ValidationError("--sockets, --rate and --duration: positive") }
+        guard sockets > 0, rate > 0, duration > 0 else {
+            throw ValidationError("--sockets, --rate and --duration: positive")
+        }
         let ticks = try await server.ticks(connections: 4)
         let prefix = runPrefix()
         let ids = (0..<sockets).map { "\(prefix)p\($0)" }
