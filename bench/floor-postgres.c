@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
+
+#include "floor-clock.h"
 
 static PGconn *connection;
 
@@ -32,18 +32,6 @@ static void fail(const char *what, PGresult *result) {
 static PGresult *expect(PGresult *result, ExecStatusType status, const char *what) {
     if (PQresultStatus(result) != status) fail(what, result);
     return result;
-}
-
-static double cpu_seconds(void) {
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 + usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
-}
-
-static double now(void) {
-    struct timespec time;
-    clock_gettime(CLOCK_MONOTONIC, &time);
-    return time.tv_sec + time.tv_nsec / 1e9;
 }
 
 // Appends `text` to the array literal being built in `out` (`{a,b,…}`).
@@ -91,11 +79,7 @@ int main(int argc, char **argv) {
     long receipts = 0, commits = 0, moved = 0;
     double started = now(), cpu_started = cpu_seconds();
     while (now() - started < seconds) {
-        double wait = started + commits * batch / rate - now();
-        if (wait > 0) {
-            struct timespec pause = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
-            nanosleep(&pause, NULL);
-        }
+        pace(started, commits, batch, rate);
         char *arrays[] = {kinds, users, types, ids, messages, newest, times, limits};
         for (int a = 0; a < 8; a++) strcpy(arrays[a], "{");
         long long at = (long long)(now() * 1e6);

@@ -13,8 +13,8 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-#include <sys/resource.h>
+
+#include "floor-clock.h"
 
 static sqlite3 *db;
 
@@ -46,18 +46,6 @@ static void run_keeping(sqlite3_stmt *statement, int a, long long *first, int b,
 static void run(sqlite3_stmt *statement) {
     long long ignored, too;
     run_keeping(statement, 0, &ignored, 0, &too);
-}
-
-static double cpu_seconds(void) {
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 + usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
-}
-
-static double now(void) {
-    struct timespec time;
-    clock_gettime(CLOCK_MONOTONIC, &time);
-    return time.tv_sec + time.tv_nsec / 1e9;
 }
 
 int main(int argc, char **argv) {
@@ -127,11 +115,7 @@ int main(int argc, char **argv) {
     long receipts = 0, commits = 0, moved = 0;
     double started = now(), cpu_started = cpu_seconds();
     while (now() - started < seconds) {
-        double wait = started + commits * batch / rate - now();
-        if (wait > 0) {
-            struct timespec pause = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
-            nanosleep(&pause, NULL);
-        }
+        pace(started, commits, batch, rate);
         run(begin);
         for (int i = 0; i < batch; i++, receipts++) {
             long index = receipts % channels, position = receipts / channels;

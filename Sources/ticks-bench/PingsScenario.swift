@@ -63,30 +63,17 @@ struct Pings: AsyncParsableCommand {
         let cpuBefore = try await ticks.serverCPUSeconds()
         let start = ContinuousClock.now + .milliseconds(200)
         let end = start + .seconds(duration)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 0..<sockets {
-                let offset = interval * Double.random(in: 0..<1)
-                group.addTask {
-                    var op = 0
-                    while true {
-                        let due = start + offset + interval * op
-                        guard due < end else { break }
-                        if due > .now { try await Task.sleep(until: due) }
-                        let key = "\(index)/\(op)"
-                        book.start(key)
-                        do {
-                            try await pingers[index].send(#"{"type":"health.check"}"#)
-                            book.seen(key)
-                            answered.increment()
-                        } catch {
-                            book.cancel(key)
-                            errors.increment()
-                        }
-                        op += 1
-                    }
-                }
+        try await paced(workers: sockets, interval: interval, from: start, until: end) { index, op in
+            let key = "\(index)/\(op)"
+            book.start(key)
+            do {
+                try await pingers[index].send(#"{"type":"health.check"}"#)
+                book.seen(key)
+                answered.increment()
+            } catch {
+                book.cancel(key)
+                errors.increment()
             }
-            try await group.waitForAll()
         }
         let elapsed = max((ContinuousClock.now - start).seconds, duration)
         let cpuAfter = try await ticks.serverCPUSeconds()

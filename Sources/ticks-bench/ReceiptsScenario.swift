@@ -55,31 +55,20 @@ struct ReceiptsScenario {
         let cpuBefore = try await target.serverCPUSeconds()
         let start = ContinuousClock.now + .milliseconds(200)
         let end = start + .seconds(parameters.duration)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for (channel, reader) in channels.flatMap({ channel in channel.readers.indices.map { (channel, $0) } }) {
-                let offset = interval * Double.random(in: 0..<1)
-                group.addTask {
-                    var op = 0
-                    while true {
-                        let due = start + offset + interval * op
-                        guard due < end else { break }
-                        if due > .now { try await Task.sleep(until: due) }
-                        let kind = kinds[op % kinds.count]
-                        let message = op / kinds.count
-                        let key = receiptKey(reader: channel.readers[reader], message: channel.messageIDs[message], kind: kind)
-                        book.start(key)
-                        do {
-                            try await target.mark(kind, channel: channel, reader: reader, message: message)
-                            completed.increment()
-                        } catch {
-                            book.cancel(key)
-                            errors.increment()
-                        }
-                        op += 1
-                    }
-                }
+        let readers = channels.flatMap { channel in channel.readers.indices.map { (channel, $0) } }
+        try await paced(workers: readers.count, interval: interval, from: start, until: end) { worker, op in
+            let (channel, reader) = readers[worker]
+            let kind = kinds[op % kinds.count]
+            let message = op / kinds.count
+            let key = receiptKey(reader: channel.readers[reader], message: channel.messageIDs[message], kind: kind)
+            book.start(key)
+            do {
+                try await target.mark(kind, channel: channel, reader: reader, message: message)
+                completed.increment()
+            } catch {
+                book.cancel(key)
+                errors.increment()
             }
-            try await group.waitForAll()
         }
         let elapsed = max((ContinuousClock.now - start).seconds, parameters.duration)
         // Give the last events a moment to arrive.

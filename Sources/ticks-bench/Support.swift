@@ -38,7 +38,8 @@ struct HTTP: Sendable {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(string: json))
         }
-        let response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000))
+        let response = try await client.execute(
+            request, timeout: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000))
         let body = try await response.body.collect(upTo: 64 << 20)
         guard (200..<300).contains(Int(response.status.code)) else {
             throw Failure(status: Int(response.status.code), body: String(buffer: body))
@@ -174,4 +175,30 @@ final class Locked<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>
     init(_ value: Value) { mutex = Mutex(value) }
     func withLock<Result: Sendable>(_ body: (inout Value) -> Result) -> Result { mutex.withLock { body(&$0) } }
+}
+
+/// Runs `op(worker, n)` for each of `workers` on a schedule of its own: its
+/// ops `interval` apart from a random offset after `start`, until `end`, one
+/// at a time (an op waits for the one before, as a client waits for its
+/// answer), so the total is `workers / interval` per second.
+func paced(
+    workers: Int, interval: Duration, from start: ContinuousClock.Instant, until end: ContinuousClock.Instant,
+    _ op: @escaping @Sendable (_ worker: Int, _ n: Int) async -> Void
+) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for worker in 0..<workers {
+            let offset = interval * Double.random(in: 0..<1)
+            group.addTask {
+                var n = 0
+                while true {
+                    let due = start + offset + interval * n
+                    guard due < end else { break }
+                    if due > .now { try await Task.sleep(until: due) }
+                    await op(worker, n)
+                    n += 1
+                }
+            }
+        }
+        try await group.waitForAll()
+    }
 }

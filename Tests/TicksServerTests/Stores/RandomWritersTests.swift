@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Logging
 import Synchronization
 import Testing
 import TicksProtocol
@@ -78,10 +79,14 @@ struct RandomWritersTests {
                 recount.fixedCount == 0,
                 "seed \(seed), \(total) calls: \(recount.fixes)\n\(calls.joined(separator: "\n"))")
             // Reported, not asserted (issue 40): how often PostgreSQL broke a circle or a serialisation here.
-            print(
-                "random writers on \(kind): \(total) calls in \(Self.running), retried after a deadlock "
-                    + "\(store.health.retries(.deadlock)), after a serialisation failure \(store.health.retries(.serialization))"
+            let retried = (
+                deadlock: store.health.retries(.deadlock), serialization: store.health.retries(.serialization)
             )
+            Logger(label: "ticks-test").info(
+                """
+                random writers on \(kind): \(total) calls in \(Self.running), retried after a deadlock \(retried.deadlock), \
+                after a serialisation failure \(retried.serialization)
+                """)
             try await Self.expectNoReceiptOfNonMembers(store, seed: seed)
             try await Self.expectCursorsAtLeast(told, store, seed: seed)
         }
