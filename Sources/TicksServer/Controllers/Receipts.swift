@@ -54,9 +54,14 @@ struct Receipts: Sendable {
     /// deliveries (R15) looked up first, when the app's setting is on.
     func tell(_ outcome: CursorOutcome) async throws {
         guard outcome.update.changed else { return }
+        events.count(outcome)
+        // No one to tell: no notice, and no look-up for R15.
+        guard events.anyoneHears(outcome.recipients + [outcome.reader.id] + outcome.reachedAll.map(\.author)) else {
+            return
+        }
         let notice = CursorNotice(outcome)
-        let hearers = (notice.othersSeeRead ? outcome.recipients : []) + notice.readByAllAuthors
-        let hiding = try await seeReadsAsDeliveries(among: hearers.filter { $0 != outcome.reader.id })
+        let readers = (notice.othersSeeRead ? outcome.recipients : []) + notice.readByAllAuthors
+        let hiding = try await seeReadsAsDeliveries(among: readers.filter { $0 != outcome.reader.id })
         try events.cursorMoved(outcome, notice: notice, seeReadsAsDeliveries: hiding)
     }
 

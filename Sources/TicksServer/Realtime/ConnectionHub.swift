@@ -160,6 +160,11 @@ public final class ConnectionHub: Sendable {
         connections.withLock { all in userIDs.reduce(0) { $0 + (all[$1] == nil ? 0 : 1) } }
     }
 
+    /// Whether any of `userIDs` has a connection to this node.
+    func anyConnected(among userIDs: some Sequence<String>) -> Bool {
+        connections.withLock { all in userIDs.contains { all[$0] != nil } }
+    }
+
     /// Those of `userIDs` with no connection to this node (the push hook's recipients).
     func unconnected(among userIDs: [String]) -> [String] {
         connections.withLock { all in userIDs.filter { all[$0] == nil } }

@@ -26,6 +26,7 @@ public struct ServerMetrics: Sendable {
     /// Transactions run again after PostgreSQL aborted them, by why (`StoreRetry`'s raw values).
     let storeRetries: [String: CoreMetrics.Gauge]
     let slowConnectionsClosed: CoreMetrics.Counter
+    /// Events sent to a connection of this node or to the bus (an event no one could hear is not built).
     let eventsPublished: CoreMetrics.Counter
     let readMoves: CoreMetrics.Counter
     let deliveredMoves: CoreMetrics.Counter

@@ -165,6 +165,40 @@ struct EventTests {
         }
     }
 
+    @Test("an event no one can hear is not built: with no connection, receipts and sends publish nothing")
+    func unheard() async throws {
+        try await TestServer.run(.standard, .live) { server in
+            func published() async throws -> Int {
+                let metrics = try await server.call(.get, "/metrics").body
+                let line = try #require(metrics.split(separator: "\n").first { $0.hasPrefix("ticks_events_published_total ") })
+                return try #require(Int(line.split(separator: " ")[1]))
+            }
+            try await setUp(server)
+            try await server.send("messaging:g", id: "g1", from: "alice")
+            try await server.send("messaging:g", id: "g2", from: "alice")
+            _ = try await server.markRead("messaging:g", "bob", upTo: "g1")
+            #expect(try await published() == 0)
+            // The move is counted all the same, and the answer carries its event.
+            let metrics = try await server.call(.get, "/metrics").body
+            #expect(metrics.contains(#"ticks_cursor_moves_total{kind="read"} 1"#))
+            // carol is connected, but hears nothing of g: still nothing is published for g.
+            let carol = try await TestSocket.connect(server, as: "carol")
+            defer { carol.close() }
+            let answer = try await server.markRead("messaging:g", "bob", upTo: "g2")
+            #expect(answer["event"]["type"].string == "message.read")
+            #expect(try await published() == 0)
+            // alice, connected, hears bob's next read: told again.
+            let alice = try await TestSocket.connect(server, as: "alice")
+            defer { alice.close() }
+            try await server.send("messaging:g", id: "g3", from: "alice")
+            _ = try await alice.next("message.new")
+            _ = try await server.markRead("messaging:g", "bob", upTo: "g3")
+            #expect(try await alice.next("message.read")["last_read_message_id"].string == "g3")
+            let told = try await published()
+            #expect(told >= 2, "message.new and message.read at least: \(told)")
+        }
+    }
+
     @Test("large channels: read and delivered events go only to the authors of the messages they cover")
     func largeChannelTargeting() async throws {
         try await TestServer.run(.standard, .live, largeChannelMembers: 3) { server in

@@ -224,7 +224,7 @@ struct MoveBatcherTests {
         let (alice, first) = try await database.sendAlone("alice")
         let bob = try await database.send("bob")
         // Both callers' deadlines wait on the clock; the batch in the database never ends by itself.
-        while clock.sleepers < 2 { await Task.yield() }
+        while deadline.waitingCalls < 2 || clock.sleepers < 1 { await Task.yield() }
         clock.advance(by: .seconds(2))
         for waiting in [alice, bob] {
             await #expect(throws: StoreError.unavailable(.timedOut(.seconds(2)))) { try await waiting.outcome() }
@@ -242,10 +242,14 @@ struct MoveBatcherTests {
     @Test("an answer before the deadline is the answer, and its deadline stops waiting")
     func answerBeforeDeadline() async throws {
         let clock = ManualClock()
-        let database = HeldDatabase(lanes: 1, deadline: StoreDeadline(timeout: .seconds(2), time: clock.timeSource))
+        let deadline = StoreDeadline(timeout: .seconds(2), time: clock.timeSource)
+        let database = HeldDatabase(lanes: 1, deadline: deadline)
         let (alice, batch) = try await database.sendAlone("alice")
         batch.finish()
         #expect(try await alice.outcome()?.at == alice.move.at)
+        #expect(deadline.waitingCalls == 0)
+        // Past the deadline, the answer stands and the watch ends.
+        clock.advance(by: .seconds(2))
         while clock.sleepers > 0 { await Task.yield() }
     }
 

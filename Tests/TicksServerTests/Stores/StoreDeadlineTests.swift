@@ -18,8 +18,46 @@ struct StoreDeadlineTests {
         await #expect(throws: StoreError.messageNotFound("m1")) {
             try await deadline.run { () async throws -> Int in throw StoreError.messageNotFound("m1") }
         }
-        // The deadlines stopped waiting once answered.
+        // Answered calls wait no more; at the deadline nothing is left to leave, and the watch ends.
+        #expect(deadline.waitingCalls == 0)
+        clock.advance(by: .seconds(5))
         while clock.sleepers > 0 { await Task.yield() }
+    }
+
+    @Test("one watch for every call: each is left at its own deadline, none answered is left, and the watch ends")
+    func oneWatch() async throws {
+        let clock = ManualClock()
+        let deadline = StoreDeadline(timeout: .seconds(5), time: clock.timeSource)
+        let left = Left()
+        let call = { @Sendable (number: Int, endsAtOnce: Bool) -> Task<Int, any Error> in
+            Task {
+                try await deadline.run { () async throws -> Int in
+                    _ = StoreDeadline.expiry?.register { left.numbers.withLock { $0.append(number) } }
+                    // Never ends by itself (an hour on the real clock): only the deadline cancels it.
+                    if !endsAtOnce { try? await Task.sleep(for: .seconds(3600)) }
+                    return number
+                }
+            }
+        }
+        // At 0 s: call 1 is answered, calls 2 and 3 never end; at 3 s: call 4 never ends.
+        #expect(try await call(1, true).value == 1)
+        let early = [call(2, false), call(3, false)]
+        while deadline.waitingCalls < 2 || clock.sleepers < 1 { await Task.yield() }
+        clock.advance(by: .seconds(3))
+        let late = call(4, false)
+        while deadline.waitingCalls < 3 { await Task.yield() }
+        #expect(clock.sleepers == 1, "one watch, not a timer per call")
+        clock.advance(by: .seconds(2))
+        for waiting in early {
+            await #expect(throws: StoreError.unavailable(.timedOut(.seconds(5)))) { try await waiting.value }
+        }
+        #expect(left.numbers.withLock { $0.sorted() } == [2, 3], "call 1 was answered; call 4's deadline is at 8 s")
+        #expect(deadline.waitingCalls == 1)
+        clock.advance(by: .seconds(3))
+        await #expect(throws: StoreError.unavailable(.timedOut(.seconds(5)))) { try await late.value }
+        #expect(left.numbers.withLock { $0.sorted() } == [2, 3, 4])
+        while clock.sleepers > 0 { await Task.yield() }
+        #expect(deadline.waitingCalls == 0)
     }
 
     @Test("work that never ends is left at the deadline: 503, its expiry actions run, the work is cancelled")
@@ -87,4 +125,9 @@ struct StoreDeadlineTests {
         health.answered()
         #expect(health.unreachableSince == nil && health.reason == nil && health.unavailableCalls == 2)
     }
+}
+
+/// The calls whose expiry actions ran.
+private final class Left: Sendable {
+    let numbers = Mutex<[Int]>([])
 }

@@ -19,33 +19,39 @@ final class MoveBatcher: Sendable {
     typealias Outcomes = [Result<CursorOutcome?, any Error>]
 
     private struct Waiter: Sendable {
-        let id: Int
         let move: BatchedMove
         let reply: Reply
     }
 
-    /// A caller's continuation, resumed once: by its batch, or by its deadline.
-    private final class Reply: Sendable {
-        private let state: Mutex<(continuation: CheckedContinuation<CursorOutcome?, any Error>?, timer: Task<Void, Never>?)>
+    /// A caller's continuation, resumed once: by its batch, or by its deadline (`StoreDeadline.watch`).
+    private final class Reply: DeadlineCall {
+        private let continuation: Mutex<CheckedContinuation<CursorOutcome?, any Error>?>
+        private let timeout: Duration
+        /// Takes it out of the queue if it still waits there.
+        private let withdraw: @Sendable (Reply) -> Void
 
-        init(_ continuation: CheckedContinuation<CursorOutcome?, any Error>) {
-            state = Mutex((continuation, nil))
+        init(
+            _ continuation: CheckedContinuation<CursorOutcome?, any Error>, timeout: Duration,
+            withdraw: @escaping @Sendable (Reply) -> Void
+        ) {
+            self.continuation = Mutex(continuation)
+            self.timeout = timeout
+            self.withdraw = withdraw
         }
 
-        func hold(_ timer: Task<Void, Never>) {
-            let answered = state.withLock { state -> Bool in
-                if state.continuation != nil { state.timer = timer }
-                return state.continuation == nil
-            }
-            if answered { timer.cancel() }
+        var isSettled: Bool { continuation.withLock { $0 == nil } }
+
+        func expire() {
+            // Still waiting: it never runs. In a batch: its outcome is not known here.
+            withdraw(self)
+            resume(with: .failure(StoreError.unavailable(.timedOut(timeout))))
         }
 
         func resume(with result: Result<CursorOutcome?, any Error>) {
-            let (continuation, timer) = state.withLock { state in
-                defer { state = (nil, nil) }
-                return state
+            let continuation = continuation.withLock { continuation in
+                defer { continuation = nil }
+                return continuation
             }
-            timer?.cancel()
             continuation?.resume(with: result)
         }
     }
@@ -60,13 +66,11 @@ final class MoveBatcher: Sendable {
         var pending: [Waiter] = []
         var running = 0
         var statistics = Statistics()
-        var nextID = 0
 
-        /// Takes the waiter `id` out of the queue; false if it is not there (in a batch, or answered).
-        mutating func withdraw(_ id: Int) -> Bool {
-            guard let index = pending.firstIndex(where: { $0.id == id }) else { return false }
+        /// Takes `reply`'s waiter out of the queue, if it is there (not in a batch, not answered).
+        mutating func withdraw(_ reply: Reply) {
+            guard let index = pending.firstIndex(where: { $0.reply === reply }) else { return }
             pending.remove(at: index)
-            return true
         }
 
         /// The oldest waiting moves, up to `limit`, each member once.
@@ -131,25 +135,17 @@ final class MoveBatcher: Sendable {
     /// Applies `move` in the next batch; its outcome, or its own refusal.
     func submit(_ move: BatchedMove) async throws -> CursorOutcome? {
         try await withCheckedThrowingContinuation { continuation in
-            let reply = Reply(continuation)
-            let (id, batch) = state.withLock { state -> (Int, [Waiter]?) in
-                let id = state.nextID
-                state.nextID &+= 1
-                state.pending.append(Waiter(id: id, move: move, reply: reply))
-                guard state.running < lanes, let batch = state.takeBatch(limit: limit) else { return (id, nil) }
+            let reply = Reply(continuation, timeout: deadline?.timeout ?? .zero) { [weak self] reply in
+                self?.state.withLock { $0.withdraw(reply) }
+            }
+            let batch = state.withLock { state -> [Waiter]? in
+                state.pending.append(Waiter(move: move, reply: reply))
+                guard state.running < lanes, let batch = state.takeBatch(limit: limit) else { return nil }
                 state.running += 1
-                return (id, batch)
+                return batch
             }
             arrived(move)
-            if let deadline {
-                reply.hold(
-                    Task { [self] in
-                        do { try await deadline.time.sleep(for: deadline.timeout) } catch { return }
-                        // Still waiting: it never runs. In a batch: its outcome is not known here.
-                        _ = state.withLock { $0.withdraw(id) }
-                        reply.resume(with: .failure(StoreError.unavailable(.timedOut(deadline.timeout))))
-                    })
-            }
+            deadline?.watch(reply)
             if let batch { startLane(with: batch) }
         }
     }

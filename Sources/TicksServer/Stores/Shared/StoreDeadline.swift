@@ -1,3 +1,4 @@
+import NIOCore
 import Synchronization
 import TicksProtocol
 
@@ -16,20 +17,36 @@ import TicksProtocol
 /// PostgreSQL's closes the call's connection, so the work fails and the pool
 /// drops the connection. Its outcome is unknown to the caller; every call
 /// that may end so is safe to repeat (docs/operations.md).
+///
+/// One watch serves every call of a deadline (`DeadlineWatch`), not a timer
+/// per call: a timer set and cancelled on every store call cost a tenth of
+/// the server's CPU at 1,000 receipts/s (issue 39, BENCHMARKS.md).
 public struct StoreDeadline: Sendable {
     /// What one store call may take. Five seconds by default: two orders of
     /// magnitude above a receipt's p99 at saturation (BENCHMARKS.md), below
     /// the HTTP timeouts of Stream's SDKs (6 s in stream-chat-python), so a
     /// client gets the 503 before it gives up on its own.
-    public var timeout: Duration
+    public let timeout: Duration
     /// The clock the deadline runs on (a test's clock in tests).
-    public var time: TimeSource
+    public let time: TimeSource
+    /// The calls waiting, shared by the copies of this deadline.
+    private let watcher: DeadlineWatch
 
     public static let defaultTimeout: Duration = .seconds(5)
 
     public init(timeout: Duration = StoreDeadline.defaultTimeout, time: TimeSource = .system) {
         self.timeout = timeout
         self.time = time
+        self.watcher = DeadlineWatch(time: time)
+    }
+
+    /// The calls waiting for their work or their deadline (for tests).
+    var waitingCalls: Int { watcher.waiting }
+
+    /// Leaves `call` at this deadline from now unless it is settled first: for a
+    /// caller that waits on something other than `run`'s work (`MoveBatcher`'s queue).
+    func watch(_ call: some DeadlineCall) {
+        watcher.add(call, until: time.now + timeout)
     }
 
     /// What a call that reached its deadline does before it is left: registered by the
@@ -78,26 +95,20 @@ public struct StoreDeadline: Sendable {
     /// `operation`'s result, or `StoreError.unavailable` once `timeout` has
     /// passed; a caller that is cancelled stops waiting too.
     func run<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-        let race = Race<T>()
-        let expiry = Expiry()
-        let timeout = timeout
-        let time = time
+        let race = Race<T>(timeout: timeout)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 race.start(continuation)
-                let timer = Task {
-                    do { try await time.sleep(for: timeout) } catch { return }
-                    if race.settle(.failure(StoreError.unavailable(.timedOut(timeout)))) { expiry.expire() }
-                }
                 let work = Task {
                     do {
-                        let value = try await StoreDeadline.$expiry.withValue(expiry) { try await operation() }
+                        let value = try await StoreDeadline.$expiry.withValue(race.expiry) { try await operation() }
                         race.settle(.success(value))
                     } catch {
                         race.settle(.failure(error))
                     }
                 }
-                race.hold(work, timer)
+                race.hold(work)
+                watch(race)
             }
         } onCancel: {
             race.settle(.failure(CancellationError()))
@@ -105,18 +116,96 @@ public struct StoreDeadline: Sendable {
     }
 }
 
+/// A call that a deadline may leave (`StoreDeadline.watch`).
+protocol DeadlineCall: AnyObject, Sendable {
+    /// Whether its work or its caller's cancellation has answered it.
+    var isSettled: Bool { get }
+    /// Leaves it: its caller is answered 503, its expiry actions run, its work is cancelled.
+    func expire()
+}
+
+/// The calls of one `StoreDeadline` waiting, oldest first, and one task that
+/// sleeps until the oldest one's deadline, leaves the calls whose deadline
+/// has passed, and ends when no call waits. Calls answered are dropped from
+/// the front as new ones arrive, so the queue holds at most the calls of one
+/// timeout. All calls of a deadline have the same timeout and the clock only
+/// goes forward, so the oldest call's deadline is the first.
+private final class DeadlineWatch: Sendable {
+    private struct Waiting {
+        var deadline: Duration
+        var call: any DeadlineCall
+    }
+
+    private struct State {
+        var queue = CircularBuffer<Waiting>()
+        /// Whether the watching task runs (it ends when the queue is empty).
+        var watching = false
+    }
+
+    private let time: TimeSource
+    private let state = Mutex(State())
+
+    init(time: TimeSource) {
+        self.time = time
+    }
+
+    var waiting: Int { state.withLock { $0.queue.count { !$0.call.isSettled } } }
+
+    func add(_ call: some DeadlineCall, until deadline: Duration) {
+        let start = state.withLock { state -> Bool in
+            while let first = state.queue.first, first.call.isSettled { state.queue.removeFirst() }
+            state.queue.append(Waiting(deadline: deadline, call: call))
+            defer { state.watching = true }
+            return !state.watching
+        }
+        // Detached: it serves every caller, and carries none's task-locals (a trace's context).
+        if start { Task.detached { await self.watchUntilEmpty() } }
+    }
+
+    private func watchUntilEmpty() async {
+        while true {
+            let now = time.now
+            let (due, next) = state.withLock { state -> ([any DeadlineCall], Duration?) in
+                var due: [any DeadlineCall] = []
+                while let first = state.queue.first, first.call.isSettled || first.deadline <= now {
+                    let call = state.queue.removeFirst().call
+                    if !call.isSettled { due.append(call) }
+                }
+                guard let first = state.queue.first else {
+                    state.watching = false
+                    return (due, nil)
+                }
+                return (due, first.deadline)
+            }
+            for call in due { call.expire() }
+            guard let next else { return }
+            // Not cancellable: this task is nobody's child and ends by itself.
+            try? await time.sleep(until: next)
+        }
+    }
+}
+
 /// One caller waiting for the first of its work and its deadline: the first
-/// to settle resumes it and cancels the other.
-private final class Race<T: Sendable>: Sendable {
+/// to settle resumes it and cancels the work.
+private final class Race<T: Sendable>: DeadlineCall {
     private struct State {
         var continuation: CheckedContinuation<T, any Error>?
         /// Settled before the continuation was there (cancelled at once).
         var early: Result<T, any Error>?
-        var tasks: [Task<Void, Never>] = []
+        var work: Task<Void, Never>?
         var settled = false
     }
 
     private let state = Mutex(State())
+    private let timeout: Duration
+    /// What the work registered to run if it is left at its deadline.
+    let expiry = StoreDeadline.Expiry()
+
+    init(timeout: Duration) {
+        self.timeout = timeout
+    }
+
+    var isSettled: Bool { state.withLock { $0.settled } }
 
     func start(_ continuation: CheckedContinuation<T, any Error>) {
         let early = state.withLock { state -> Result<T, any Error>? in
@@ -129,29 +218,33 @@ private final class Race<T: Sendable>: Sendable {
         if let early { continuation.resume(with: early) }
     }
 
-    /// Keeps the tasks to cancel once settled (cancels them now if it is).
-    func hold(_ tasks: Task<Void, Never>...) {
+    /// Keeps the work to cancel once settled (cancels it now if it is).
+    func hold(_ work: Task<Void, Never>) {
         let settled = state.withLock { state -> Bool in
-            if !state.settled { state.tasks = tasks }
+            if !state.settled { state.work = work }
             return state.settled
         }
-        if settled { tasks.forEach { $0.cancel() } }
+        if settled { work.cancel() }
+    }
+
+    func expire() {
+        if settle(.failure(StoreError.unavailable(.timedOut(timeout)))) { expiry.expire() }
     }
 
     /// Resumes the caller with `result` unless it was already; whether this call did.
     @discardableResult
     func settle(_ result: Result<T, any Error>) -> Bool {
-        let taken = state.withLock { state -> (CheckedContinuation<T, any Error>?, [Task<Void, Never>])? in
+        let taken = state.withLock { state -> (CheckedContinuation<T, any Error>?, Task<Void, Never>?)? in
             guard !state.settled else { return nil }
             state.settled = true
-            let taken = (state.continuation, state.tasks)
+            let taken = (state.continuation, state.work)
             state.continuation = nil
-            state.tasks = []
+            state.work = nil
             if taken.0 == nil { state.early = result }
             return taken
         }
-        guard let (continuation, tasks) = taken else { return false }
-        tasks.forEach { $0.cancel() }
+        guard let (continuation, work) = taken else { return false }
+        work?.cancel()
         continuation?.resume(with: result)
         return true
     }
