@@ -81,16 +81,23 @@ extension SQLStore {
     /// A batch of moves in one channel may reach the same author's messages
     /// more than once: each author is told once, of the newest.
     static func toldOnceEach(_ outcomes: [CursorOutcome]) -> [CursorOutcome] {
-        var newest: [String: Seq] = [:]
+        struct Told: Hashable {
+            var channel: Int64
+            var kind: CursorKind
+            var author: String
+        }
+        var newest: [Told: Seq] = [:]
         for outcome in outcomes {
             for reached in outcome.reachedAll {
-                let key = "\(outcome.channel.pk)/\(reached.kind)/\(reached.author)"
-                newest[key] = max(newest[key] ?? 0, reached.seq)
+                let told = Told(channel: outcome.channel.pk, kind: reached.kind, author: reached.author)
+                newest[told] = max(newest[told] ?? 0, reached.seq)
             }
         }
         return outcomes.map { outcome in
             var outcome = outcome
-            outcome.reachedAll.removeAll { newest["\(outcome.channel.pk)/\($0.kind)/\($0.author)"] != $0.seq }
+            outcome.reachedAll.removeAll {
+                newest[Told(channel: outcome.channel.pk, kind: $0.kind, author: $0.author)] != $0.seq
+            }
             return outcome
         }
     }
