@@ -362,7 +362,28 @@ public final class PostgresEventBus: EventBus {
 
     private func notify(payload: String, on connection: PostgresConnection) async throws {
         guard !connection.isClosed else { throw ConnectionClosed() }
-        try await connection.query("SELECT pg_notify(\(channel), \(payload))", logger: logger)
+        for try await _ in try await connection.execute(Notify(channel: channel, payload: payload), logger: logger) {}
+    }
+
+    /// `pg_notify`, prepared once on the publishing connection rather than
+    /// parsed and planned for every notification (issue 39: every statement
+    /// on a hot path is prepared).
+    private struct Notify: PostgresPreparedStatement {
+        static let name = "ticks_notify"
+        static let sql = "SELECT pg_notify($1, $2)"
+        static let bindingDataTypes: [PostgresDataType] = [.text, .text]
+
+        let channel: String
+        let payload: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 2)
+            bindings.append(channel)
+            bindings.append(payload)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws {}
     }
 
     /// Closes `connection`; a connection may not be dropped open.
