@@ -170,7 +170,8 @@ struct EventTests {
         try await TestServer.run(.standard, .live) { server in
             func published() async throws -> Int {
                 let metrics = try await server.call(.get, "/metrics").body
-                let line = try #require(metrics.split(separator: "\n").first { $0.hasPrefix("ticks_events_published_total ") })
+                let lines = metrics.split(separator: "\n")
+                let line = try #require(lines.first { $0.hasPrefix("ticks_events_published_total ") })
                 return try #require(Int(line.split(separator: " ")[1]))
             }
             try await setUp(server)
