@@ -248,7 +248,7 @@ struct ReceiptRulesHTTPTests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ticks-durable-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let path = folder.appendingPathComponent("ticks.sqlite").path
-        let store = try SQLStore.sqlite(path: path)
+        let store = try SQLStore.sqlite(path: path, deadline: StoreKind.deadline)
         let now = Timestamp.now()
         _ = try await store.upsertUsers([User(id: "alice"), User(id: "bob")], now: now)
         let (channel, _) = try await store.createChannel(
@@ -257,7 +257,7 @@ struct ReceiptRulesHTTPTests {
         _ = try await store.markRead(
             "bob", in: channel.cid, upTo: "d1", audience: ReceiptAudience(fullChannelLimit: 100), now: now)
 
-        let reopened = try SQLStore.sqlite(path: path)
+        let reopened = try SQLStore.sqlite(path: path, deadline: StoreKind.deadline)
         let receipts = try #require(try await reopened.receipts(forMessage: "d1"))
         #expect(receipts.entries.map(\.userID) == ["bob"])
         #expect(receipts.entries.first?.readAt == now)

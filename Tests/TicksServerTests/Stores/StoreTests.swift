@@ -321,7 +321,7 @@ struct SQLiteStoreTests {
 
     @Test("R2: a cursor update computed from a stale read cannot move the cursor back")
     func staleUpdateCannotRegress() async throws {
-        let store = try SQLStore.memory()
+        let store = try SQLStore.memory(deadline: StoreKind.deadline)
         let now = Timestamp.now()
         _ = try await store.upsertUsers([User(id: "a"), User(id: "b")], now: now)
         let (channel, _) = try await store.createChannel(
