@@ -31,7 +31,7 @@ struct EventBusTests {
                     bufferBytes: 1 << 20, maxConnectionsPerUser: 10, metrics: metrics, logger: PostgresTestDatabase.logger)
                 let bus = PostgresEventBus(
                     pool: pool, configuration: try location.connectionConfiguration(), schema: location.schema,
-                    queueBytes: queueBytes, logger: PostgresTestDatabase.logger)
+                    queueBytes: queueBytes, deadline: StoreKind.deadline, logger: PostgresTestDatabase.logger)
                 return Node(bus: bus, hub: hub, metrics: metrics)
             }
             let a = try node(queueBytes: queueBytes)

@@ -232,7 +232,7 @@ struct SQLiteStoreTests {
                     VALUES (1, 'a', 0, 0, 0, 0, 0), (1, 'b', 0, 0, 0, 0, 0);
                     """)
         }
-        let store = SQLStore(engine: try SQLiteEngine(writer: queue))
+        let store = SQLStore(engine: try SQLiteEngine(writer: queue), deadline: StoreKind.deadline)
         #expect(try await store.channel(ChannelID(type: "messaging", id: "old"))?.memberCount == 2)
     }
 
@@ -254,7 +254,7 @@ struct SQLiteStoreTests {
                     VALUES (1, 'a', 3, 0, 3, 0, 0), (1, 'b', 0, 0, 0, 0, 0), (2, 'a', 1, 0, 1, 0, 0), (2, 'b', 0, 0, 0, 0, 0);
                     """)
         }
-        let store = SQLStore(engine: try SQLiteEngine(writer: queue))
+        let store = SQLStore(engine: try SQLiteEngine(writer: queue), deadline: StoreKind.deadline)
         // b has not read o1 and o3 (o2 is b's own) in one channel, nor p1 in the other.
         #expect(try await store.unreadTotals(of: "b") == UnreadTotals(messages: 3, channels: 2))
         #expect(try await store.unreadTotals(of: "a") == UnreadTotals(messages: 0, channels: 0))
@@ -290,7 +290,7 @@ struct SQLiteStoreTests {
         policy.interval = .milliseconds(20)
         policy.restartFrames = 50
         let sqlite = try SQLiteEngine.open(path: folder.appendingPathComponent("t.sqlite").path, checkpoints: policy)
-        let store = SQLStore(engine: sqlite)
+        let store = SQLStore(engine: sqlite, deadline: StoreKind.deadline)
         // The checkpointer is a service: the application's group runs it beside the server.
         let checkpoints = Task { for service in sqlite.services { try await service.run() } }
         defer { checkpoints.cancel() }
