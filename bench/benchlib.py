@@ -152,17 +152,20 @@ def prepare_reads(ticks, data_dir, channels, messages):
 class Postgres:
     """A throwaway cluster (scripts/postgres) on a free port, and a fresh schema in it per server."""
 
-    def __init__(self):
+    def __init__(self, options=""):
+        """`options`: more server settings, as `-c name=value …` (scripts/postgres' POSTGRES_OPTIONS)."""
         self.dir = tempfile.mkdtemp(prefix="ticks-ab-pg.")
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         self.url = subprocess.run([os.path.join(ROOT, "scripts/postgres"), "start", self.dir, str(port)],
-                                  check=True, capture_output=True, text=True).stdout.strip()
+                                  check=True, capture_output=True, text=True,
+                                  env=dict(os.environ, POSTGRES_OPTIONS=options)).stdout.strip()
         self.schemas = 0
 
     def psql(self, sql):
-        subprocess.run(["psql", self.url, "-qAtc", sql], check=True, capture_output=True)
+        """Runs `sql`; its rows, as psql prints them unaligned (`|` between columns)."""
+        return subprocess.run(["psql", self.url, "-qAtc", sql], check=True, capture_output=True, text=True).stdout
 
     def new_schema(self):
         self.schemas += 1
