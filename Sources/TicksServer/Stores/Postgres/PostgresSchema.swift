@@ -129,7 +129,9 @@ enum PostgresSchema {
         } else {
             wanted = migrations[...]
         }
-        try await transactions.run(.write) { session in
+        // Told after the commit: a transaction retried after a deadlock (with a node still serving
+        // beside it) runs its migrations again, and only the attempt that commits applied them.
+        let (done, newer) = try await transactions.run(.write) { session -> ([String], Set<String>) in
             // Held until this transaction ends; a second node waits here.
             try await session.execute("SELECT pg_advisory_xact_lock(\(migrationLock))")
             try await session.execute(
@@ -137,12 +139,13 @@ enum PostgresSchema {
                 CREATE TABLE IF NOT EXISTS ticks_migration (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())
                 """)
             let applied = Set(try await session.run(Fetch.texts("SELECT name FROM ticks_migration")))
+            var done: [String] = []
             for migration in wanted where !applied.contains(migration.name) {
                 for statement in migration.statements {
                     try await session.execute(StoreQuery(stringLiteral: statement))
                 }
                 try await session.execute("INSERT INTO ticks_migration (name) VALUES (\(migration.name))")
-                transactions.logger.info("applied migration", metadata: ["migration": "\(migration.name)"])
+                done.append(migration.name)
             }
             // The function of this release's marks (not a migration: `MovesFunction`).
             let installed = try await session.run(
@@ -150,12 +153,15 @@ enum PostgresSchema {
             if installed.isEmpty {
                 try await session.execute(StoreQuery(stringLiteral: MovesFunction.definition))
             }
-            let newer = applied.subtracting(wanted.map(\.name))
-            if !newer.isEmpty {
-                transactions.logger.notice(
-                    "the schema has migrations of a newer Ticks; this node runs against it until it is replaced",
-                    metadata: ["migrations": "\(newer.sorted().joined(separator: ", "))"])
-            }
+            return (done, applied.subtracting(wanted.map(\.name)))
+        }
+        for name in done {
+            transactions.logger.info("applied migration", metadata: ["migration": "\(name)"])
+        }
+        if !newer.isEmpty {
+            transactions.logger.notice(
+                "the schema has migrations of a newer Ticks; this node runs against it until it is replaced",
+                metadata: ["migrations": "\(newer.sorted().joined(separator: ", "))"])
         }
     }
 }
