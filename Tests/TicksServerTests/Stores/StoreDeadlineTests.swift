@@ -33,8 +33,13 @@ struct StoreDeadlineTests {
             Task {
                 try await deadline.run { () async throws -> Int in
                     _ = StoreDeadline.expiry?.register { left.numbers.withLock { $0.append(number) } }
-                    // Never ends by itself (an hour on the real clock): only the deadline cancels it.
-                    if !endsAtOnce { try? await Task.sleep(for: .seconds(3600)) }
+                    // Never ends by itself: a stream of its own that nothing finishes; the deadline's
+                    // cancellation ends the wait.
+                    if !endsAtOnce {
+                        let (never, open) = AsyncStream.makeStream(of: Void.self)
+                        for await _ in never {}
+                        withExtendedLifetime(open) {}
+                    }
                     return number
                 }
             }
