@@ -27,6 +27,8 @@ struct Pings: AsyncParsableCommand {
         var errors: Int
         /// The server's CPU time (its `/metrics`) over the load, divided by the frames it answered.
         var server_cpu_us_per_frame: Double?
+        /// This generator's own CPU over the load, per frame answered.
+        var client_cpu_us_per_frame: Double?
     }
 
     func run() async throws {
@@ -61,6 +63,7 @@ struct Pings: AsyncParsableCommand {
         let (answered, errors) = (Counter(), Counter())
         let interval = Duration.seconds(Double(sockets) / Double(rate))
         let cpuBefore = try await ticks.serverCPUSeconds()
+        let clientCPUBefore = processCPUSeconds()
         let start = ContinuousClock.now + .milliseconds(200)
         let end = start + .seconds(duration)
         try await paced(workers: sockets, interval: interval, from: start, until: end) { index, op in
@@ -76,6 +79,7 @@ struct Pings: AsyncParsableCommand {
             }
         }
         let elapsed = max((ContinuousClock.now - start).seconds, duration)
+        let clientCPU = processCPUSeconds() - clientCPUBefore
         let cpuAfter = try await ticks.serverCPUSeconds()
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
@@ -87,7 +91,9 @@ struct Pings: AsyncParsableCommand {
         let result = Result(
             sockets: sockets, rate: rate, duration: duration,
             achieved_rate: (Double(answered.value) / elapsed * 10).rounded() / 10, latency_ms: book.summary,
-            errors: errors.value, server_cpu_us_per_frame: cpuPerFrame)
+            errors: errors.value, server_cpu_us_per_frame: cpuPerFrame,
+            client_cpu_us_per_frame: answered.value > 0
+                ? (clientCPU / Double(answered.value) * 1_000_000 * 10).rounded() / 10 : nil)
         try report(
             [
                 "pings on \(sockets) sockets, target \(rate)/s for \(duration)s: achieved \(result.achieved_rate)/s,"

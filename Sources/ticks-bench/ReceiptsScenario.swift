@@ -26,6 +26,8 @@ struct ReceiptsScenario {
         /// The server's CPU time (user and system, from its `/metrics`) over the
         /// load, divided by the receipts it answered; nil when it does not report it.
         var server_cpu_us_per_receipt: Double?
+        /// This generator's own CPU over the load (its set-up left out), per receipt answered.
+        var client_cpu_us_per_receipt: Double?
     }
 
     let target: any ReceiptTarget
@@ -53,6 +55,7 @@ struct ReceiptsScenario {
         // marks must reach the server in order), so the total is the target rate.
         let interval = Duration.seconds(Double(readerCount) / Double(parameters.rate))
         let cpuBefore = try await target.serverCPUSeconds()
+        let clientCPUBefore = processCPUSeconds()
         let start = ContinuousClock.now + .milliseconds(200)
         let end = start + .seconds(parameters.duration)
         let readers = channels.flatMap { channel in channel.readers.indices.map { (channel, $0) } }
@@ -71,6 +74,7 @@ struct ReceiptsScenario {
             }
         }
         let elapsed = max((ContinuousClock.now - start).seconds, parameters.duration)
+        let clientCPU = processCPUSeconds() - clientCPUBefore
         // Give the last events a moment to arrive.
         let grace = ContinuousClock.now + .seconds(3)
         while book.outstanding > 0, ContinuousClock.now < grace { try await Task.sleep(for: .milliseconds(20)) }
@@ -84,7 +88,9 @@ struct ReceiptsScenario {
         return Result(
             params: parameters, achieved_rate: (Double(completed.value) / elapsed * 10).rounded() / 10,
             latency_ms: book.summary, errors: errors.value, missing: book.outstanding,
-            setup_seconds: (setupSeconds * 10).rounded() / 10, server_cpu_us_per_receipt: cpuPerReceipt)
+            setup_seconds: (setupSeconds * 10).rounded() / 10, server_cpu_us_per_receipt: cpuPerReceipt,
+            client_cpu_us_per_receipt: completed.value > 0
+                ? (clientCPU / Double(completed.value) * 1_000_000 * 10).rounded() / 10 : nil)
     }
 
     static func describe(_ result: Result) -> [String] {
@@ -96,6 +102,7 @@ struct ReceiptsScenario {
                 + " (set-up \(result.setup_seconds)s)",
             "  reader → sender latency: \(result.latency_ms.text)",
             "  server CPU per receipt: \(result.server_cpu_us_per_receipt.map { "\($0) µs" } ?? "not reported")",
+            "  generator CPU per receipt: \(result.client_cpu_us_per_receipt.map { "\($0) µs" } ?? "none answered")",
         ]
     }
 }

@@ -606,14 +606,6 @@ private func progress(_ line: String) {
     FileHandle.standardError.write(Data(("sdk-cache: " + line + "\n").utf8))
 }
 
-/// User and system CPU of this process, in seconds.
-private func processCPUSeconds() -> Double {
-    var usage = rusage()
-    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
-    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
-}
-
 /// A loopback port nothing listens on (bound, then let go).
 private func freePort() throws -> Int {
     #if os(Linux)
