@@ -1,4 +1,5 @@
 """Shared by the bench/ scripts: build, start and stop servers, run ticks-bench."""
+import http.client
 import json
 import os
 import resource
@@ -9,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -126,12 +128,21 @@ def prepare_reads(ticks, data_dir, channels, messages):
     token = subprocess.run([ticks, "token", "--server", "--data-dir", data_dir],
                            capture_output=True, text=True, check=True).stdout.strip()
 
+    # One kept-alive connection per worker thread: a new connection per call made the set-up of
+    # PostgreSQL's floors (tens of thousands of sends) take minutes.
+    local = threading.local()
+
     def call(path, body):
-        request = urllib.request.Request(
-            f"{TICKS_URL}{path}?api_key={key}", method="POST", data=json.dumps(body).encode(),
+        if not hasattr(local, "connection"):
+            local.connection = http.client.HTTPConnection("127.0.0.1", TICKS_PORT, timeout=30)
+        local.connection.request(
+            "POST", f"{path}?api_key={key}", body=json.dumps(body).encode(),
             headers={"Authorization": token, "stream-auth-type": "jwt", "Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.load(response)
+        response = local.connection.getresponse()
+        answer = response.read()
+        if response.status >= 300:
+            raise SystemExit(f"POST {path}: {response.status} {answer[:300]!r}")
+        return json.loads(answer)
 
     prefix = READERS_PREFIX
     ids = [f"{prefix}{role}{i}" for i in range(channels) for role in "sr"]
