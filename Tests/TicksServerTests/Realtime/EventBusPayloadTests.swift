@@ -53,6 +53,38 @@ struct EventBusPayloadTests {
         #expect(!payload.contains("trace"))
     }
 
+    /// A node drops its own notifications without decoding them, whatever
+    /// order the encoder gave the keys; another node's, however alike its
+    /// name, and whatever its frames and users contain, are decoded.
+    @Test(arguments: ["n1", "0b8e2c9a-5d6f-4e1a-9c3b-2f7d8e6a1b4c", #"a"b\c"#, "nœud/1", ""])
+    func aNodeTellsItsOwnNotificationsWithoutDecodingThem(node: String) throws {
+        let field = try #require(PostgresEventBus.ownField(of: node))
+        // Frames and users that spell another node's field, escaped as frames are.
+        let decoy = try #require(PostgresEventBus.ownField(of: node + "x"))
+        let entry = Entry(frame: "{\(field),\(decoy)}", users: ["node", node, field])
+        for _ in 0..<20 {  // the encoder's key order varies from run to run
+            for batch in [
+                Batch(node: node, entries: [entry]), Batch(node: node, stored: 7), Batch(node: node, resync: [node]),
+                Batch(node: node, resyncEveryone: true),
+            ] {
+                let payload = try JSONCoding.string(batch)
+                #expect(PostgresEventBus.isOwn(payload, field: field))
+                #expect(try JSONCoding.decode(Batch.self, from: payload).node == node)
+            }
+            for other in [node + "x", node + "\"", "x" + node, String(node.dropLast()), "n2"] where other != node {
+                let theirs = try JSONCoding.string(Batch(node: other, entries: [entry], resync: [node]))
+                #expect(!PostgresEventBus.isOwn(theirs, field: field), "\(theirs)")
+            }
+        }
+        let sorted = try #require(
+            String(data: JSONSerialization.data(withJSONObject: ["entries": [], "node": node], options: [.sortedKeys, .withoutEscapingSlashes]),
+                encoding: .utf8))
+        #expect(PostgresEventBus.isOwn(sorted, field: field))
+        #expect(!PostgresEventBus.isOwn(Self.previousRelease, field: PostgresEventBus.ownField(of: "n")))
+        #expect(PostgresEventBus.isOwn(Self.previousRelease, field: PostgresEventBus.ownField(of: "n1")))
+        #expect(!PostgresEventBus.isOwn(Self.previousRelease, field: nil))
+    }
+
     @Test(arguments: [false, true])
     func theReckonedSizeCoversTheEncodedEntry(traced: Bool) throws {
         var entry = Entry(
