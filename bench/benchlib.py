@@ -95,6 +95,13 @@ def save(name, payload):
         json.dump(payload, out, indent=1)
 
 
+def children_cpu_seconds():
+    """User and system CPU of this script's children that have ended and been waited for
+    (a load generator once run; not a server still running)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def process_cpu_seconds(pid):
     """User and system CPU seconds a process has used so far (/proc)."""
     with open(f"/proc/{pid}/stat") as stat:
