@@ -76,9 +76,9 @@ struct EventBusPayloadTests {
                 #expect(!PostgresEventBus.isOwn(theirs, field: field), "\(theirs)")
             }
         }
-        let sorted = try #require(
-            String(data: JSONSerialization.data(withJSONObject: ["entries": [], "node": node], options: [.sortedKeys, .withoutEscapingSlashes]),
-                encoding: .utf8))
+        let sortedData = try JSONSerialization.data(
+            withJSONObject: ["entries": [], "node": node], options: [.sortedKeys, .withoutEscapingSlashes])
+        let sorted = try #require(String(data: sortedData, encoding: .utf8))
         #expect(PostgresEventBus.isOwn(sorted, field: field))
         #expect(!PostgresEventBus.isOwn(Self.previousRelease, field: PostgresEventBus.ownField(of: "n")))
         #expect(PostgresEventBus.isOwn(Self.previousRelease, field: PostgresEventBus.ownField(of: "n1")))
