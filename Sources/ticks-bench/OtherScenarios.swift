@@ -145,9 +145,8 @@ struct Group: AsyncParsableCommand {
             params: ["members": members, "concurrency": concurrency],
             time_to_read_count_ms: done.map { ((($0 - start).seconds) * 1000).rounded() } ?? -1,
             time_to_read_by_all_ms: readByAll.withLock { $0 }.map { ((($0 - start).seconds) * 1000).rounded() } ?? -1,
-            server_cpu_us_per_mark: cpu0.flatMap { before in
-                cpu1.map { (($0 - before) / Double(expected) * 1_000_000 * 10).rounded() / 10 }
-            },
+            server_cpu_us_per_mark: microsecondsEach(
+                cpu0.flatMap { before in cpu1.map { $0 - before } }, over: expected),
             achieved_rate: (Double(expected) / (marksDone - start).seconds).rounded(),
             latency_ms: book.summary, errors: errors.value, connect_rate: connectRate.rounded(), frames_sent: frames,
             bytes_sent: bytes, frames_per_member: (Double(frames) / Double(members) * 100).rounded() / 100)

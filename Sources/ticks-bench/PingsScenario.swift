@@ -84,22 +84,18 @@ struct Pings: AsyncParsableCommand {
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
         await ticks.http.shutdown()
-        var cpuPerFrame: Double?
-        if let cpuBefore, let cpuAfter, answered.value > 0 {
-            cpuPerFrame = ((cpuAfter - cpuBefore) / Double(answered.value) * 1_000_000 * 10).rounded() / 10
-        }
+        let serverCPU = cpuBefore.flatMap { before in cpuAfter.map { $0 - before } }
         let result = Result(
             sockets: sockets, rate: rate, duration: duration,
             achieved_rate: (Double(answered.value) / elapsed * 10).rounded() / 10, latency_ms: book.summary,
-            errors: errors.value, server_cpu_us_per_frame: cpuPerFrame,
-            client_cpu_us_per_frame: answered.value > 0
-                ? (clientCPU / Double(answered.value) * 1_000_000 * 10).rounded() / 10 : nil)
+            errors: errors.value, server_cpu_us_per_frame: microsecondsEach(serverCPU, over: answered.value),
+            client_cpu_us_per_frame: microsecondsEach(clientCPU, over: answered.value))
         try report(
             [
                 "pings on \(sockets) sockets, target \(rate)/s for \(duration)s: achieved \(result.achieved_rate)/s,"
                     + " errors \(result.errors)",
                 "  frame → answer latency: \(result.latency_ms.text)",
-                "  server CPU per frame: \(cpuPerFrame.map { "\($0) µs" } ?? "not reported")",
+                "  server CPU per frame: \(result.server_cpu_us_per_frame.map { "\($0) µs" } ?? "not reported")",
             ], json: result, asJSON: server.json)
     }
 }

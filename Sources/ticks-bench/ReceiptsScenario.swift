@@ -81,16 +81,12 @@ struct ReceiptsScenario {
         // After the events arrived: the work of sending them is counted too.
         let cpuAfter = try await target.serverCPUSeconds()
         await listening.stop()
-        var cpuPerReceipt: Double?
-        if let cpuBefore, let cpuAfter, completed.value > 0 {
-            cpuPerReceipt = ((cpuAfter - cpuBefore) / Double(completed.value) * 1_000_000 * 10).rounded() / 10
-        }
+        let serverCPU = cpuBefore.flatMap { before in cpuAfter.map { $0 - before } }
         return Result(
             params: parameters, achieved_rate: (Double(completed.value) / elapsed * 10).rounded() / 10,
             latency_ms: book.summary, errors: errors.value, missing: book.outstanding,
-            setup_seconds: (setupSeconds * 10).rounded() / 10, server_cpu_us_per_receipt: cpuPerReceipt,
-            client_cpu_us_per_receipt: completed.value > 0
-                ? (clientCPU / Double(completed.value) * 1_000_000 * 10).rounded() / 10 : nil)
+            setup_seconds: (setupSeconds * 10).rounded() / 10, server_cpu_us_per_receipt: microsecondsEach(serverCPU, over: completed.value),
+            client_cpu_us_per_receipt: microsecondsEach(clientCPU, over: completed.value))
     }
 
     static func describe(_ result: Result) -> [String] {

@@ -210,3 +210,10 @@ func processCPUSeconds() -> Double {
     func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
     return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
+
+/// CPU `seconds` spread over `count` answers, in µs each to one decimal; nil
+/// when nothing was answered or the seconds are unknown.
+func microsecondsEach(_ seconds: Double?, over count: Int) -> Double? {
+    guard let seconds, count > 0 else { return nil }
+    return (seconds / Double(count) * 1_000_000 * 10).rounded() / 10
+}
