@@ -167,20 +167,34 @@ public struct MessageThread: Codable, Sendable, Equatable {
     }
 }
 
-/// Stream's error body.
+/// Stream's error body: the same six fields in both API versions, `details`
+/// always an array (empty: Ticks names no fields by number).
 public struct APIErrorBody: Codable, Sendable, Equatable {
     public var code: Int
     public var message: String
     public var statusCode: Int
     public var duration: String
     public var moreInfo: String
+    public var details: [Int]
 
-    public init(code: Int, message: String, statusCode: Int, duration: String, moreInfo: String = "") {
+    public init(code: Int, message: String, statusCode: Int, duration: String, moreInfo: String = "", details: [Int] = []) {
         self.code = code
         self.message = message
         self.statusCode = statusCode
         self.duration = duration
         self.moreInfo = moreInfo
+        self.details = details
+    }
+
+    /// Reads a body without `details` too, as older Ticks servers send.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        code = try container.decode(Int.self, forKey: .code)
+        message = try container.decode(String.self, forKey: .message)
+        statusCode = try container.decode(Int.self, forKey: .statusCode)
+        duration = try container.decode(String.self, forKey: .duration)
+        moreInfo = try container.decodeIfPresent(String.self, forKey: .moreInfo) ?? ""
+        details = try container.decodeIfPresent([Int].self, forKey: .details) ?? []
     }
 
     enum CodingKeys: String, CodingKey {
@@ -188,5 +202,6 @@ public struct APIErrorBody: Codable, Sendable, Equatable {
         case statusCode = "StatusCode"
         case duration
         case moreInfo = "more_info"
+        case details
     }
 }

@@ -148,13 +148,14 @@ def test_limit_flags_are_checked(tmp_path):
     for args in (["--rate-limit", "Nope=5"], ["--rate-limits", "maybe"], ["--connection-buffer-bytes", "0"]):
         result = run_ticks("serve", "--port", "0", "--data-dir", str(tmp_path), *args, env=env)
         assert result.returncode != 0, args
-    # A limit that is set is in force: GET /app reports it.
+    # A limit that is set is in force: GET /app and GET /rate_limits report it.
     server = TicksProcess(tmp_path / "limited", api_key="k", api_secret="s" * 40,
                           extra_args=["--max-connections-per-user", "3", "--rate-limit", "MarkRead=7/9"])
     try:
         from wire import Ticks
-        app = Ticks(server.base_url, "k", "s" * 40).call("GET", "/app")["app"]
-        assert app["limits"]["max_connections_per_user"] == 3
-        assert app["rate_limits"]["endpoints"]["MarkRead"] == {"user": 7, "server_side": 9}
+        ticks = Ticks(server.base_url, "k", "s" * 40)
+        assert ticks.call("GET", "/app")["app"]["limits"]["max_connections_per_user"] == 3
+        quotas = ticks.call("GET", "/rate_limits?server_side=true&web=true&endpoints=MarkRead")
+        assert (quotas["web"]["MarkRead"]["limit"], quotas["server_side"]["MarkRead"]["limit"]) == (7, 9)
     finally:
         assert server.stop() == 0

@@ -198,6 +198,7 @@ def refused(response, status, code):
     body = response.json()
     assert (body["StatusCode"], body["code"]) == (status, code), body
     assert body["message"] and "more_info" in body and "duration" in body, body
+    assert isinstance(body["details"], list) and all(isinstance(d, int) for d in body["details"]), body
     return body
 
 

@@ -76,14 +76,7 @@ public struct TokenAuthority: Sendable {
         } catch {
             throw .unauthorized("token signature is invalid")
         }
-        let principal: Principal
-        if claims.server == true, claims.scope == nil {
-            principal = .server
-        } else if let userID = claims.userID, Identifier.isValid(userID) {
-            principal = .user(userID)
-        } else {
-            throw .unauthorized("token has neither \"server\": true nor a valid user_id")
-        }
+        let principal = try Self.principal(of: claims)
         var grant = TokenGrant(principal: principal)
         if let scope = claims.scope {
             guard scope == TicksClaims.deliveryScope, let cid = claims.channelCID.flatMap(ChannelID.init(cid:)),
@@ -93,6 +86,24 @@ public struct TokenAuthority: Sendable {
         }
         verified.remember(token, grant, expires: claims.exp?.value)
         return grant
+    }
+
+    /// Who a signed token's claims name. Stream's rule: a token that names
+    /// no user acts as the server (`getstream` signs `{}`), as does
+    /// `"server": true`. A `user_id` that is not a valid id, a scope without a
+    /// user, and `"server": false` without a user are refused.
+    static func principal(of claims: TicksClaims) throws(APIError) -> Principal {
+        switch (claims.userID, claims.server, claims.scope) {
+        case (_, true?, nil), (nil, nil, nil):
+            return .server
+        case (let userID?, _, _):
+            guard Identifier.isValid(userID) else { throw .unauthorized("token's user_id is not a valid user id") }
+            return .user(userID)
+        case (nil, _, _?):
+            throw .unauthorized("token has a scope but no user_id")
+        case (nil, _, nil):
+            throw .unauthorized("token says \"server\": false and names no user_id")
+        }
     }
 
     /// A delivery-only token (docs/webhooks.md): it may only mark messages of

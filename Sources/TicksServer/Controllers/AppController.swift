@@ -2,9 +2,9 @@ import Foundation
 import Hummingbird
 import TicksProtocol
 
-/// `GET /app` (the app's settings, as Stream answers them, with the limits
-/// and rate limits in force), `PATCH /app` (the settings kept in the store,
-/// `AppOptions`) and `GET /rate_limits` (Stream's quota report).
+/// `GET /app` (the app's settings, as Stream answers them, with the limits in
+/// force), `PATCH /app` (the settings kept in the store, `AppOptions`) and
+/// `GET /rate_limits` (Stream's quota report: the rate limits in force).
 struct AppController {
     let store: any TicksStore
     let options: AppOptionsCache
@@ -20,10 +20,6 @@ struct AppController {
         group.on(.getRateLimits, use: quotas)
     }
 
-    struct AppResponse: Encodable {
-        var app: AppSettings
-    }
-
     struct AppSettings: Encodable {
         var name: String
         var placement = "self-hosted"
@@ -31,7 +27,6 @@ struct AppController {
         var disableAuthChecks = false
         var disablePermissionsChecks = false
         var channelConfigs: [String: ChannelConfig]
-        var rateLimits: RateLimitSettings
         var limits: LimitSettings
         /// Stream's single-webhook fields: the first webhook, and its event types.
         var webhookURL: String?
@@ -53,26 +48,6 @@ struct AppController {
             case disableAuthChecks = "disable_auth_checks"
             case disablePermissionsChecks = "disable_permissions_checks"
             case channelConfigs = "channel_configs"
-            case rateLimits = "rate_limits"
-        }
-    }
-
-    struct RateLimitSettings: Encodable {
-        struct PerEndpoint: Encodable {
-            var user: Int
-            var serverSide: Int
-            enum CodingKeys: String, CodingKey {
-                case user
-                case serverSide = "server_side"
-            }
-        }
-        var enabled: Bool
-        var windowSeconds: Int64
-        var endpoints: [String: PerEndpoint]
-
-        enum CodingKeys: String, CodingKey {
-            case enabled, endpoints
-            case windowSeconds = "window_seconds"
         }
     }
 
@@ -182,13 +157,6 @@ struct AppController {
         let settings = AppSettings(
             name: apiKey,
             channelConfigs: Dictionary(uniqueKeysWithValues: types.map { ($0.name, $0) }),
-            rateLimits: RateLimitSettings(
-                enabled: rateLimits.enabled, windowSeconds: rateLimits.window.components.seconds,
-                endpoints: Dictionary(
-                    uniqueKeysWithValues: APIEndpoint.allCases.map { endpoint in
-                        let limit = rateLimits.limit(for: endpoint)
-                        return (endpoint.rawValue, .init(user: limit.user, serverSide: limit.serverSide))
-                    })),
             limits: LimitSettings(
                 maxBodyBytes: ServerLimits.maxBodyBytes, maxCustomDataBytes: limits.maxCustomDataBytes,
                 maxChannelMembers: limits.maxChannelMembers, maxFilterValues: limits.maxFilterValues,
@@ -201,7 +169,7 @@ struct AppController {
             webhookURL: webhook?.webhookURL, webhookEvents: webhook?.eventTypes, eventHooks: hooks,
             webhookDelivery: DeliverySettings(webhooks),
             reciprocalReadReceipts: try await options.current().reciprocalReadReceipts)
-        return try context.respond(AppResponse(app: settings))
+        return try context.respond("app", first: settings)
     }
 
     /// `PATCH /app` (server tokens): changes the settings it names, which

@@ -98,9 +98,7 @@ struct ConnectController {
     func refuse(_ outbound: WebSocketOutboundWriter, error: any Error) async throws {
         let apiError = StreamErrorMiddleware.apiError(for: error)
         logger.debug("connection refused", metadata: ["error": "\(apiError)"])
-        let body = APIErrorBody(
-            code: apiError.code.rawValue, message: apiError.message, statusCode: apiError.status.code,
-            duration: "0.00ms")
+        let body = APIErrorBody(apiError)
         try await outbound.write(.text(try JSONCoding.string(ErrorFrame(error: body))))
         try await outbound.close(.policyViolation, reason: String(apiError.message.prefix(100)))
     }
@@ -199,9 +197,7 @@ extension ConnectController {
             if apiError.status.code >= 500, apiError.status != .serviceUnavailable {
                 logger.error("a receipt on a socket failed", metadata: ["error": "\(String(reflecting: error))"])
             }
-            ack.error = APIErrorBody(
-                code: apiError.code.rawValue, message: apiError.message, statusCode: apiError.status.code,
-                duration: "0.00ms")
+            ack.error = APIErrorBody(apiError)
         }
         hub.metrics.socketReceipt(request.type, refused: ack.error != nil).increment()
         return ack

@@ -146,9 +146,7 @@ final class MalformedRequestResponder: ChannelDuplexHandler, RemovableChannelHan
 
     static func body(message: String) -> ByteBuffer {
         let apiError = APIError.input(message)
-        let body = APIErrorBody(
-            code: apiError.code.rawValue, message: apiError.message, statusCode: apiError.status.code,
-            duration: "0.00ms")
+        let body = APIErrorBody(apiError)
         return ByteBuffer(bytes: (try? JSONCoding.data(body)) ?? Data(#"{"code":4}"#.utf8))
     }
 }

@@ -51,9 +51,7 @@ struct StreamErrorMiddleware: RouterMiddleware {
     }
 
     static func errorResponse(_ apiError: APIError, duration: String, headers: HTTPFields = [:]) -> Response {
-        let body = APIErrorBody(
-            code: apiError.code.rawValue, message: apiError.message, statusCode: apiError.status.code,
-            duration: duration)
+        let body = APIErrorBody(apiError, duration: duration)
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
         let data = (try? JSONCoding.data(body)) ?? Data("{\"code\":-1}".utf8)
@@ -207,8 +205,6 @@ struct RateLimitMiddleware: RouterMiddleware {
             metrics.rateLimited(endpoint).increment()
             response = StreamErrorMiddleware.errorResponse(decision.refusal(of: endpoint), duration: context.duration)
         }
-        // Stream's GET /app answer carries no rate limit headers (its body reports the limits); a refusal does.
-        guard endpoint != .getApp || !decision.allowed else { return response }
         response.headers[Self.limitHeader] = String(decision.limit)
         response.headers[Self.remainingHeader] = String(decision.remaining)
         response.headers[Self.resetHeader] = String(decision.reset)

@@ -178,6 +178,21 @@ extension TicksRequestContext {
         try respond(data: JSONCoding.data(Timed(body: body, duration: duration)), status: status)
     }
 
+    /// `{"<key>": value, "duration": …}` in that order, whatever the encoder's
+    /// key order: Stream's `GET /app` answer has `app` first, and its SDK
+    /// suite checks it.
+    func respond(_ key: StaticString, first value: some Encodable) throws -> Response {
+        var writer = EventJSON.Writer()
+        writer.raw("{")
+        writer.key(key)
+        writer.out.append(contentsOf: try JSONCoding.data(value))
+        writer.raw(",")
+        writer.key("duration")
+        writer.string(duration)
+        writer.raw("}")
+        return respond(data: Data(writer.out))
+    }
+
     /// `{"event": …}` (mark read's answer), written by `EventJSON`.
     func respond(event: Event?) throws -> Response {
         try respond(data: EventAnswer.data(event, duration: duration))

@@ -48,3 +48,10 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
         .init(status: .contentTooLarge, code: .payloadTooBig, message)
     }
 }
+
+extension APIErrorBody {
+    /// The body that answers `error`, on HTTP and on the socket.
+    init(_ error: APIError, duration: String = "0.00ms") {
+        self.init(code: error.code.rawValue, message: error.message, statusCode: error.status.code, duration: duration)
+    }
+}

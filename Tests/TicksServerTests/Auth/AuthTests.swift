@@ -42,10 +42,91 @@ struct AuthTests {
             try await server.call(.get, "/channeltypes", token: otherSecret).expectError(401, code: 5)
             try await server.call(.get, "/channeltypes", token: "not.a.jwt").expectError(401, code: 5)
             try await server.call(.get, "/channeltypes", token: "").expectError(401, code: 5)
-            let noClaims = try await forged("{}", secret: TestKeys.apiSecret)
+            let noClaims = try await forged("{}", secret: String(repeating: "x", count: 40))
             try await server.call(.get, "/channeltypes", token: noClaims).expectError(401, code: 5)
             try await server.call(.get, "/channeltypes", headers: [.init("stream-auth-type")!: "anonymous"])
                 .expectError(401, code: 5)
+        }
+    }
+
+    /// A token signed with the app secret (HS256), whose claims are exactly these.
+    func signed(_ claims: Claims) async throws -> String {
+        let keys = JWTKeyCollection()
+        await keys.add(hmac: HMACKey(from: TestKeys.apiSecret), digestAlgorithm: .sha256)
+        return try await keys.sign(claims)
+    }
+
+    struct Claims: JWTPayload, CustomStringConvertible {
+        var user_id: String?
+        var server: Bool?
+        var scope: String?
+        var channel_cid: String?
+        var iat: Int?
+        var exp: Int?
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+        var description: String { String(decoding: try! JSONEncoder().encode(self), as: UTF8.self) }
+    }
+
+    /// Who each signed token acts as, by what `PATCH /app` answers: 200 for
+    /// the server, 403 for a user, 401 for a token refused.
+    static let principalTable: [(Claims, Int)] = {
+        let now = Int(Date().timeIntervalSince1970)
+        return [
+            (Claims(), 200),  // getstream 7.0.0's server token: no claims at all
+            (Claims(iat: now), 200),  // getstream before 7.0.0
+            (Claims(iat: now, exp: now + 600), 200),
+            (Claims(exp: now - 10), 401),
+            (Claims(server: true), 200),
+            (Claims(user_id: "alice", server: true), 200),
+            (Claims(server: false), 401),
+            (Claims(user_id: "alice"), 403),
+            (Claims(user_id: "alice", server: false), 403),
+            (Claims(user_id: "alice", iat: now, exp: now - 10), 401),
+            (Claims(user_id: ""), 401),
+            (Claims(user_id: "al ice"), 401),
+            (Claims(scope: "delivery", channel_cid: "messaging:ab", exp: now + 600), 401),  // a scope needs a user
+            (Claims(server: true, scope: "delivery", channel_cid: "messaging:ab", exp: now + 600), 401),
+            (Claims(user_id: "alice", scope: "delivery", channel_cid: "messaging:ab", exp: now + 600), 403),
+        ]
+    }()
+
+    @Test("a signed token that names no user acts as the server (Stream's rule); the others as the table says", arguments: principalTable)
+    func principals(claims: Claims, status: Int) async throws {
+        try await TestServer.run { server in
+            try await server.upsert("alice")
+            let token = try await signed(claims)
+            let reply = try await server.call(.patch, "/app", body: #"{"reciprocal_read_receipts": false}"#, token: token)
+            if status == 200 {
+                #expect(reply.status == 200, "\(reply.body)")
+            } else {
+                try reply.expectError(status, code: status == 401 ? 5 : 17)
+            }
+        }
+    }
+
+    @Test("with no claims to name a user, a token not signed by the app's HS256 key is still 401")
+    func unsignedServerTokens() async throws {
+        func base64URL(_ text: String) -> String {
+            Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        let good = try await signed(Claims())
+        let parts = good.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let tokens = [
+            "alg none": "\(base64URL(#"{"alg":"none","typ":"JWT"}"#)).\(parts[1]).",
+            "alg none, no dot": "\(base64URL(#"{"alg":"none"}"#)).\(parts[1])",
+            "no signature": "\(parts[0]).\(parts[1]).",
+            "another token's signature": "\(parts[0]).\(base64URL(#"{"iat":1}"#)).\(parts[2])",
+            "alg HS384": "\(base64URL(#"{"alg":"HS384","typ":"JWT"}"#)).\(parts[1]).\(parts[2])",
+            "another secret": try await forged("{}", secret: String(repeating: "y", count: 40)),
+        ]
+        try await TestServer.run { server in
+            #expect(try await server.call(.get, "/channeltypes", token: good).status == 200)
+            for (name, token) in tokens.sorted(by: { $0.key < $1.key }) {
+                let reply = try await server.call(.get, "/channeltypes", token: token)
+                #expect(reply.status == 401, "\(name): \(reply.body)")
+                try reply.expectError(401, code: 5)
+            }
         }
     }
 

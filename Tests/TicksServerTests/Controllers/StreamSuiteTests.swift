@@ -119,16 +119,20 @@ struct StreamSuiteTests {
         }
     }
 
-    @Test("GET /app carries no X-RateLimit headers and reports the limits in its body", arguments: StoreKind.all)
-    func appHasNoRateLimitHeaders(kind: StoreKind) async throws {
+    @Test("GET /app as Stream's: app first, X-RateLimit headers on a 200, no rate_limit in the body", arguments: StoreKind.all)
+    func appAsStreams(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
             let app = try await server.call(.get, "/app")
             #expect(app.status == 200)
-            #expect(app.headers.filter { $0.name.canonicalName.lowercased().hasPrefix("x-ratelimit") }.isEmpty)
-            #expect(app.body.contains("rate_limit"))
-            // Other calls keep them.
-            let types = try await server.call(.get, "/channeltypes")
-            #expect(types.headers[HTTPField.Name("X-RateLimit-Limit")!] != nil)
+            #expect(app.body.hasPrefix(#"{"app":"#))
+            #expect(!app.body.contains("rate_limit"))
+            for name in ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"] {
+                #expect(Int(app.headers[HTTPField.Name(name)!] ?? "") != nil, "\(name)")
+            }
+            // Spending a call counts down, as on every other endpoint.
+            let again = try await server.call(.get, "/app")
+            let remaining = { (reply: Reply) in Int(reply.headers[HTTPField.Name("X-RateLimit-Remaining")!] ?? "") }
+            #expect(remaining(again)! == remaining(app)! - 1)
         }
     }
 

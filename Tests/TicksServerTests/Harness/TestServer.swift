@@ -202,6 +202,11 @@ struct Reply: Sendable {
         #expect(json["message"].string?.isEmpty == false, sourceLocation: sourceLocation)
         #expect(json["duration"].string?.hasSuffix("ms") == true, sourceLocation: sourceLocation)
         #expect(json["more_info"].string != nil, sourceLocation: sourceLocation)
+        guard case .array(let details)? = json["details"].value else {
+            Issue.record("no details array: \(body)", sourceLocation: sourceLocation)
+            return
+        }
+        #expect(details.allSatisfy { JSON($0).int != nil }, sourceLocation: sourceLocation)
     }
 }
 
