@@ -178,9 +178,11 @@ struct RateLimitMiddleware: RouterMiddleware {
     /// Answers what escapes the handlers (nothing should).
     let errors: StreamErrorMiddleware
 
-    static let limitHeader = HTTPField.Name("X-RateLimit-Limit")!
-    static let remainingHeader = HTTPField.Name("X-RateLimit-Remaining")!
-    static let resetHeader = HTTPField.Name("X-RateLimit-Reset")!
+    // Written in lower case, as Stream's servers send them: stream-chat-python
+    // copies the headers into a plain dict and looks up `x-ratelimit-limit`.
+    static let limitHeader = HTTPField.Name("x-ratelimit-limit")!
+    static let remainingHeader = HTTPField.Name("x-ratelimit-remaining")!
+    static let resetHeader = HTTPField.Name("x-ratelimit-reset")!
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response

@@ -128,6 +128,8 @@ struct StreamSuiteTests {
             #expect(!app.body.contains("rate_limit"))
             for name in ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"] {
                 #expect(Int(app.headers[HTTPField.Name(name)!] ?? "") != nil, "\(name)")
+                // Sent in lower case, as Stream's are: its Python SDK looks them up so in a plain dict.
+                #expect(app.headers.contains { $0.name.rawName == name.lowercased() }, "\(name)")
             }
             // Spending a call counts down, as on every other endpoint.
             let again = try await server.call(.get, "/app")
