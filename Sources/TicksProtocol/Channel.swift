@@ -88,6 +88,41 @@ public struct ChannelConfig: Codable, Sendable, Equatable {
         createdAt = try c.decode(Timestamp.self, forKey: .createdAt)
         updatedAt = try c.decode(Timestamp.self, forKey: .updatedAt)
     }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(name, forKey: .name)
+        try c.encode(readEvents, forKey: .readEvents)
+        try c.encode(deliveryEvents, forKey: .deliveryEvents)
+        try c.encode(typingEvents, forKey: .typingEvents)
+        try c.encode(connectEvents, forKey: .connectEvents)
+        try c.encode(reactions, forKey: .reactions)
+        try c.encode(replies, forKey: .replies)
+        try c.encode(quotes, forKey: .quotes)
+        try c.encode(search, forKey: .search)
+        try c.encode(mutes, forKey: .mutes)
+        try c.encode(urlEnrichment, forKey: .urlEnrichment)
+        try c.encode(messageRetention, forKey: .messageRetention)
+        try c.encode(maxMessageLength, forKey: .maxMessageLength)
+        try c.encode(playedEvents, forKey: .playedEvents)
+        try c.encode(commands, forKey: .commands)
+        try c.encode(permissions, forKey: .permissions)
+        try c.encode(createdAt, forKey: .createdAt)
+        try c.encode(updatedAt, forKey: .updatedAt)
+        guard encoder.apiVersion == .v2 else { return }
+        // The rest of v2's 25 required settings: features Ticks does not have are off.
+        var v2 = encoder.container(keyedBy: AnyCodingKey.self)
+        try v2.encode("disabled", forKey: AnyCodingKey("automod"))
+        try v2.encode("flag", forKey: AnyCodingKey("automod_behavior"))
+        for off in Self.v2FeaturesOff { try v2.encode(false, forKey: AnyCodingKey(off)) }
+        try v2.encode([String: [String]](), forKey: AnyCodingKey("grants"))
+    }
+
+    /// v2's channel-type settings for what Ticks does not do.
+    static let v2FeaturesOff = [
+        "uploads", "custom_events", "push_notifications", "reminders", "mark_messages_pending", "polls",
+        "user_message_reminders", "shared_locations", "count_messages", "skip_last_msg_update_for_system_msgs",
+    ]
 }
 
 /// A slash command a channel type offers (Stream's shape). Ticks keeps and
@@ -213,7 +248,7 @@ public struct Channel: Codable, Sendable, Equatable {
         frozen = try c.decodeIfPresent(Bool.self, forKey: AnyCodingKey("frozen")) ?? false
         truncatedAt = try c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("truncated_at"))
         deletedAt = try c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("deleted_at"))
-        custom = try c.customFields(excluding: Self.reserved)
+        custom = try c.customFields(excluding: Self.reserved, in: decoder.apiVersion)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -231,7 +266,7 @@ public struct Channel: Codable, Sendable, Equatable {
         try c.encode(frozen, forKey: AnyCodingKey("frozen"))
         try c.encodeIfPresent(truncatedAt, forKey: AnyCodingKey("truncated_at"))
         try c.encodeIfPresent(deletedAt, forKey: AnyCodingKey("deleted_at"))
-        try c.encodeCustom(custom, excluding: Self.reserved)
+        try c.encodeCustom(custom, excluding: Self.reserved, in: encoder.apiVersion)
     }
 }
 
@@ -298,7 +333,7 @@ public struct Member: Codable, Sendable, Equatable {
         channelRole = try c.decodeIfPresent(String.self, forKey: .channelRole) ?? "channel_member"
         banned = try c.decodeIfPresent(Bool.self, forKey: .banned) ?? false
         shadowBanned = try c.decodeIfPresent(Bool.self, forKey: .shadowBanned) ?? false
-        custom = try decoder.container(keyedBy: AnyCodingKey.self).customFields(excluding: Self.reserved)
+        custom = try decoder.container(keyedBy: AnyCodingKey.self).customFields(excluding: Self.reserved, in: decoder.apiVersion)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -312,7 +347,7 @@ public struct Member: Codable, Sendable, Equatable {
         try c.encode(banned, forKey: .banned)
         try c.encode(shadowBanned, forKey: .shadowBanned)
         var extra = encoder.container(keyedBy: AnyCodingKey.self)
-        try extra.encodeCustom(custom, excluding: Self.reserved)
+        try extra.encodeCustom(custom, excluding: Self.reserved, in: encoder.apiVersion)
     }
 }
 

@@ -62,20 +62,42 @@ public struct AnyCodingKey: CodingKey, Hashable, Sendable {
 }
 
 extension KeyedDecodingContainer where Key == AnyCodingKey {
-    /// The fields of this object whose names are not in `known`, as custom data.
-    public func customFields(excluding known: Set<String>) throws -> [String: JSONValue] {
-        var custom: [String: JSONValue] = [:]
-        for key in allKeys where !known.contains(key.stringValue) {
-            custom[key.stringValue] = try decode(JSONValue.self, forKey: key)
+    /// The object's custom data: in v1 its fields whose names are not in
+    /// `known`; in v2 its `custom` object, where a name in `known` is refused
+    /// (v1 answers write custom data at the top level, beside those fields).
+    public func customFields(excluding known: Set<String>, in version: APIVersion) throws -> [String: JSONValue] {
+        switch version {
+        case .v1:
+            var custom: [String: JSONValue] = [:]
+            for key in allKeys where !known.contains(key.stringValue) {
+                custom[key.stringValue] = try decode(JSONValue.self, forKey: key)
+            }
+            return custom
+        case .v2:
+            let key = AnyCodingKey("custom")
+            let custom = try decodeIfPresent([String: JSONValue].self, forKey: key) ?? [:]
+            if let name = custom.keys.sorted().first(where: known.contains) {
+                throw DecodingError.dataCorruptedError(
+                    forKey: key, in: self,
+                    debugDescription: "'\(name.prefix(64))' is a field of its own, not custom data")
+            }
+            return custom
         }
-        return custom
     }
 }
 
 extension KeyedEncodingContainer where Key == AnyCodingKey {
-    public mutating func encodeCustom(_ custom: [String: JSONValue], excluding known: Set<String>) throws {
-        for (name, value) in custom where !known.contains(name) {
-            try encode(value, forKey: AnyCodingKey(name))
+    /// Custom data as `version` writes it: v1 at the top level, v2 as the `custom` object (always there).
+    public mutating func encodeCustom(
+        _ custom: [String: JSONValue], excluding known: Set<String>, in version: APIVersion
+    ) throws {
+        switch version {
+        case .v1:
+            for (name, value) in custom where !known.contains(name) {
+                try encode(value, forKey: AnyCodingKey(name))
+            }
+        case .v2:
+            try encode(custom.filter { !known.contains($0.key) }, forKey: AnyCodingKey("custom"))
         }
     }
 }

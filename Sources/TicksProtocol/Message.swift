@@ -87,7 +87,7 @@ public struct Message: Codable, Sendable, Equatable {
         showInChannel = try c.decodeIfPresent(Bool.self, forKey: AnyCodingKey("show_in_channel")) ?? false
         replyCount = try c.decodeIfPresent(Int.self, forKey: AnyCodingKey("reply_count")) ?? 0
         attachments = try c.decodeIfPresent([JSONValue].self, forKey: AnyCodingKey("attachments")) ?? []
-        custom = try c.customFields(excluding: Self.reserved)
+        custom = try c.customFields(excluding: Self.reserved, in: decoder.apiVersion)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -110,6 +110,6 @@ public struct Message: Codable, Sendable, Equatable {
         try c.encodeIfPresent(deletedAt, forKey: AnyCodingKey("deleted_at"))
         try c.encodeIfPresent(textUpdatedAt, forKey: AnyCodingKey("message_text_updated_at"))
         try c.encodeIfPresent(channel, forKey: AnyCodingKey("channel"))
-        try c.encodeCustom(custom, excluding: Self.reserved)
+        try c.encodeCustom(custom, excluding: Self.reserved, in: encoder.apiVersion)
     }
 }

@@ -167,8 +167,14 @@ public struct Timestamp: Codable, Sendable, Hashable, Comparable, CustomStringCo
         return Timestamp(microseconds: seconds * 1_000_000 + Int64(micros))
     }
 
+    /// An RFC 3339 string; in v2 also integer Unix nanoseconds, as v2 writes
+    /// times (in v1 a number is refused: it could be seconds or milliseconds).
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
+        if decoder.apiVersion == .v2, let nanoseconds = try? container.decode(Int64.self) {
+            self.init(microseconds: nanoseconds.floorDivided(by: 1000).quotient)
+            return
+        }
         let text = try container.decode(String.self)
         guard let value = Timestamp(rfc3339: text) else {
             throw DecodingError.dataCorruptedError(
@@ -177,9 +183,21 @@ public struct Timestamp: Codable, Sendable, Hashable, Comparable, CustomStringCo
         self = value
     }
 
+    /// v1: RFC 3339 with microseconds. v2: integer Unix nanoseconds, exact
+    /// past Int64's reach too (after 2262, as a decimal number).
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
-        try container.encode(rfc3339)
+        switch encoder.apiVersion {
+        case .v1:
+            try container.encode(rfc3339)
+        case .v2:
+            let (nanoseconds, overflow) = microseconds.multipliedReportingOverflow(by: 1000)
+            if overflow {
+                try container.encode(Decimal(microseconds) * 1000)
+            } else {
+                try container.encode(nanoseconds)
+            }
+        }
     }
 }
 

@@ -43,7 +43,7 @@ public struct User: Codable, Sendable, Equatable {
         privacySettings = try c.decodeIfPresent(PrivacySettings.self, forKey: AnyCodingKey("privacy_settings"))
         createdAt = try? c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("created_at"))
         updatedAt = try? c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("updated_at"))
-        custom = try c.customFields(excluding: Self.reserved)
+        custom = try c.customFields(excluding: Self.reserved, in: decoder.apiVersion)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -57,7 +57,15 @@ public struct User: Codable, Sendable, Equatable {
         try c.encodeIfPresent(updatedAt, forKey: AnyCodingKey("updated_at"))
         try c.encode(false, forKey: AnyCodingKey("banned"))
         try c.encode(false, forKey: AnyCodingKey("online"))
-        try c.encodeCustom(custom, excluding: Self.reserved)
+        if encoder.apiVersion == .v2 {
+            // Required by v2's UserResponse; Ticks keeps none of them.
+            try c.encode("", forKey: AnyCodingKey("language"))
+            try c.encode([String](), forKey: AnyCodingKey("teams"))
+            try c.encode([String](), forKey: AnyCodingKey("blocked_user_ids"))
+            try c.encode(false, forKey: AnyCodingKey("shadow_banned"))
+            try c.encode(false, forKey: AnyCodingKey("invisible"))
+        }
+        try c.encodeCustom(custom, excluding: Self.reserved, in: encoder.apiVersion)
     }
 
     /// Whether others may see this user's reads (R10). On unless turned off.

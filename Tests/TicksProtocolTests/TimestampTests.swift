@@ -43,4 +43,26 @@ import Testing
             #expect(Timestamp(rfc3339: text) == nil, "\(text)")
         }
     }
+
+    /// v1 writes RFC 3339; v2 integer Unix nanoseconds, exact past Int64's
+    /// reach too, and reads them back; v1 refuses a number (seconds or milliseconds?).
+    @Test(arguments: [Int64(0), 1_795_913_160_123_456, -1, 9_300_000_000_000_000, -9_300_000_000_000_000])
+    func versions(microseconds: Int64) throws {
+        struct Box: Codable { var at: Timestamp }
+        let box = Box(at: Timestamp(microseconds: microseconds))
+        func json(_ version: APIVersion) throws -> String {
+            let encoder = JSONEncoder()
+            encoder.userInfo[.apiVersion] = version
+            return String(decoding: try encoder.encode(box), as: UTF8.self)
+        }
+        #expect(try json(.v1) == #"{"at":"\#(box.at.rfc3339)"}"#)
+        #expect(try json(.v2) == #"{"at":\#(microseconds)000}"# || microseconds == 0 && json(.v2) == #"{"at":0}"#)
+        let decoder = JSONDecoder()
+        decoder.userInfo[.apiVersion] = APIVersion.v2
+        if microseconds.magnitude < Int64.max.magnitude / 1000 {
+            #expect(try decoder.decode(Box.self, from: Data(try json(.v2).utf8)).at == box.at)
+            #expect(throws: DecodingError.self) { try JSONDecoder().decode(Box.self, from: Data(try json(.v2).utf8)) }
+        }
+        #expect(try decoder.decode(Box.self, from: Data(try json(.v1).utf8)).at == box.at)
+    }
 }

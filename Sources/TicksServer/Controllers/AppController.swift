@@ -26,7 +26,8 @@ struct AppController {
         var permissionVersion = "v2"
         var disableAuthChecks = false
         var disablePermissionsChecks = false
-        var channelConfigs: [String: ChannelConfig]
+        /// Every channel type's config by name, as the request's API version writes it (`configs(_:in:)`).
+        var channelConfigs: [String: JSONValue]
         var limits: LimitSettings
         /// Stream's single-webhook fields: the first webhook, and its event types.
         var webhookURL: String?
@@ -156,7 +157,7 @@ struct AppController {
         let types = try await store.channelTypes()
         let settings = AppSettings(
             name: apiKey,
-            channelConfigs: Dictionary(uniqueKeysWithValues: types.map { ($0.name, $0) }),
+            channelConfigs: try Self.configs(types, in: context.apiVersion),
             limits: LimitSettings(
                 maxBodyBytes: ServerLimits.maxBodyBytes, maxCustomDataBytes: limits.maxCustomDataBytes,
                 maxChannelMembers: limits.maxChannelMembers, maxFilterValues: limits.maxFilterValues,
@@ -169,7 +170,90 @@ struct AppController {
             webhookURL: webhook?.webhookURL, webhookEvents: webhook?.eventTypes, eventHooks: hooks,
             webhookDelivery: DeliverySettings(webhooks),
             reciprocalReadReceipts: try await options.current().reciprocalReadReceipts)
-        return try context.respond("app", first: settings)
+        return try context.respond("app", first: AppFields(settings: settings))
+    }
+
+    /// The channel types as `app.channel_configs`: v2's `ChannelConfig` has
+    /// `commands` as names (a channel's `config` has them as objects).
+    static func configs(_ types: [ChannelConfig], in version: APIVersion) throws -> [String: JSONValue] {
+        try Dictionary(
+            uniqueKeysWithValues: types.map { config in
+                var fields = try JSONCoding.object(config, version: version)
+                if version == .v2 { fields["commands"] = .array(config.commands.map { .string($0.name) }) }
+                return (config.name, .object(fields))
+            })
+    }
+
+    /// `app` as the request's version writes it: v2's `AppResponseFields`
+    /// requires some 50 fields; those for what Ticks does not have are
+    /// written empty, off or zero, and the hooks (a server token's only)
+    /// empty for other tokens.
+    struct AppFields: Encodable {
+        var settings: AppSettings
+
+        func encode(to encoder: any Encoder) throws {
+            try settings.encode(to: encoder)
+            guard encoder.apiVersion == .v2 else { return }
+            var c = encoder.container(keyedBy: AnyCodingKey.self)
+            if settings.eventHooks == nil {
+                try c.encode("", forKey: AnyCodingKey("webhook_url"))
+                try c.encode([String](), forKey: AnyCodingKey("webhook_events"))
+                try c.encode([EventHook](), forKey: AnyCodingKey("event_hooks"))
+            } else if settings.webhookURL == nil {
+                try c.encode("", forKey: AnyCodingKey("webhook_url"))
+                try c.encode([String](), forKey: AnyCodingKey("webhook_events"))
+            }
+            for name in Self.emptyStrings { try c.encode("", forKey: AnyCodingKey(name)) }
+            try c.encode("no", forKey: AnyCodingKey("enforce_unique_usernames"))
+            for name in Self.zeros { try c.encode(0, forKey: AnyCodingKey(name)) }
+            for name in Self.off { try c.encode(false, forKey: AnyCodingKey(name)) }
+            // Ticks has no guest users (Stream's POST /guest).
+            try c.encode(true, forKey: AnyCodingKey("guest_user_creation_disabled"))
+            try c.encode([String](), forKey: AnyCodingKey("user_search_disallowed_roles"))
+            for name in ["call_types", "policies", "grants"] {
+                try c.encode([String: JSONValue](), forKey: AnyCodingKey(name))
+            }
+            try c.encode(PushSettings(), forKey: AnyCodingKey("push_notifications"))
+            // Ticks takes no uploads.
+            for name in ["file_upload_config", "image_upload_config"] {
+                try c.encode(["size_limit": 0], forKey: AnyCodingKey(name))
+            }
+        }
+
+        static let emptyStrings = [
+            "organization", "moderation_webhook_url", "suspended_explanation", "custom_action_handler_url", "sqs_url",
+            "sqs_key", "sqs_secret", "sns_topic_arn", "sns_key", "sns_secret",
+        ]
+        static let zeros = ["id", "reminders_interval", "cdn_expiration_seconds", "max_aggregated_activities_length"]
+        static let off = [
+            "suspended", "multi_tenant_enabled", "allow_multi_user_devices", "image_moderation_enabled",
+            "async_url_enrich_enabled", "auto_translation_enabled", "campaign_enabled", "moderation_enabled",
+            "moderation_multitenant_blocklist_enabled", "use_hook_v2", "user_response_time_enabled",
+            "moderation_llm_configurability_enabled", "feed_audit_logs_enabled",
+            "moderation_video_call_moderation_enabled", "moderation_audio_call_moderation_enabled",
+            "member_custom_on_messages_enabled", "member_custom_on_mentioned_users_enabled",
+            "member_custom_on_typing_events_enabled", "moderation_keyframe_video_enabled",
+        ]
+
+        /// Stream's push providers: none (Ticks calls a push hook, `event_hooks`).
+        struct PushSettings: Encodable {
+            struct Enabled: Encodable { var enabled = false }
+            struct APN: Encodable {
+                var enabled = false
+                var development = false
+            }
+            var version = "v2"
+            var offlineOnly = false
+            var apn = APN()
+            var firebase = Enabled()
+            var huawei = Enabled()
+            var xiaomi = Enabled()
+
+            enum CodingKeys: String, CodingKey {
+                case version, apn, firebase, huawei, xiaomi
+                case offlineOnly = "offline_only"
+            }
+        }
     }
 
     /// `PATCH /app` (server tokens): changes the settings it names, which

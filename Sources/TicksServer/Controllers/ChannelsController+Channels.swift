@@ -21,7 +21,7 @@ extension ChannelsController {
             members = try container.decodeIfPresent([MemberRef].self, forKey: AnyCodingKey("members"))
             createdBy = try container.decodeIfPresent(UserRef.self, forKey: AnyCodingKey("created_by"))
             createdByID = try container.decodeIfPresent(String.self, forKey: AnyCodingKey("created_by_id"))
-            custom = try container.customFields(excluding: Channel.reserved)
+            custom = try container.customFields(excluding: Channel.reserved, in: decoder.apiVersion)
         }
     }
 

@@ -26,7 +26,7 @@ extension ChannelsController {
             user = try container.decodeIfPresent(UserRef.self, forKey: AnyCodingKey("user"))
             userID = try container.decodeIfPresent(String.self, forKey: AnyCodingKey("user_id"))
             attachments = try container.decodeIfPresent([JSONValue].self, forKey: AnyCodingKey("attachments")) ?? []
-            custom = try container.customFields(excluding: Message.reserved)
+            custom = try container.customFields(excluding: Message.reserved, in: decoder.apiVersion)
         }
     }
 

@@ -27,7 +27,7 @@ struct ConnectController {
     /// Registered outside the authenticated group: `run` authenticates.
     func addRoutes(to router: Router<TicksRequestContext>) {
         router.ws(
-            APIEndpoint.connect.routerPath,
+            APIEndpoint.connect.routerPaths[0],
             onUpgrade: { inbound, outbound, context in
                 let session: ConnectParameters
                 let registration: (outbox: ConnectionHub.Outbox, frames: AsyncStream<OutboundFrame>)

@@ -2,7 +2,9 @@ import Foundation
 import Hummingbird
 import TicksProtocol
 
-/// `POST /users` and `GET /users`.
+/// `POST /users`, `PATCH /users`, `GET /users` and `DELETE /users/{id}`;
+/// the first three in API v2 too (`/api/v2/users`), answering v2's
+/// `FullUserResponse` (`FullUser`).
 struct UsersController {
     let store: any TicksStore
     let limits: ServerLimits
@@ -94,15 +96,54 @@ struct UsersController {
                 })
         }
         let users = try await store.updateUsers(edits, now: .now())
-        return try context.respond(UsersByID(users: Dictionary(uniqueKeysWithValues: users.map { ($0.id, $0) })))
+        return try context.respond(try await UsersByID(full(users, in: context.apiVersion)))
     }
 
     struct UpsertRequest: Decodable {
         var users: [String: User]
     }
 
+    /// Stream's answer to an upsert or partial update: the users by id (v2
+    /// adds `membership_deletion_task_id`, empty: Ticks' upserts start no task).
     struct UsersByID: Encodable {
-        var users: [String: User]
+        var users: [String: FullUser]
+
+        init(_ users: [FullUser]) {
+            self.users = Dictionary(uniqueKeysWithValues: users.map { ($0.user.id, $0) })
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: AnyCodingKey.self)
+            try c.encode(users, forKey: AnyCodingKey("users"))
+            if encoder.apiVersion == .v2 { try c.encode("", forKey: AnyCodingKey("membership_deletion_task_id")) }
+        }
+    }
+
+    /// A user as v2's `FullUserResponse` writes it: in v1 the user alone; in
+    /// v2 also the fields that shape requires beside it: no devices or mutes
+    /// (Ticks keeps none), and the user's own unread counts.
+    struct FullUser: Encodable {
+        var user: User
+        var unread: UnreadCounts?
+
+        func encode(to encoder: any Encoder) throws {
+            try user.encode(to: encoder)
+            guard encoder.apiVersion == .v2 else { return }
+            var c = encoder.container(keyedBy: AnyCodingKey.self)
+            for list in ["devices", "mutes", "channel_mutes"] { try c.encode([JSONValue](), forKey: AnyCodingKey(list)) }
+            let messages = unread?.totals.messages ?? 0
+            try c.encode(messages, forKey: AnyCodingKey("unread_count"))
+            try c.encode(messages, forKey: AnyCodingKey("total_unread_count"))
+            try c.encode(unread?.totals.channels ?? 0, forKey: AnyCodingKey("unread_channels"))
+            try c.encode(unread?.threads.count ?? 0, forKey: AnyCodingKey("unread_threads"))
+        }
+    }
+
+    /// `users` as answers in `version`: in v2 with their unread counts, read in one call.
+    func full(_ users: [User], in version: APIVersion) async throws -> [FullUser] {
+        guard version == .v2, !users.isEmpty else { return users.map { FullUser(user: $0) } }
+        let counts = try await store.unreadCounts(of: users.map(\.id))
+        return users.map { FullUser(user: $0, unread: counts[$0.id]) }
     }
 
     @Sendable func upsert(_ request: Request, context: TicksRequestContext) async throws -> Response {
@@ -131,7 +172,7 @@ struct UsersController {
             }
         }
         let stored = try await store.upsertUsers(users, now: .now())
-        return try context.respond(UsersByID(users: Dictionary(uniqueKeysWithValues: stored.map { ($0.id, $0) })))
+        return try context.respond(try await UsersByID(full(stored, in: context.apiVersion)))
     }
 
     struct QueryPayload: Decodable {
@@ -141,7 +182,7 @@ struct UsersController {
     }
 
     struct UserList: Encodable {
-        var users: [User]
+        var users: [FullUser]
     }
 
     @Sendable func query(_ request: Request, context: TicksRequestContext) async throws -> Response {
@@ -151,7 +192,7 @@ struct UsersController {
         }
         let query: QueryPayload
         do {
-            query = try JSONDecoder().decode(QueryPayload.self, from: Data(String(payload).utf8))
+            query = try JSONCoding.decoder(context.apiVersion).decode(QueryPayload.self, from: Data(String(payload).utf8))
         } catch let error as DecodingError {
             throw APIError.input("payload: \(error.readableDescription)")
         }
@@ -161,6 +202,6 @@ struct UsersController {
         let ids = try filterValues(
             query.filterConditions["id"]?.values ?? [], of: "id", rule: Identifier.id, limits: limits)
         let found = try await store.users(ids: ids)
-        return try context.respond(UserList(users: ids.uniqued().compactMap { found[$0] }))
+        return try context.respond(UserList(users: try await full(ids.uniqued().compactMap { found[$0] }, in: context.apiVersion)))
     }
 }

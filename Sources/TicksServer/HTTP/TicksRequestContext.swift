@@ -29,6 +29,10 @@ public struct TicksRequestContext: RequestContext, WebSocketRequestContext {
         self.channel = source.channel
     }
 
+    /// The API version of the route that matched (`/api/v2/…` is v2): how
+    /// the answer is written.
+    var apiVersion: APIVersion { APIVersion(path: endpointPath ?? "") }
+
     /// Stream's `duration`, e.g. `"1.23ms"`.
     var duration: String {
         let elapsed = ContinuousClock.now - startedAt
@@ -100,7 +104,7 @@ extension Request {
         let buffer = try await collectBody(upTo: maxRequestBodyBytes)
         let data = buffer.readableBytes == 0 ? Data("{}".utf8) : Data(buffer: buffer)
         do {
-            return try JSONDecoder().decode(type, from: data)
+            return try JSONCoding.decoder(APIVersion(path: uri.path)).decode(type, from: data)
         } catch let error as DecodingError {
             throw APIError.input(error.readableDescription)
         } catch let error as APIError {
@@ -149,12 +153,13 @@ struct Timed<Body: Encodable>: Encodable {
 /// `{"event":…,"duration":"…"}`, the answer to mark read (`Timed`'s shape), its
 /// event written by `EventJSON` when it can be.
 enum EventAnswer {
-    static func data(_ event: Event?, duration: String) throws -> Data {
+    static func data(_ event: Event?, duration: String, version: APIVersion = .v1) throws -> Data {
         var writer = EventJSON.Writer()
         writer.raw("{")
         if let event {
-            guard let bytes = EventJSON.bytes(event) else {
-                return try JSONCoding.data(Timed(body: Wrapped(event: event), duration: duration))
+            // EventJSON writes v1's shapes only.
+            guard version == .v1, let bytes = EventJSON.bytes(event) else {
+                return try JSONCoding.data(Timed(body: Wrapped(event: event), duration: duration), version: version)
             }
             writer.raw("\"event\":")
             writer.out.append(contentsOf: bytes)
@@ -175,7 +180,7 @@ struct Empty: Codable {}
 extension TicksRequestContext {
     /// A 2xx JSON answer carrying `duration`.
     func respond(_ body: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
-        try respond(data: JSONCoding.data(Timed(body: body, duration: duration)), status: status)
+        try respond(data: JSONCoding.data(Timed(body: body, duration: duration), version: apiVersion), status: status)
     }
 
     /// `{"<key>": value, "duration": …}` in that order, whatever the encoder's
@@ -185,7 +190,7 @@ extension TicksRequestContext {
         var writer = EventJSON.Writer()
         writer.raw("{")
         writer.key(key)
-        writer.out.append(contentsOf: try JSONCoding.data(value))
+        writer.out.append(contentsOf: try JSONCoding.data(value, version: apiVersion))
         writer.raw(",")
         writer.key("duration")
         writer.string(duration)
@@ -195,7 +200,7 @@ extension TicksRequestContext {
 
     /// `{"event": …}` (mark read's answer), written by `EventJSON`.
     func respond(event: Event?) throws -> Response {
-        try respond(data: EventAnswer.data(event, duration: duration))
+        try respond(data: EventAnswer.data(event, duration: duration, version: apiVersion))
     }
 
     private func respond(data: Data, status: HTTPResponse.Status = .ok) -> Response {

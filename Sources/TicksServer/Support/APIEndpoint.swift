@@ -113,6 +113,21 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         }
     }
 
+    /// The path in Stream's API v2 (the `getstream` SDKs), where Ticks
+    /// serves the endpoint in v2's shapes (`APIVersion`); nil where it does
+    /// not. The same handler answers both paths.
+    public var v2Path: String? {
+        switch self {
+        case .getApp, .updateApp: "/api/v2/app"
+        case .getRateLimits: "/api/v2/rate_limits"
+        case .updateUsers, .queryUsers, .updateUsersPartial: "/api/v2/users"
+        default: nil
+        }
+    }
+
+    /// Every path the endpoint is served at: v1's, then v2's.
+    public var paths: [String] { [path] + (v2Path.map { [$0] } ?? []) }
+
     /// Whether the endpoint needs `api_key` and a token (checked by `AuthMiddleware`,
     /// or by the WebSocket handler for `Connect`).
     public var isAuthenticated: Bool {
@@ -123,7 +138,9 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     }
 
     private static let byRoute: [String: APIEndpoint] = Dictionary(
-        uniqueKeysWithValues: allCases.map { ("\($0.method.rawValue) \($0.path)", $0) })
+        uniqueKeysWithValues: allCases.flatMap { endpoint in
+            endpoint.paths.map { ("\(endpoint.method.rawValue) \($0)", endpoint) }
+        })
 
     /// The endpoint of a route the router matched.
     static func matching(method: HTTPRequest.Method, path: String?) -> APIEndpoint? {
@@ -137,37 +154,41 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     /// distinct-channel route's path, not a channel named `query`.
     static func methods(servingPath requestPath: String, among endpoints: Set<APIEndpoint>) -> [HTTPRequest.Method] {
         let parts = requestPath.split(separator: "/", omittingEmptySubsequences: true)
-        let matching = allCases.filter { endpoint in
-            guard endpoints.contains(endpoint) else { return false }
-            let pattern = endpoint.path.split(separator: "/", omittingEmptySubsequences: true)
-            return pattern.count == parts.count
-                && zip(pattern, parts).allSatisfy { $0.first == "{" || $0 == $1 }
+        let matching = allCases.filter(endpoints.contains).flatMap { endpoint in
+            endpoint.paths.compactMap { path -> (method: HTTPRequest.Method, fixed: Int)? in
+                let pattern = path.split(separator: "/", omittingEmptySubsequences: true)
+                guard pattern.count == parts.count, zip(pattern, parts).allSatisfy({ $0.first == "{" || $0 == $1 })
+                else { return nil }
+                return (endpoint.method, pattern.filter { $0.first != "{" }.count)
+            }
         }
-        let fixed = { (endpoint: APIEndpoint) in endpoint.path.split(separator: "/").filter { $0.first != "{" }.count }
-        let mostFixed = matching.map(fixed).max() ?? 0
+        let mostFixed = matching.map(\.fixed).max() ?? 0
         var methods: [HTTPRequest.Method] = []
-        for endpoint in matching where fixed(endpoint) == mostFixed && !methods.contains(endpoint.method) {
-            methods.append(endpoint.method)
+        for route in matching where route.fixed == mostFixed && !methods.contains(route.method) {
+            methods.append(route.method)
         }
         return methods
     }
 
-    /// The route in the router's syntax (`channels/:type/:id/read`).
-    var routerPath: RouterPath {
-        RouterPath(
-            stringLiteral: path.split(separator: "/").map { part in
-                part.first == "{" ? ":" + part.dropFirst().dropLast() : part
-            }.joined(separator: "/"))
+    /// The routes in the router's syntax (`channels/:type/:id/read`), one per path.
+    var routerPaths: [RouterPath] {
+        paths.map { path in
+            RouterPath(
+                stringLiteral: path.split(separator: "/").map { part in
+                    part.first == "{" ? ":" + part.dropFirst().dropLast() : part
+                }.joined(separator: "/"))
+        }
     }
 }
 
 extension RouterMethods {
-    /// Registers `handler` for `endpoint`'s method and path.
+    /// Registers `handler` for `endpoint`'s method, at each of its paths.
     @discardableResult
     func on(
         _ endpoint: APIEndpoint,
         use handler: @Sendable @escaping (Request, Context) async throws -> some ResponseGenerator
     ) -> Self {
-        on(endpoint.routerPath, method: endpoint.method, use: handler)
+        for path in endpoint.routerPaths { on(path, method: endpoint.method, use: handler) }
+        return self
     }
 }

@@ -19,8 +19,14 @@ struct OpenAPIDocumentTests {
                 #expect(names.contains(endpoint.rawValue), "EndpointName lacks \(endpoint.rawValue)")
                 let operation = document["paths"][endpoint.path][endpoint.method.rawValue.lowercased()]
                 #expect(operation["operationId"].string == endpoint.rawValue, "\(endpoint.method) \(endpoint.path)")
+                // API v2's path, where served, as its own operation (operationIds are unique in a document).
+                let v2 = endpoint.v2Path.map { document["paths"][$0][endpoint.method.rawValue.lowercased()] }
+                #expect(v2?["operationId"].string == endpoint.v2Path.map { _ in endpoint.rawValue + "V2" })
             }
             #expect(names.count == APIEndpoint.allCases.count)
+            // No v2 path that the server does not serve.
+            let served = Set(APIEndpoint.allCases.flatMap(\.paths))
+            #expect(document["paths"].keys.subtracting(served).isEmpty, "\(document["paths"].keys.subtracting(served))")
         }
     }
 

@@ -1,0 +1,140 @@
+"""Stream's API v2 (the `getstream` SDKs) on both stores: the endpoints
+Ticks serves at `/api/v2/…` answer in v2's shapes, checked against the
+JSON Schemas of the OpenAPI document (`V2…` components, written from the
+facts of Stream's v2 document), and agree with the same data read in v1.
+
+Every v2 call here uses the server token `getstream` 7 signs: no claims at
+all (`{}`).
+"""
+
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import jsonschema_rs
+import pytest
+from conftest import served
+from wire import Ticks, _b64, make_token
+
+DOCUMENT = json.loads(
+    (Path(__file__).resolve().parents[2] / "Sources" / "TicksServer" / "OpenAPI" / "openapi.json").read_text())
+
+
+def validate(body, schema_name):
+    """Raises unless `body` is valid against the document's `schema_name`."""
+    schema = {"$ref": f"#/components/schemas/{schema_name}", "components": DOCUMENT["components"]}
+    errors = [f"{'/'.join(map(str, error.instance_path))}: {error.message}"
+              for error in jsonschema_rs.validator_for(schema).iter_errors(body)]
+    assert not errors, f"{schema_name}: {errors[:5]}"
+
+
+def no_claims_token(secret):
+    """`getstream` 7.0.0's server token: HS256 over an empty payload."""
+    return make_token(secret)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def server(request, tmp_path_factory):
+    with served(request.param, "apiv2", tmp_path_factory) as process:
+        yield process
+
+
+@pytest.fixture
+def api(server):
+    client = Ticks(server.base_url, server.api_key, server.api_secret)
+    client.server_token = no_claims_token(server.api_secret)
+    return client
+
+
+def nanoseconds(rfc3339):
+    """v1's time as v2 writes it."""
+    parsed = datetime.strptime(rfc3339, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    return (int(parsed.timestamp()) * 1_000_000 + parsed.microsecond) * 1000
+
+
+def test_the_no_claims_token_acts_as_the_server(api, server):
+    assert make_token(server.api_secret) == api.server_token
+    assert api.call("PATCH", "/api/v2/app", {"reciprocal_read_receipts": False}) is not None
+    refused = api.raw("GET", "/api/v2/app", token=make_token("x" * 48))
+    assert refused.status_code == 401
+    validate(refused.json(), "Error")
+
+
+def test_upsert_query_and_partial_update_in_v2_shapes(api, unique):
+    alice, bob = f"{unique}-alice", f"{unique}-bob"
+    upserted = api.call("POST", "/api/v2/users", {"users": {
+        alice: {"id": alice, "name": "Alice", "custom": {"team": "blue", "level": 3}, "language": "fr", "teams": []},
+        bob: {"id": bob, "custom": {}}}})
+    validate(upserted, "V2UsersByID")
+    mine = upserted["users"][alice]
+    assert mine["custom"] == {"team": "blue", "level": 3} and "team" not in mine
+    assert isinstance(mine["created_at"], int) and abs(mine["created_at"] / 1e9 - time.time()) < 600
+
+    # The same user in v1: custom data at the top level, times as RFC 3339, the same instant.
+    v1 = api.call("GET", "/users", params={"payload": json.dumps({"filter_conditions": {"id": {"$in": [alice]}}})})
+    assert v1["users"][0]["team"] == "blue" and "custom" not in v1["users"][0]
+    assert nanoseconds(v1["users"][0]["created_at"]) == mine["created_at"]
+
+    # A partial update names custom fields flat, in v2 as in v1.
+    patched = api.call("PATCH", "/api/v2/users", {"users": [{"id": alice, "set": {"nickname": "Al"}, "unset": ["level"]}]})
+    validate(patched, "V2UsersByID")
+    assert patched["users"][alice]["custom"] == {"team": "blue", "nickname": "Al"}
+
+    # getstream sends the query payload with every unset field as null.
+    payload = {"filter_conditions": {"id": {"$in": [alice, bob]}}, "limit": None, "offset": None, "sort": None,
+               "presence": None, "include_deactivated_users": None, "user_id": None, "user": None}
+    found = api.call("GET", "/api/v2/users", params={"payload": json.dumps(payload)})
+    validate(found, "V2UserList")
+    assert [user["id"] for user in found["users"]] == [alice, bob]
+
+
+def test_full_users_carry_their_unread_counts(api, unique):
+    alice, bob = f"{unique}-alice", f"{unique}-bob"
+    api.call("POST", "/users", {"users": {alice: {"id": alice}, bob: {"id": bob}}})
+    api.call("POST", f"/channels/messaging/{unique}/query",
+             {"data": {"created_by_id": alice, "members": [alice, bob]}})
+    for n in range(3):
+        api.call("POST", f"/channels/messaging/{unique}/message", {"message": {"id": f"{unique}-m{n}", "text": "hi", "user_id": alice}})
+    found = api.call("GET", "/api/v2/users",
+                     params={"payload": json.dumps({"filter_conditions": {"id": {"$in": [alice, bob]}}})})
+    validate(found, "V2UserList")
+    counts = {user["id"]: (user["unread_count"], user["total_unread_count"], user["unread_channels"]) for user in found["users"]}
+    assert counts == {alice: (0, 0, 0), bob: (3, 3, 1)}
+    # As GET /unread says.
+    assert api.call("GET", "/unread", params={"user_id": bob})["total_unread_count"] == 3
+
+
+def test_custom_data_in_v2_may_not_name_a_field_of_its_own(api, unique):
+    for body in ({"users": {unique: {"id": unique, "custom": {"name": "x"}}}},
+                 {"users": {unique: {"id": unique, "custom": {"privacy_settings": {}}}}},
+                 {"users": {unique: {"id": unique, "custom": "blue"}}},
+                 {"users": {unique: {"id": unique, "custom": ["blue"]}}}):
+        refused = api.raw("POST", "/api/v2/users", body=body)
+        assert refused.status_code == 400, refused.text
+        validate(refused.json(), "Error")
+
+
+def test_app_and_rate_limits_in_v2(api, server, unique):
+    for token in (None, api.user_token(f"{unique}-someone")):
+        response = api.raw("GET", "/api/v2/app", token=token)
+        assert response.status_code == 200, response.text
+        assert response.text.startswith('{"app":') and "rate_limit" not in response.text
+        app = response.json()
+        validate(app, "V2GetApplicationResponse")
+        configs = app["app"]["channel_configs"]
+        assert configs["messaging"]["commands"] == ["giphy", "ban", "unban", "mute", "unmute"]
+        assert isinstance(configs["messaging"]["created_at"], int)
+    quotas = api.call("GET", "/api/v2/rate_limits", params={"server_side": "true", "android": "false"})
+    validate(quotas, "V2Quotas")
+    assert "server_side" in quotas and "android" not in quotas
+
+
+def test_v2_errors_and_paths_not_served_in_v2(api):
+    for method, path, status in (("GET", "/api/v2/users", 400), ("DELETE", "/api/v2/users", 405),
+                                 ("POST", "/api/v2/chat/channels", 404), ("GET", "/api/v2/nothing", 404)):
+        response = api.raw(method, path)
+        assert response.status_code == status, (method, path, response.text)
+        body = response.json()
+        validate(body, "Error")
+        assert body["details"] == [] and body["StatusCode"] == status
