@@ -348,6 +348,8 @@ public struct Member: Codable, Sendable, Equatable {
         try c.encode(shadowBanned, forKey: .shadowBanned)
         var extra = encoder.container(keyedBy: AnyCodingKey.self)
         try extra.encodeCustom(custom, excluding: Self.reserved, in: encoder.apiVersion)
+        // Required by v2's ChannelMemberResponse; Ticks has no muting.
+        if encoder.apiVersion == .v2 { try extra.encode(false, forKey: AnyCodingKey("notifications_muted")) }
     }
 }
 
@@ -420,6 +422,27 @@ public struct ChannelState: Codable, Sendable, Equatable {
         case membership
         case readByAllUpTo = "read_by_all_up_to"
         case deliveredToAllUpTo = "delivered_to_all_up_to"
+    }
+
+    /// v2 also has `threads` (Ticks lists none here), and its read states
+    /// require `last_read` and `unread_messages`: one whose read the viewer
+    /// may not see (R8, R10) is left out of `read` rather than made up.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        let v2 = encoder.apiVersion == .v2
+        try c.encode(channel, forKey: .channel)
+        try c.encode(members, forKey: .members)
+        try c.encode(messages, forKey: .messages)
+        try c.encode(pinnedMessages, forKey: .pinnedMessages)
+        try c.encode(v2 ? read.filter { $0.lastRead != nil && $0.unreadMessages != nil } : read, forKey: .read)
+        try c.encode(watcherCount, forKey: .watcherCount)
+        try c.encodeIfPresent(membership, forKey: .membership)
+        try c.encodeIfPresent(readByAllUpTo, forKey: .readByAllUpTo)
+        try c.encodeIfPresent(deliveredToAllUpTo, forKey: .deliveredToAllUpTo)
+        if v2 {
+            var extra = encoder.container(keyedBy: AnyCodingKey.self)
+            try extra.encode([JSONValue](), forKey: AnyCodingKey("threads"))
+        }
     }
 }
 

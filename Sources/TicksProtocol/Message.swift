@@ -99,7 +99,7 @@ public struct Message: Codable, Sendable, Equatable {
         try c.encode(user, forKey: AnyCodingKey("user"))
         try c.encode(createdAt, forKey: AnyCodingKey("created_at"))
         try c.encode(updatedAt, forKey: AnyCodingKey("updated_at"))
-        try c.encode(attachments, forKey: AnyCodingKey("attachments"))
+        try c.encode(encoder.apiVersion == .v2 ? attachments.map(Self.v2Attachment) : attachments, forKey: AnyCodingKey("attachments"))
         try c.encode([JSONValue](), forKey: AnyCodingKey("mentioned_users"))
         try c.encode([JSONValue](), forKey: AnyCodingKey("latest_reactions"))
         try c.encode([JSONValue](), forKey: AnyCodingKey("own_reactions"))
@@ -111,5 +111,21 @@ public struct Message: Codable, Sendable, Equatable {
         try c.encodeIfPresent(textUpdatedAt, forKey: AnyCodingKey("message_text_updated_at"))
         try c.encodeIfPresent(channel, forKey: AnyCodingKey("channel"))
         try c.encodeCustom(custom, excluding: Self.reserved, in: encoder.apiVersion)
+        guard encoder.apiVersion == .v2 else { return }
+        // The rest of v2's MessageResponse: what Ticks does not have is empty or off.
+        try c.encode("", forKey: AnyCodingKey("html"))
+        try c.encode([String: Int](), forKey: AnyCodingKey("reaction_scores"))
+        try c.encode(0, forKey: AnyCodingKey("deleted_reply_count"))
+        for off in ["shadowed", "mentioned_channel", "mentioned_here", "silent", "pinned"] {
+            try c.encode(false, forKey: AnyCodingKey(off))
+        }
+        try c.encode([String](), forKey: AnyCodingKey("restricted_visibility"))
+    }
+
+    /// An attachment as v2 writes it: an object has `custom` (v2 requires it).
+    static func v2Attachment(_ attachment: JSONValue) -> JSONValue {
+        guard case .object(var fields) = attachment, fields["custom"] == nil else { return attachment }
+        fields["custom"] = .object([:])
+        return .object(fields)
     }
 }

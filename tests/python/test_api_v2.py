@@ -132,9 +132,71 @@ def test_app_and_rate_limits_in_v2(api, server, unique):
 
 def test_v2_errors_and_paths_not_served_in_v2(api):
     for method, path, status in (("GET", "/api/v2/users", 400), ("DELETE", "/api/v2/users", 405),
-                                 ("POST", "/api/v2/chat/channels", 404), ("GET", "/api/v2/nothing", 404)):
+                                 ("POST", "/api/v2/chat/channels/messaging/x/truncate", 404), ("GET", "/api/v2/nothing", 404)):
         response = api.raw(method, path)
         assert response.status_code == status, (method, path, response.text)
         body = response.json()
         validate(body, "Error")
         assert body["details"] == [] and body["StatusCode"] == status
+
+
+def test_a_conversation_in_v2_shapes(api, unique):
+    """getstream's seven basic calls and the other receipt calls, each answer
+    validated; the same facts read back in v1."""
+    alice, bob, cid = f"{unique}-alice", f"{unique}-bob", f"messaging:{unique}"
+    api.call("POST", "/api/v2/users", {"users": {alice: {"id": alice}, bob: {"id": bob}}})
+    created = api.call("POST", f"/api/v2/chat/channels/messaging/{unique}/query", {"data": {
+        "created_by_id": alice, "custom": {"topic": "trip"},
+        "members": [{"user_id": alice, "channel_role": "channel_member"}, {"user_id": bob, "custom": {}}]}})
+    validate(created, "V2ChannelState")
+    assert created["channel"]["custom"] == {"topic": "trip"} and created["threads"] == []
+    assert api.call("POST", f"/channels/messaging/{unique}/query", {})["channel"]["topic"] == "trip"
+
+    sent = api.call("POST", f"/api/v2/chat/channels/messaging/{unique}/message", {"message": {
+        "id": f"{unique}-m1", "text": "hi", "user_id": alice, "custom": {"mood": "happy"},
+        "attachments": [{"type": "image", "image_url": "https://example.com/a.png"}]}})
+    validate(sent["message"], "V2Message")
+    assert sent["message"]["custom"] == {"mood": "happy"} and sent["message"]["attachments"][0]["custom"] == {}
+
+    read = api.call("POST", f"/api/v2/chat/channels/messaging/{unique}/read", {"user_id": bob, "message_id": f"{unique}-m1"})
+    validate(read["event"], "V2MarkReadEvent")
+    assert read["event"]["last_read_message_id"] == f"{unique}-m1" and isinstance(read["event"]["created_at"], int)
+
+    queried = api.call("POST", "/api/v2/chat/channels", {
+        "filter_conditions": {"cid": cid}, "user_id": bob, "sort": [{"field": "last_message_at", "direction": -1}],
+        "limit": None, "state": True, "watch": None})
+    assert len(queried["channels"]) == 1
+    validate(queried["channels"][0], "V2ChannelState")
+    reads = {state["user"]["id"]: state for state in queried["channels"][0]["read"]}
+    assert reads[bob]["unread_messages"] == 0 and isinstance(reads[bob]["last_read"], int)
+
+    api.call("POST", f"/api/v2/chat/channels/messaging/{unique}/unread", {"user_id": bob, "message_id": f"{unique}-m1"})
+    counts = api.call("GET", "/api/v2/chat/unread", params={"user_id": bob})
+    validate(counts, "V2UnreadCounts")
+    assert counts["total_unread_count"] == 1 and counts["channels"][0]["channel_id"] == cid
+    batch = api.call("POST", "/api/v2/chat/unread_batch", {"user_ids": [alice, bob]})
+    for user_counts in batch["counts_by_user"].values():
+        validate(user_counts, "V2UnreadCounts")
+
+    got = api.call("GET", f"/api/v2/chat/messages/{unique}-m1")
+    validate(got["message"], "V2Message")
+    assert got["message"]["channel"]["cid"] == cid
+    api.call("POST", "/api/v2/chat/channels/delivered", {"latest_delivered_messages": [{"cid": cid, "id": f"{unique}-m1"}]},
+             params={"user_id": bob})
+    api.call("POST", "/api/v2/chat/channels/read", {"user_id": bob})
+    assert api.call("GET", "/unread", params={"user_id": bob})["total_unread_count"] == 0
+
+
+def test_a_private_read_is_left_out_of_v2s_read_states(api, unique):
+    """v2 requires last_read in a read state: a member whose reads are private
+    (R10) is not in `read` for others, rather than given a made-up time."""
+    alice, bob = f"{unique}-alice", f"{unique}-bob"
+    api.call("POST", "/users", {"users": {alice: {"id": alice},
+                                          bob: {"id": bob, "privacy_settings": {"read_receipts": {"enabled": False}}}}})
+    api.call("POST", f"/channels/messaging/{unique}/query", {"data": {"created_by_id": alice, "members": [alice, bob]}})
+    as_alice = api.user_token(alice)
+    state = api.call("POST", f"/api/v2/chat/channels/messaging/{unique}/query", {}, token=as_alice)
+    validate(state, "V2ChannelState")
+    assert [read["user"]["id"] for read in state["read"]] == [alice]
+    v1 = api.call("POST", f"/channels/messaging/{unique}/query", {}, token=as_alice)
+    assert sorted(read["user"]["id"] for read in v1["read"]) == sorted([alice, bob])

@@ -54,6 +54,19 @@ struct UnreadController {
                 case lastRead = "last_read"
                 case lastReadMessageID = "last_read_message_id"
             }
+
+            /// v2 requires `last_read_message_id`: empty for a thread never read.
+            func encode(to encoder: any Encoder) throws {
+                var c = encoder.container(keyedBy: CodingKeys.self)
+                try c.encode(parentMessageID, forKey: .parentMessageID)
+                try c.encode(unreadCount, forKey: .unreadCount)
+                try c.encode(lastRead, forKey: .lastRead)
+                if encoder.apiVersion == .v2 {
+                    try c.encode(lastReadMessageID ?? "", forKey: .lastReadMessageID)
+                } else {
+                    try c.encodeIfPresent(lastReadMessageID, forKey: .lastReadMessageID)
+                }
+            }
         }
 
         struct TypeCount: Encodable {

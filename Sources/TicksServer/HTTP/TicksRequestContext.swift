@@ -157,8 +157,11 @@ enum EventAnswer {
         var writer = EventJSON.Writer()
         writer.raw("{")
         if let event {
-            // EventJSON writes v1's shapes only.
+            // EventJSON writes v1's shapes only. v2's MarkReadResponseEvent has no room for
+            // a thread without its participant counts, which Ticks does not keep: v2 leaves it out.
             guard version == .v1, let bytes = EventJSON.bytes(event) else {
+                var event = event
+                if version == .v2 { event.thread = nil }
                 return try JSONCoding.data(Timed(body: Wrapped(event: event), duration: duration), version: version)
             }
             writer.raw("\"event\":")

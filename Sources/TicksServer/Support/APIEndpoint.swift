@@ -121,6 +121,17 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .getApp, .updateApp: "/api/v2/app"
         case .getRateLimits: "/api/v2/rate_limits"
         case .updateUsers, .queryUsers, .updateUsersPartial: "/api/v2/users"
+        case .queryChannels: "/api/v2/chat/channels"
+        case .markChannelsRead: "/api/v2/chat/channels/read"
+        case .markDelivered: "/api/v2/chat/channels/delivered"
+        case .getOrCreateChannel: "/api/v2/chat/channels/{type}/{id}/query"
+        case .getOrCreateDistinctChannel: "/api/v2/chat/channels/{type}/query"
+        case .sendMessage: "/api/v2/chat/channels/{type}/{id}/message"
+        case .markRead: "/api/v2/chat/channels/{type}/{id}/read"
+        case .markUnread: "/api/v2/chat/channels/{type}/{id}/unread"
+        case .getMessage: "/api/v2/chat/messages/{id}"
+        case .unreadCounts: "/api/v2/chat/unread"
+        case .unreadCountsBatch: "/api/v2/chat/unread_batch"
         default: nil
         }
     }
