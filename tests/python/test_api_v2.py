@@ -29,6 +29,24 @@ def validate(body, schema_name):
     assert not errors, f"{schema_name}: {errors[:5]}"
 
 
+def answer_schema(method, path, status):
+    """The document's schema of the answer `status` to `method` `path` (a template, `{id}`)."""
+    response = DOCUMENT["paths"][path][method.lower()]["responses"][str(status)]
+    return response["content"]["application/json"]["schema"]
+
+
+def call(api, method, template, body=None, params=None, token=None, **values):
+    """`api.raw` at `template` filled with `values`; the answer must be 2xx and
+    valid against what the document says that operation answers."""
+    response = api.raw(method, template.format(**values), body=body, params=params, token=token)
+    assert 200 <= response.status_code < 300, (method, template, response.text)
+    schema = {**answer_schema(method, template, response.status_code), "components": DOCUMENT["components"]}
+    errors = [f"{'/'.join(map(str, error.instance_path))}: {error.message}"
+              for error in jsonschema_rs.validator_for(schema).iter_errors(response.json())]
+    assert not errors, (method, template, errors[:5])
+    return response.json()
+
+
 def no_claims_token(secret):
     """`getstream` 7.0.0's server token: HS256 over an empty payload."""
     return make_token(secret)
@@ -200,3 +218,59 @@ def test_a_private_read_is_left_out_of_v2s_read_states(api, unique):
     assert [read["user"]["id"] for read in state["read"]] == [alice]
     v1 = api.call("POST", f"/channels/messaging/{unique}/query", {}, token=as_alice)
     assert sorted(read["user"]["id"] for read in v1["read"]) == sorted([alice, bob])
+
+
+def test_channels_members_messages_and_types_in_v2(api, unique):
+    """The rest of what Ticks serves in v2, each answer checked against the
+    document's schema for that operation."""
+    alice, bob, carol = (f"{unique}-{name}" for name in ("alice", "bob", "carol"))
+    api.call("POST", "/users", {"users": {user: {"id": user} for user in (alice, bob, carol)}})
+    chat = "/api/v2/chat/channels/{type}/{id}"
+    kw = {"type": "messaging", "id": unique}
+    call(api, "POST", chat + "/query", {"data": {"created_by_id": alice, "members": [{"user_id": alice}, {"user_id": bob}]}}, **kw)
+    updated = call(api, "POST", chat, {"add_members": [{"user_id": carol}], "data": {"custom": {"topic": "trip"}}}, **kw)
+    assert updated["channel"]["custom"] == {"topic": "trip"}
+    assert sorted(member["user_id"] for member in updated["members"]) == sorted([alice, bob, carol])
+    partial = call(api, "PATCH", chat, {"set": {"color": "red"}}, **kw)
+    assert partial["channel"]["custom"] == {"topic": "trip", "color": "red"}
+    members = call(api, "GET", "/api/v2/chat/members",
+                   params={"payload": json.dumps({"type": "messaging", "id": unique, "filter_conditions": {}})})
+    assert len(members["members"]) == 3
+    member = call(api, "PATCH", chat + "/member", {"set": {"nick": "B"}}, params={"user_id": bob}, **kw)
+    assert member["channel_member"]["custom"] == {"nick": "B"} and member["channel_member"]["user_id"] == bob
+
+    # Two messages, one of whose ids getstream escapes twice in a list (`@`).
+    for message_id in (f"{unique}-m1", f"{unique}@m2"):
+        call(api, "POST", chat + "/message", {"message": {"id": message_id, "text": "hi", "user_id": alice}}, **kw)
+    many = call(api, "GET", chat + "/messages", params={"ids": f"{unique}-m1,{unique}%40m2"}, **kw)
+    assert [message["id"] for message in many["messages"]] == [f"{unique}-m1", f"{unique}@m2"]
+    message = "/api/v2/chat/messages/{id}"
+    edited = call(api, "POST", message, {"message": {"text": "edited", "user_id": alice, "custom": {"k": 1}}}, id=f"{unique}-m1")
+    assert edited["message"]["text"] == "edited" and edited["message"]["custom"] == {"k": 1}
+    call(api, "PUT", message, {"set": {"k": 2}, "user_id": alice}, id=f"{unique}-m1")
+    call(api, "POST", chat + "/message", {"message": {"id": f"{unique}-r1", "text": "re", "user_id": bob,
+                                                      "parent_id": f"{unique}-m1"}}, **kw)
+    replies = call(api, "GET", message + "/replies", id=f"{unique}-m1")
+    assert [reply["id"] for reply in replies["messages"]] == [f"{unique}-r1"]
+    deleted = call(api, "DELETE", message, id=f"{unique}@m2")
+    assert deleted["message"]["type"] == "deleted" and isinstance(deleted["message"]["deleted_at"], int)
+    truncated = call(api, "POST", chat + "/truncate", {}, **kw)
+    assert isinstance(truncated["channel"]["truncated_at"], int)
+    gone = call(api, "DELETE", chat, **kw)
+    assert isinstance(gone["channel"]["deleted_at"], int)
+    call(api, "POST", "/api/v2/chat/channels/{type}/{id}/query", {"data": {"created_by_id": alice}}, type="messaging", id=f"{unique}-2")
+    task = call(api, "POST", "/api/v2/chat/channels/delete", {"cids": [f"messaging:{unique}-2"]})
+    status = call(api, "GET", "/api/v2/tasks/{id}", id=task["task_id"])
+    assert status["status"] == "completed" and isinstance(status["created_at"], int)
+
+    types = "/api/v2/chat/channeltypes"
+    created = call(api, "POST", types, {"name": f"t{unique}", "automod": "disabled", "automod_behavior": "flag",
+                                        "max_message_length": 1000, "read_events": True})
+    assert created["commands"] == ["giphy", "ban", "unban", "mute", "unmute"]
+    got = call(api, "GET", types + "/{name}", name=f"t{unique}")
+    assert [command["name"] for command in got["commands"]] == created["commands"] and got["grants"] == {}
+    changed = call(api, "PUT", types + "/{name}", {"automod": "disabled", "automod_behavior": "flag",
+                                                   "max_message_length": 2000}, name=f"t{unique}")
+    assert changed["max_message_length"] == 2000 and changed["commands"] == created["commands"]
+    listed = call(api, "GET", types)
+    assert f"t{unique}" in listed["channel_types"]

@@ -68,6 +68,7 @@ DOOMED_CHANNEL = "messaging:fuzz-doomed"
 # Operations that delete or truncate, fuzzed after every other operation has
 # been fuzzed with both tokens.
 DESTRUCTIVE = ["DeleteChannel", "DeleteChannels", "TruncateChannel", "DeleteMessage", "DeleteUser"]
+DESTRUCTIVE += [name + "V2" for name in DESTRUCTIVE if name != "DeleteUser"]  # API v2's paths (no DeleteUser there)
 
 # Ids no client could have made: every id the fuzzer fills from a dictionary gets
 # them now and then, and `with_a_hostile_id` puts one into a quarter of the cases
@@ -255,10 +256,11 @@ def run_schemathesis(base_url, api_key, token, work_dir, label, destructive=Fals
         sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "--no-color",
         "run", str(DOCUMENT), "--url", base_url,
         "--exclude-operation-id", "Connect",  # the WebSocket (`x-websocket` in the document)
-        *(argument for name in DESTRUCTIVE
+        # The destructive run: ONLY's destructive operations when it names some, else them all.
+        *(argument for name in ([n for n in ONLY if n in DESTRUCTIVE] or DESTRUCTIVE if destructive else DESTRUCTIVE)
           for argument in ("--include-operation-id" if destructive else "--exclude-operation-id", name)),
         *(argument for name in SKIPPED for argument in ("--exclude-operation-id", name)),
-        *(argument for name in ONLY if (name in DESTRUCTIVE) == destructive
+        *(argument for name in ONLY if name not in DESTRUCTIVE and not destructive
           for argument in ("--include-operation-id", name)),
         "--phases", "examples,coverage,fuzzing",
         "--mode", "all",  # valid and invalid requests

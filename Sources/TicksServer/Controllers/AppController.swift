@@ -178,8 +178,10 @@ struct AppController {
     static func configs(_ types: [ChannelConfig], in version: APIVersion) throws -> [String: JSONValue] {
         try Dictionary(
             uniqueKeysWithValues: types.map { config in
-                var fields = try JSONCoding.object(config, version: version)
-                if version == .v2 { fields["commands"] = .array(config.commands.map { .string($0.name) }) }
+                let fields =
+                    version == .v2
+                    ? try ChannelTypesController.withCommandNames(config, in: version)
+                    : try JSONCoding.object(config)
                 return (config.name, .object(fields))
             })
     }

@@ -27,7 +27,12 @@ struct ChannelTypesController {
         // Stream's defaults for a new type: read events on, delivery events off.
         var config = ChannelConfig(name: named.name, readEvents: true, deliveryEvents: false, createdAt: now, updatedAt: now)
         patch.apply(to: &config)
-        return try context.respond(try await store.createChannelType(config), status: .created)
+        let created = try await store.createChannelType(config)
+        // v2's CreateChannelTypeResponse has the commands as names, as an update's answer; v1's as objects.
+        guard context.apiVersion == .v1 else {
+            return try context.respond(try Self.withCommandNames(created, in: context.apiVersion), status: .created)
+        }
+        return try context.respond(created, status: .created)
     }
 
     struct TypeList: Encodable {
@@ -55,13 +60,14 @@ struct ChannelTypesController {
         let patch = try await request.decodeJSON(ChannelTypePatch.self)
         try validate(patch)
         let updated = try await store.updateChannelType(named: name, patch, now: .now())
-        return try context.respond(try Self.updateAnswer(updated))
+        return try context.respond(try Self.withCommandNames(updated, in: context.apiVersion))
     }
 
-    /// The config as Stream answers an update: `commands` as their names
-    /// (`["ban", "unban"]`), where a get answers the command objects.
-    static func updateAnswer(_ config: ChannelConfig) throws -> [String: JSONValue] {
-        var answer = try JSONCoding.object(config)
+    /// The config as Stream answers an update (and v2 lists a type in
+    /// `app.channel_configs`): `commands` as their names (`["ban", "unban"]`),
+    /// where a get answers the command objects.
+    static func withCommandNames(_ config: ChannelConfig, in version: APIVersion) throws -> [String: JSONValue] {
+        var answer = try JSONCoding.object(config, version: version)
         answer["commands"] = .array(config.commands.map { .string($0.name) })
         return answer
     }

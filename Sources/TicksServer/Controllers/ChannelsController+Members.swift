@@ -147,7 +147,11 @@ extension ChannelsController {
     /// (managers only).
     @Sendable func updateMemberPartial(_ request: Request, context: TicksRequestContext) async throws -> Response {
         let channel = try await pathChannel(context)
-        let memberID = try context.pathParameter("user_id")
+        // v1 names the member in the path, v2 in the query.
+        let memberID =
+            try context.apiVersion == .v1
+            ? context.pathParameter("user_id")
+            : request.queryParameter("user_id") ?? { throw APIError.input("user_id is required in the query") }()
         try requireValidID(memberID, "user_id")
         var request = request
         var update = try await request.decodeJSON(PartialUpdate.self)

@@ -49,7 +49,11 @@ extension MessagesController {
         guard let list = request.queryParameter("ids"), !list.isEmpty else {
             throw APIError.input("ids is required: ?ids=id1,id2")
         }
-        let ids = list.split(separator: ",").map(String.init)
+        // getstream escapes each id before it joins them, and then the query again: in v2 an id
+        // arrives escaped once more (`a%40b`). A valid id has no `%`, so unescaping is unambiguous.
+        let ids = list.split(separator: ",").map { item in
+            context.apiVersion == .v2 ? (item.removingPercentEncoding ?? String(item)) : String(item)
+        }
         guard ids.count <= Self.maxMessagesPerGet else {
             throw APIError.input("ids names \(ids.count) messages; at most \(Self.maxMessagesPerGet)")
         }

@@ -132,6 +132,18 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .getMessage: "/api/v2/chat/messages/{id}"
         case .unreadCounts: "/api/v2/chat/unread"
         case .unreadCountsBatch: "/api/v2/chat/unread_batch"
+        case .createChannelType, .listChannelTypes: "/api/v2/chat/channeltypes"
+        case .getChannelType, .updateChannelType: "/api/v2/chat/channeltypes/{name}"
+        case .updateChannel, .updateChannelPartial, .deleteChannel: "/api/v2/chat/channels/{type}/{id}"
+        case .deleteChannels: "/api/v2/chat/channels/delete"
+        case .truncateChannel: "/api/v2/chat/channels/{type}/{id}/truncate"
+        case .getTask: "/api/v2/tasks/{id}"
+        case .queryMembers: "/api/v2/chat/members"
+        // v2 names the member in the query: `?user_id=`.
+        case .updateMemberPartial: "/api/v2/chat/channels/{type}/{id}/member"
+        case .getManyMessages: "/api/v2/chat/channels/{type}/{id}/messages"
+        case .updateMessage, .updateMessagePartial, .deleteMessage: "/api/v2/chat/messages/{id}"
+        case .getReplies: "/api/v2/chat/messages/{id}/replies"
         default: nil
         }
     }
