@@ -9,6 +9,7 @@ from getstream.models import (
     ChannelInput,
     ChannelMemberRequest,
     MessageRequest,
+    QueryMembersPayload,
     QueryUsersPayload,
     SortParamRequest,
     UpdateUserPartialRequest,
@@ -94,3 +95,39 @@ def test_errors_read_as_stream_errors(client, unique):
     with pytest.raises(StreamApiException) as refused:
         client.chat.get_message(id=f"{unique}-nowhere")
     assert (refused.value.status_code, refused.value.code, refused.value.details) == (404, 16, [])
+
+
+def test_channel_lifecycle_members_and_channel_types(client, unique):
+    channel, (alice, bob) = conversation(client, unique, "alice", "bob")
+    (carol,) = people(client, unique, "carol")
+    updated = channel.update(add_members=[ChannelMemberRequest(user_id=carol)])
+    assert sorted(member.user_id for member in updated.data.members) == sorted([alice, bob, carol])
+    assert channel.update_channel_partial(set={"color": "red"}).data.channel.custom == {"topic": "trip", "color": "red"}
+    members = client.chat.query_members(QueryMembersPayload(type="messaging", id=f"{unique}-chat", filter_conditions={}))
+    assert len(members.data.members) == 3
+    assert channel.update_member_partial(user_id=bob, set={"nick": "B"}).data.channel_member.custom == {"nick": "B"}
+
+    for message_id in (f"{unique}-m1", f"{unique}@m2"):
+        channel.send_message(message=MessageRequest(id=message_id, text="hi", user_id=alice))
+    many = channel.get_many_messages(ids=[f"{unique}-m1", f"{unique}@m2"])
+    assert [message.id for message in many.data.messages] == [f"{unique}-m1", f"{unique}@m2"]
+    edited = client.chat.update_message(id=f"{unique}-m1", message=MessageRequest(text="edited", user_id=alice))
+    assert edited.data.message.text == "edited"
+    assert client.chat.update_message_partial(id=f"{unique}-m1", set={"k": 2}, user_id=alice).data.message.custom == {"k": 2}
+    channel.send_message(message=MessageRequest(id=f"{unique}-r1", text="re", user_id=bob, parent_id=f"{unique}-m1"))
+    assert [reply.id for reply in client.chat.get_replies(parent_id=f"{unique}-m1").data.messages] == [f"{unique}-r1"]
+    assert client.chat.delete_message(id=f"{unique}@m2").data.message.deleted_at is not None
+    assert channel.truncate().data.channel.truncated_at is not None
+    assert channel.delete().data.channel.deleted_at is not None
+    other = client.chat.channel("messaging", f"{unique}-other")
+    other.get_or_create(data=ChannelInput(created_by_id=alice))
+    task = client.chat.delete_channels(cids=[cid(other)])
+    assert client.get_task(id=task.data.task_id).data.status == "completed"
+
+    name = f"t{unique}"
+    created = client.chat.create_channel_type(name=name, automod="disabled", automod_behavior="flag", max_message_length=1000)
+    assert created.data.commands == ["giphy", "ban", "unban", "mute", "unmute"]
+    assert [command.name for command in client.chat.get_channel_type(name=name).data.commands] == created.data.commands
+    changed = client.chat.update_channel_type(name=name, automod="disabled", automod_behavior="flag", max_message_length=2000)
+    assert changed.data.max_message_length == 2000
+    assert name in client.chat.list_channel_types().data.channel_types
