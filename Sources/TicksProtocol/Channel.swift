@@ -333,7 +333,8 @@ public struct Member: Codable, Sendable, Equatable {
         channelRole = try c.decodeIfPresent(String.self, forKey: .channelRole) ?? "channel_member"
         banned = try c.decodeIfPresent(Bool.self, forKey: .banned) ?? false
         shadowBanned = try c.decodeIfPresent(Bool.self, forKey: .shadowBanned) ?? false
-        custom = try decoder.container(keyedBy: AnyCodingKey.self).customFields(excluding: Self.reserved, in: decoder.apiVersion)
+        custom = try decoder.container(keyedBy: AnyCodingKey.self)
+            .customFields(excluding: Self.reserved, in: decoder.apiVersion)
     }
 
     public func encode(to encoder: any Encoder) throws {

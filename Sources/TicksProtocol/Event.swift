@@ -177,7 +177,9 @@ public struct APIErrorBody: Codable, Sendable, Equatable {
     public var moreInfo: String
     public var details: [Int]
 
-    public init(code: Int, message: String, statusCode: Int, duration: String, moreInfo: String = "", details: [Int] = []) {
+    public init(
+        code: Int, message: String, statusCode: Int, duration: String, moreInfo: String = "", details: [Int] = []
+    ) {
         self.code = code
         self.message = message
         self.statusCode = statusCode

@@ -99,7 +99,8 @@ public struct Message: Codable, Sendable, Equatable {
         try c.encode(user, forKey: AnyCodingKey("user"))
         try c.encode(createdAt, forKey: AnyCodingKey("created_at"))
         try c.encode(updatedAt, forKey: AnyCodingKey("updated_at"))
-        try c.encode(encoder.apiVersion == .v2 ? attachments.map(Self.v2Attachment) : attachments, forKey: AnyCodingKey("attachments"))
+        let written = encoder.apiVersion == .v2 ? attachments.map(Self.v2Attachment) : attachments
+        try c.encode(written, forKey: AnyCodingKey("attachments"))
         try c.encode([JSONValue](), forKey: AnyCodingKey("mentioned_users"))
         try c.encode([JSONValue](), forKey: AnyCodingKey("latest_reactions"))
         try c.encode([JSONValue](), forKey: AnyCodingKey("own_reactions"))

@@ -21,11 +21,16 @@ DOCUMENT = json.loads(
     (Path(__file__).resolve().parents[2] / "Sources" / "TicksServer" / "OpenAPI" / "openapi.json").read_text())
 
 
+def schema_errors(schema, body):
+    """Where `body` breaks `schema` (whose `$ref`s name the document's components)."""
+    schema = {**schema, "components": DOCUMENT["components"]}
+    return [f"{'/'.join(map(str, error.instance_path))}: {error.message}"
+            for error in jsonschema_rs.validator_for(schema).iter_errors(body)]
+
+
 def validate(body, schema_name):
     """Raises unless `body` is valid against the document's `schema_name`."""
-    schema = {"$ref": f"#/components/schemas/{schema_name}", "components": DOCUMENT["components"]}
-    errors = [f"{'/'.join(map(str, error.instance_path))}: {error.message}"
-              for error in jsonschema_rs.validator_for(schema).iter_errors(body)]
+    errors = schema_errors({"$ref": f"#/components/schemas/{schema_name}"}, body)
     assert not errors, f"{schema_name}: {errors[:5]}"
 
 
@@ -40,9 +45,7 @@ def call(api, method, template, body=None, params=None, token=None, **values):
     valid against what the document says that operation answers."""
     response = api.raw(method, template.format(**values), body=body, params=params, token=token)
     assert 200 <= response.status_code < 300, (method, template, response.text)
-    schema = {**answer_schema(method, template, response.status_code), "components": DOCUMENT["components"]}
-    errors = [f"{'/'.join(map(str, error.instance_path))}: {error.message}"
-              for error in jsonschema_rs.validator_for(schema).iter_errors(response.json())]
+    errors = schema_errors(answer_schema(method, template, response.status_code), response.json())
     assert not errors, (method, template, errors[:5])
     return response.json()
 

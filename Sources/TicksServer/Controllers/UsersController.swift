@@ -130,7 +130,9 @@ struct UsersController {
             try user.encode(to: encoder)
             guard encoder.apiVersion == .v2 else { return }
             var c = encoder.container(keyedBy: AnyCodingKey.self)
-            for list in ["devices", "mutes", "channel_mutes"] { try c.encode([JSONValue](), forKey: AnyCodingKey(list)) }
+            for list in ["devices", "mutes", "channel_mutes"] {
+                try c.encode([JSONValue](), forKey: AnyCodingKey(list))
+            }
             let messages = unread?.totals.messages ?? 0
             try c.encode(messages, forKey: AnyCodingKey("unread_count"))
             try c.encode(messages, forKey: AnyCodingKey("total_unread_count"))
@@ -192,7 +194,8 @@ struct UsersController {
         }
         let query: QueryPayload
         do {
-            query = try JSONCoding.decoder(context.apiVersion).decode(QueryPayload.self, from: Data(String(payload).utf8))
+            query = try JSONCoding.decoder(context.apiVersion)
+                .decode(QueryPayload.self, from: Data(String(payload).utf8))
         } catch let error as DecodingError {
             throw APIError.input("payload: \(error.readableDescription)")
         }
@@ -202,6 +205,7 @@ struct UsersController {
         let ids = try filterValues(
             query.filterConditions["id"]?.values ?? [], of: "id", rule: Identifier.id, limits: limits)
         let found = try await store.users(ids: ids)
-        return try context.respond(UserList(users: try await full(ids.uniqued().compactMap { found[$0] }, in: context.apiVersion)))
+        let users = try await full(ids.uniqued().compactMap { found[$0] }, in: context.apiVersion)
+        return try context.respond(UserList(users: users))
     }
 }
