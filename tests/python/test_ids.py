@@ -47,6 +47,7 @@ HOSTILE_MARK = "@@hostile@@"
 # Operations that refuse a user token whatever the input (server tokens only).
 SERVER_ONLY = {"CreateChannelType", "UpdateChannelType", "DeleteChannels", "GetTask", "DeleteUser",
                "ListFailedWebhooks", "RetryFailedWebhooks", "UnreadCountsBatch", "RecountUnread"}
+SERVER_ONLY |= {name + "V2" for name in SERVER_ONLY}  # the same operations at API v2's paths
 
 
 def resolve(schema):
