@@ -58,6 +58,11 @@ public struct User: Codable, Sendable, Equatable {
         try c.encode(false, forKey: AnyCodingKey("banned"))
         try c.encode(false, forKey: AnyCodingKey("online"))
         if encoder.apiVersion == .v2 {
+            // v2 requires both times. A user named by a channel or a message
+            // whom the store no longer holds (hard-deleted) has none: the
+            // Unix epoch, which no user kept by Ticks has, stands for "unknown".
+            if createdAt == nil { try c.encode(Timestamp(microseconds: 0), forKey: AnyCodingKey("created_at")) }
+            if updatedAt == nil { try c.encode(Timestamp(microseconds: 0), forKey: AnyCodingKey("updated_at")) }
             // Required by v2's UserResponse; Ticks keeps none of them.
             try c.encode("", forKey: AnyCodingKey("language"))
             try c.encode([String](), forKey: AnyCodingKey("teams"))

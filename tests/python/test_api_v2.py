@@ -277,3 +277,21 @@ def test_channels_members_messages_and_types_in_v2(api, unique):
     assert changed["max_message_length"] == 2000 and changed["commands"] == created["commands"]
     listed = call(api, "GET", types)
     assert f"t{unique}" in listed["channel_types"]
+
+
+def test_a_hard_deleted_creator_still_answers_in_v2_shapes(api, unique):
+    """A hard-deleted user stays named as a channel's creator (found by the
+    fuzzer); v2 requires a user's times, and the epoch (0) stands for unknown."""
+    alice, bob = f"{unique}-alice", f"{unique}-bob"
+    api.call("POST", "/users", {"users": {user: {"id": user} for user in (alice, bob)}})
+    chat = "/api/v2/chat/channels/{type}/{id}"
+    kw = {"type": "messaging", "id": unique}
+    call(api, "POST", chat + "/query", {"data": {"created_by_id": alice, "members": [{"user_id": bob}]}}, **kw)
+    call(api, "POST", chat + "/message", {"message": {"id": f"{unique}-m1", "text": "hi", "user_id": alice}}, **kw)
+    api.call("DELETE", f"/users/{alice}", params={"hard_delete": "true"})
+
+    state = call(api, "POST", chat + "/query", {"state": True}, **kw)
+    assert state["channel"]["created_by"]["id"] == alice
+    assert state["channel"]["created_by"]["created_at"] == 0 == state["channel"]["created_by"]["updated_at"]
+    truncated = call(api, "POST", chat + "/truncate", {"user_id": bob}, **kw)
+    assert truncated["channel"]["created_by"]["created_at"] == 0
