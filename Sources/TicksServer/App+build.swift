@@ -249,7 +249,7 @@ func buildRouter(
         webhooks: webhookSender, retention: configuration.receiptLogRetention, time: configuration.time,
         startedAt: configuration.time.wallNow
     ).addRoutes(to: api)
-    UsersController(store: services.store, limits: configuration.limits).addRoutes(to: api)
+    UsersController(store: services.store, events: events, limits: configuration.limits).addRoutes(to: api)
     UnreadController(store: services.store, metrics: services.metrics, logger: logger).addRoutes(to: api)
     SyncController(store: services.store, limits: configuration.limits, receipts: receipts).addRoutes(to: api)
     ChannelTypesController(store: services.store).addRoutes(to: api)

@@ -295,3 +295,22 @@ def test_a_hard_deleted_creator_still_answers_in_v2_shapes(api, unique):
     assert state["channel"]["created_by"]["created_at"] == 0 == state["channel"]["created_by"]["updated_at"]
     truncated = call(api, "POST", chat + "/truncate", {"user_id": bob}, **kw)
     assert truncated["channel"]["created_by"]["created_at"] == 0
+
+
+def test_delete_users_in_v2_as_getstream_sends_it(api, unique):
+    """`getstream`'s `delete_users`: every mode field it knows, unset ones as null."""
+    alice, bob = f"{unique}-alice", f"{unique}-bob"
+    api.call("POST", "/users", {"users": {user: {"id": user} for user in (alice, bob)}})
+    call(api, "POST", "/api/v2/chat/channels/{type}/{id}/query",
+         {"data": {"created_by_id": alice, "members": [{"user_id": alice}, {"user_id": bob}]}}, type="messaging", id=unique)
+    task = call(api, "POST", "/api/v2/users/delete", {
+        "user_ids": [alice], "user": "hard", "messages": "hard", "conversations": "hard", "calls": None, "files": None,
+        "new_call_owner_id": None, "new_channel_owner_id": None})
+    status = call(api, "GET", "/api/v2/tasks/{id}", id=task["task_id"])
+    assert status["status"] == "completed" and status["result"] == {alice: {"status": "ok"}}
+    found = call(api, "GET", "/api/v2/users", params={"payload": json.dumps({"filter_conditions": {"id": {"$in": [alice, bob]}}})})
+    assert [user["id"] for user in found["users"]] == [bob]
+    assert call(api, "GET", "/api/v2/chat/unread", params={"user_id": bob})["channels"] == []
+    refused = api.raw("POST", "/api/v2/users/delete", body={"user_ids": [bob], "user": "pruning"})
+    assert refused.status_code == 400
+    validate(refused.json(), "Error")

@@ -67,7 +67,7 @@ DOOMED_CHANNEL = "messaging:fuzz-doomed"
 
 # Operations that delete or truncate, fuzzed after every other operation has
 # been fuzzed with both tokens.
-DESTRUCTIVE = ["DeleteChannel", "DeleteChannels", "TruncateChannel", "DeleteMessage", "DeleteUser"]
+DESTRUCTIVE = ["DeleteChannel", "DeleteChannels", "TruncateChannel", "DeleteMessage", "DeleteUser", "DeleteUsers"]
 DESTRUCTIVE += [name + "V2" for name in DESTRUCTIVE if name != "DeleteUser"]  # API v2's paths (no DeleteUser there)
 
 # Ids no client could have made: every id the fuzzer fills from a dictionary gets

@@ -45,7 +45,7 @@ SERVER_ARGS = ("--demo", "--host", "127.0.0.1", "--rate-limits", "off")
 HOSTILE_MARK = "@@hostile@@"
 
 # Operations that refuse a user token whatever the input (server tokens only).
-SERVER_ONLY = {"CreateChannelType", "UpdateChannelType", "DeleteChannels", "GetTask", "DeleteUser",
+SERVER_ONLY = {"CreateChannelType", "UpdateChannelType", "DeleteChannels", "GetTask", "DeleteUser", "DeleteUsers",
                "ListFailedWebhooks", "RetryFailedWebhooks", "UnreadCountsBatch", "RecountUnread"}
 SERVER_ONLY |= {name + "V2" for name in SERVER_ONLY}  # the same operations at API v2's paths
 

@@ -405,19 +405,8 @@ extension ChannelsController {
         let hard = try booleanParameter(request.queryParameter("hard_delete"), "hard_delete")
         let channel = try await managedChannel(context, for: hard ? [.delete, .hardDelete] : [.delete])
         let actingUserID = try context.actingUser(named: nil)
-        let presented = try await delete(channel, hard: hard, by: actingUserID)
+        let presented = try await deleter.delete(channel, hard: hard, by: actingUserID)
         return try context.respond(ChannelResponse(channel: presented))
-    }
-
-    /// Deletes `channel`, tells its members (`channel.deleted`), and returns it as it was, deleted.
-    func delete(_ channel: ChannelRecord, hard: Bool, by actingUserID: String?) async throws -> Channel {
-        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
-        let now = Timestamp.now()
-        let members = try await store.deleteChannel(channel, hard: hard, now: now)
-        let event = ChangeEvents.channel(
-            .channelDeleted, snapshot.channel, config: snapshot.config, users: snapshot.users, by: actingUserID, at: now)
-        try events.send(event, to: members)
-        return event.channel!
     }
 
     struct DeleteChannelsRequest: Decodable {
@@ -428,12 +417,6 @@ extension ChannelsController {
             case cids
             case hardDelete = "hard_delete"
         }
-    }
-
-    struct TaskID: Encodable {
-        var taskID: String
-
-        enum CodingKeys: String, CodingKey { case taskID = "task_id" }
     }
 
     /// `POST /channels/delete` (server tokens): deletes up to 100 channels and
@@ -449,23 +432,16 @@ extension ChannelsController {
             throw APIError.input("cids must name 1 to \(ServerLimits.maxMembersPerCall) channels")
         }
         let cids = try body.cids.uniqued().map { try requireCID($0, "cid") }
-        let started = Timestamp.now()
-        var result: [String: JSONValue] = [:]
+        var task = CompletedTask()
         for cid in cids {
             if let channel = try await store.channel(cid) {
-                _ = try await delete(channel, hard: body.hardDelete ?? false, by: nil)
-                result["\(cid)"] = .object(["status": .string("ok")])
+                _ = try await deleter.delete(channel, hard: body.hardDelete ?? false, by: nil)
+                task.succeeded("\(cid)")
             } else {
-                result["\(cid)"] = .object([
-                    "status": .string("error"), "error": .string("channel \(cid) does not exist"),
-                ])
+                task.failed("\(cid)", "channel \(cid) does not exist")
             }
         }
-        let task = StoredTask(
-            id: UUID().uuidString.lowercased(), status: "completed", result: result, createdAt: started,
-            updatedAt: .now())
-        try await store.saveTask(task)
-        return try context.respond(TaskID(taskID: task.id), status: .created)
+        return try await task.save(in: store, answering: context)
     }
 
     struct TaskResponse: Encodable {

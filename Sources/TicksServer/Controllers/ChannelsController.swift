@@ -13,6 +13,7 @@ struct ChannelsController {
     let events: EventPublisher
     let receipts: Receipts
     let limits: ServerLimits
+    var deleter: ChannelDeleter { ChannelDeleter(store: store, events: events) }
 
     static let defaultMessageLimit = 25
     static let maxMessageLimit = 300

@@ -2,11 +2,12 @@ import Foundation
 import Hummingbird
 import TicksProtocol
 
-/// `POST /users`, `PATCH /users`, `GET /users` and `DELETE /users/{id}`;
-/// the first three in API v2 too (`/api/v2/users`), answering v2's
-/// `FullUserResponse` (`FullUser`).
+/// `POST /users`, `PATCH /users`, `GET /users`, `DELETE /users/{id}` and
+/// `POST /users/delete`; all but `DELETE` in API v2 too (`/api/v2/users`),
+/// answering v2's `FullUserResponse` (`FullUser`).
 struct UsersController {
     let store: any TicksStore
+    let events: EventPublisher
     let limits: ServerLimits
     static let maxUsersPerCall = 100
 
@@ -15,6 +16,7 @@ struct UsersController {
         group.on(.queryUsers, use: query)
         group.on(.updateUsersPartial, use: updatePartial)
         group.on(.deleteUser, use: delete)
+        group.on(.deleteUsers, use: deleteMany)
     }
 
     struct DeletedUser: Encodable {
@@ -39,6 +41,106 @@ struct UsersController {
         }
         _ = try await store.deleteUser(userID, hard: hard, messages: messages, now: .now())
         return try context.respond(DeletedUser(user: user))
+    }
+
+    /// How `POST /users/delete` deletes, from Stream's `user`, `messages` and
+    /// `conversations` modes (`soft`, `pruning`, `hard`; none when absent or `""`).
+    struct DeleteUsersRequest: Decodable {
+        var userIDs: [String]
+        var user: String?
+        var messages: String?
+        var conversations: String?
+        var newChannelOwnerID: String?
+        var newCallOwnerID: String?
+
+        enum CodingKeys: String, CodingKey {
+            case userIDs = "user_ids"
+            case user, messages, conversations
+            case newChannelOwnerID = "new_channel_owner_id"
+            case newCallOwnerID = "new_call_owner_id"
+        }
+    }
+
+    /// What `POST /users/delete` does to each user, as Ticks can do it.
+    struct BulkDeletion: Equatable {
+        var hard: Bool
+        var messages: Bool
+        /// Delete the user's conversations (channels of two members), hard or not; nil keeps them.
+        var conversations: Bool?
+
+        init(_ body: DeleteUsersRequest) throws {
+            func mode(_ value: String?, _ name: String) throws -> String? {
+                switch value {
+                case nil, "": return nil
+                case "soft", "hard": return value
+                case "pruning":
+                    throw APIError.input("\(name): pruning is not supported: Ticks deletes soft or hard")
+                default: throw APIError.input("\(name) must be soft, pruning or hard")
+                }
+            }
+            let user = try mode(body.user, "user")
+            let messages = try mode(body.messages, "messages")
+            let conversations = try mode(body.conversations, "conversations")
+            if user == "hard", messages != "hard" || conversations != "hard" {
+                throw APIError.input("user: hard needs messages: hard and conversations: hard")
+            }
+            if messages == "hard", user != "hard" {
+                throw APIError.input("messages: hard needs user: hard: Ticks hard-deletes messages with their sender")
+            }
+            if let owner = body.newChannelOwnerID, !owner.isEmpty {
+                throw APIError.input("new_channel_owner_id is not supported: a deleted user's channels keep their creator")
+            }
+            hard = user == "hard"
+            self.messages = messages != nil
+            self.conversations = conversations.map { $0 == "hard" }
+        }
+    }
+
+    /// `POST /users/delete` (server tokens): deletes 1 to 100 users as
+    /// `DELETE /users/{id}` does, their conversations first when asked, and
+    /// answers with a task whose result says, per user, how it went. The
+    /// deletions are done before the answer; the task records them.
+    @Sendable func deleteMany(_ request: Request, context: TicksRequestContext) async throws -> Response {
+        guard case .server = try context.requirePrincipal() else {
+            throw APIError.forbidden("deleting users needs a server token")
+        }
+        var request = request
+        let body = try await request.decodeJSON(DeleteUsersRequest.self)
+        guard (1...Self.maxUsersPerCall).contains(body.userIDs.count) else {
+            throw APIError.input("user_ids must name 1 to \(Self.maxUsersPerCall) users")
+        }
+        for userID in body.userIDs { try requireValidID(userID, "user_ids") }
+        if let owner = body.newCallOwnerID, !owner.isEmpty { try requireValidID(owner, "new_call_owner_id") }
+        let deletion = try BulkDeletion(body)
+        let deleter = ChannelDeleter(store: store, events: events)
+        var task = CompletedTask()
+        for userID in body.userIDs.uniqued() {
+            do {
+                if let hard = deletion.conversations {
+                    for channel in try await channels(of: userID) where channel.memberCount == 2 {
+                        _ = try await deleter.deleteConversation(channel, of: userID, hard: hard)
+                    }
+                }
+                _ = try await store.deleteUser(userID, hard: deletion.hard, messages: deletion.messages, now: .now())
+                task.succeeded(userID)
+            } catch StoreError.unknownUser {
+                task.failed(userID, "user '\(userID)' does not exist")
+            }
+        }
+        return try await task.save(in: store, answering: context)
+    }
+
+    /// Every channel `userID` is a member of, a page at a time.
+    private func channels(of userID: String) async throws -> [ChannelRecord] {
+        let page = 100
+        var found: [ChannelRecord] = []
+        while true {
+            let next = try await store.channels(
+                matching: ChannelFilter(requiredMember: userID), sort: ChannelSort.newestFirst, limit: page,
+                offset: found.count)
+            found += next
+            if next.count < page { return found }
+        }
     }
 
     struct PartialUsersRequest: Decodable {

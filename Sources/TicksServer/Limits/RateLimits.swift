@@ -53,7 +53,7 @@ public struct RateLimits: Sendable, Equatable {
                     .getReceipts, .getReplies, .getManyMessages, .updateMessage, .updateMessagePartial, .deleteMessage,
                     .unreadCounts, .queryMembers, .sync:
                     Limit(user: 300, serverSide: 10_000)
-                case .updateUsers, .queryUsers, .updateUsersPartial, .unreadCountsBatch, .deleteUser:
+                case .updateUsers, .queryUsers, .updateUsersPartial, .unreadCountsBatch, .deleteUser, .deleteUsers:
                     Limit(user: 60, serverSide: 10_000)
                 case .updateChannel, .updateChannelPartial, .deleteChannel, .deleteChannels, .truncateChannel,
                     .updateMemberPartial, .getTask, .explainUnread:

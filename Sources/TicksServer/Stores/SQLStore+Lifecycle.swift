@@ -111,25 +111,50 @@ extension SQLStore {
     public func deleteChannel(_ channel: ChannelRecord, hard: Bool, now: Timestamp) async throws -> [String] {
         try await write({
             Fetch.channel(pk: channel.pk, lock: true).then { found in
-                Self.clearReadState(of: found.channel, through: found.channel.lastSeq)
-            }.then { memberIDs in
-                let recorded: StoreProgram<Void> =
-                    hard
-                    ? .done(())
-                    : Step.execute(StoreSQL.recordRemovals(ofMembersOf: channel.pk, at: now.microseconds)).then { _ in
-                        Self.forgetOldRemovals(now: now)
-                    }
-                return recorded.then { _ in Step.execute(StoreSQL.deleteMembers(of: channel.pk)) }.then { _ in
-                    hard
-                        ? Step.execute(StoreSQL.deleteMessages(of: channel.pk)).then { _ in
-                            Step.execute(StoreSQL.forgetRemovals(from: channel.pk))
-                        }.then { _ in
-                            self.keepsPlays ? Step.execute(StoreSQL.deletePlays(of: .channel(channel.pk))) : .done(())
-                        }.then { _ in Step.execute(StoreSQL.deleteChannelRow(channel.pk)) }
-                        : Step.execute(StoreSQL.markDeleted(channel.pk, at: now.microseconds))
-                }.map { _ in memberIDs }
+                Self.remove(found.channel, hard: hard, now: now, keepsPlays: self.keepsPlays)
             }
         }, change: { _ in .channelDeleted(channel, at: now) })
+    }
+
+    /// Guard: the channel's row lock. Whether it is a conversation is decided
+    /// under it, and every change of membership takes it first, so a member
+    /// who joins after the caller read the channel saves it.
+    public func deleteConversation(_ channel: ChannelRecord, of userID: String, hard: Bool, now: Timestamp)
+        async throws -> [String]?
+    {
+        try await write({
+            Fetch.channel(pk: channel.pk, lock: true).then { found -> StoreProgram<[String]?> in
+                guard found.channel.memberCount == 2 else { return .done(nil) }
+                return Fetch.isMember(userID, of: channel.pk).then { isMember -> StoreProgram<[String]?> in
+                    guard isMember else { return .done(nil) }
+                    return Self.remove(found.channel, hard: hard, now: now, keepsPlays: self.keepsPlays).map { $0 }
+                }
+            }
+        }, change: { members in members == nil ? nil : .channelDeleted(channel, at: now) })
+    }
+
+    /// Deletes `channel` (its row locked by the caller) with its members'
+    /// read state and receipt log; returns who were members.
+    private static func remove(_ channel: ChannelRecord, hard: Bool, now: Timestamp, keepsPlays: Bool)
+        -> StoreProgram<[String]>
+    {
+        clearReadState(of: channel, through: channel.lastSeq).then { memberIDs in
+            let recorded: StoreProgram<Void> =
+                hard
+                ? .done(())
+                : Step.execute(StoreSQL.recordRemovals(ofMembersOf: channel.pk, at: now.microseconds)).then { _ in
+                    Self.forgetOldRemovals(now: now)
+                }
+            return recorded.then { _ in Step.execute(StoreSQL.deleteMembers(of: channel.pk)) }.then { _ in
+                hard
+                    ? Step.execute(StoreSQL.deleteMessages(of: channel.pk)).then { _ in
+                        Step.execute(StoreSQL.forgetRemovals(from: channel.pk))
+                    }.then { _ in
+                        keepsPlays ? Step.execute(StoreSQL.deletePlays(of: .channel(channel.pk))) : .done(())
+                    }.then { _ in Step.execute(StoreSQL.deleteChannelRow(channel.pk)) }
+                    : Step.execute(StoreSQL.markDeleted(channel.pk, at: now.microseconds))
+            }.map { _ in memberIDs }
+        }
     }
 
     /// Moves every member's cursors to `seq` at least, zeroes their unread

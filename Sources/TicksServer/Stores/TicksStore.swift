@@ -68,6 +68,11 @@ public protocol TicksStore: Sendable {
     /// Deletes the channel with its members' read state and receipt log;
     /// returns who were members. Soft keeps its rows out of sight, hard removes them.
     func deleteChannel(_ channel: ChannelRecord, hard: Bool, now: Timestamp) async throws -> [String]
+    /// Deletes the channel as `deleteChannel` does if it is a conversation of
+    /// `userID` (two members, one of them `userID`) when the store looks;
+    /// nil, and nothing changed, if not.
+    func deleteConversation(_ channel: ChannelRecord, of userID: String, hard: Bool, now: Timestamp)
+        async throws -> [String]?
     /// Replaces the channel's custom data by what `edit` makes of it (in the transaction).
     func updateChannelData(
         _ channel: ChannelRecord, now: Timestamp,

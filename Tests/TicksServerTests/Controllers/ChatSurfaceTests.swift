@@ -244,6 +244,70 @@ struct ChatSurfaceTests {
         }
     }
 
+    @Test("users in bulk: conversations first, then the users; a task reports each user", arguments: StoreKind.all)
+    func bulkDeleteUsers(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            try await setUp(server)
+            try await server.createChannel("messaging:pair", members: ["alice", "mallory"], createdBy: "alice")
+            try await server.createChannel("messaging:other", members: ["bob", "carol"], createdBy: "bob")
+            try await server.send("messaging:pair", id: "p1", from: "alice")
+            let answer = try await server.call(
+                .post, "/users/delete",
+                body: #"{"user_ids": ["alice", "ghost", "alice"], "user": "soft", "messages": "soft", "conversations": "soft", "calls": "", "files": false}"#)
+            #expect(answer.status == 201)
+            let task = try await server.ok(.get, "/tasks/\(try #require(try answer.json()["task_id"].string))")
+            #expect(task["status"].string == "completed" && task["result"].keys == ["alice", "ghost"])
+            #expect(task["result"]["alice"].value == .object(["status": .string("ok")]))
+            #expect(task["result"]["ghost"]["status"].string == "error")
+            // alice's conversation went; the group she was in and a pair without her stay.
+            let left = try await server.ok(
+                .post, "/channels", #"{"filter_conditions": {"cid": {"$in": ["messaging:pair", "messaging:ab", "messaging:other"]}}}"#)
+            #expect(Set(left["channels"].array.map { $0["channel"]["cid"].string }) == ["messaging:ab", "messaging:other"])
+            #expect(try await server.ok(.get, "/unread?user_id=mallory")["total_unread_count"].int == 0)
+            let group = try await server.ok(.post, "/channels/messaging/ab/query", #"{"state": true}"#)
+            #expect(group["members"].array.map { $0["user_id"].string } == ["bob", "carol"])
+            #expect(group["messages"].array.first { $0["id"].string == "ab1" }?["type"].string == "deleted")
+            #expect(try await server.ok(.post, "/channels/messaging/other/query", "{}")["members"].array.count == 2)
+            // Soft: alice is still a user.
+            #expect(try await server.ok(.get, #"/users?payload={"filter_conditions":{"id":"alice"}}"#)["users"].array.count == 1)
+        }
+    }
+
+    /// Stream's modes, as Ticks honours them or refuses them before deleting anything.
+    static let bulkDeleteModes: [(body: String, status: Int)] = [
+        (#"{"user_ids": ["bob"], "user": "hard", "messages": "hard", "conversations": "hard"}"#, 201),
+        (#"{"user_ids": ["bob"], "user": "", "messages": "", "conversations": ""}"#, 201),
+        (#"{"user_ids": ["bob"]}"#, 201),
+        (#"{"user_ids": ["bob"], "user": "hard", "messages": "hard"}"#, 400),
+        (#"{"user_ids": ["bob"], "user": "hard", "conversations": "hard"}"#, 400),
+        (#"{"user_ids": ["bob"], "messages": "hard"}"#, 400),
+        (#"{"user_ids": ["bob"], "user": "pruning"}"#, 400),
+        (#"{"user_ids": ["bob"], "messages": "pruning"}"#, 400),
+        (#"{"user_ids": ["bob"], "conversations": "wipe"}"#, 400),
+        (#"{"user_ids": ["bob"], "new_channel_owner_id": "carol"}"#, 400),
+        (#"{"user_ids": []}"#, 400),
+        (#"{"user_ids": ["b\u0000b"]}"#, 400),
+        (#"{"user_ids": ["bob"], "user": 1}"#, 400),
+        (#"{"user": "soft"}"#, 400),
+    ]
+
+    @Test("users in bulk: each of Stream's modes is honoured or refused before anything is deleted", arguments: bulkDeleteModes)
+    func bulkDeleteUserModes(body: String, status: Int) async throws {
+        try await TestServer.run { server in
+            try await setUp(server)
+            let answer = try await server.call(.post, "/users/delete", body: body)
+            if status == 201 {
+                #expect(answer.status == 201)
+            } else {
+                try answer.expectError(status, code: 4)
+                let group = try await server.ok(.post, "/channels/messaging/ab/query", #"{"state": true}"#)
+                #expect(group["members"].array.count == 3)
+            }
+            try await server.call(.post, "/users/delete", body: body, token: try await server.token("carol"))
+                .expectError(403, code: 17)
+        }
+    }
+
     @Test("channel types carry commands and Ticks' permissions; permissions cannot be changed")
     func channelTypes() async throws {
         try await TestServer.run { server in

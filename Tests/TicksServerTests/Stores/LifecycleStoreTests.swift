@@ -118,6 +118,29 @@ struct LifecycleStoreTests {
         }
     }
 
+    /// The interleaving `POST /users/delete` meets: it read the channel as a
+    /// conversation (two members), then a third member joined before the
+    /// delete. The store decides again under the channel's lock.
+    @Test("a conversation is deleted only if it still is one when the store looks", arguments: StoreKind.all)
+    func conversationDeletion(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            _ = try await store.upsertUsers([User(id: "a"), User(id: "b"), User(id: "c")], now: .now())
+            let cid = ChannelID(type: "messaging", id: "pair")
+            let (read, _) = try await store.createChannel(cid, createdBy: "a", memberIDs: ["a", "b"], custom: [:], now: .now())
+            #expect(read.memberCount == 2)
+            _ = try await store.addMembers(["c"], to: read, maxMembers: 100, now: .now())
+            #expect(try await store.deleteConversation(read, of: "a", hard: false, now: .now()) == nil)
+            #expect(try await store.channel(cid)?.memberCount == 3)
+            _ = try await store.removeMembers(["c"], from: read, now: .now())
+            // Two members again, but not the user's conversation.
+            #expect(try await store.deleteConversation(read, of: "c", hard: false, now: .now()) == nil)
+            #expect(try await store.channel(cid) != nil)
+            let members = try await store.deleteConversation(read, of: "a", hard: true, now: .now())
+            #expect(Set(members ?? []) == ["a", "b"])
+            #expect(try await store.channel(cid) == nil)
+        }
+    }
+
     @Test("a deleted channel leaves no read state and no receipt log; soft deleted, the cid starts again empty", arguments: StoreKind.all, [false, true])
     func channelDeletion(kind: StoreKind, hard: Bool) async throws {
         try await kind.withStore { store in
