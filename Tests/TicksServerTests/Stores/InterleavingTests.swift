@@ -327,6 +327,29 @@ struct InterleavingTests {
     }
 
     @Test(
+        "delete users' conversations: a member added while the delete waits saves the channel",
+        arguments: StoreKind.all)
+    func conversationAgainstAddMember(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            _ = try await store.upsertUsers([User(id: "a"), User(id: "b"), User(id: "c")], now: .now())
+            let cid = ChannelID(type: "messaging", id: "cv")
+            let (channel, _) = try await store.createChannel(cid, createdBy: "a", memberIDs: ["a", "b"], custom: [:], now: .now())
+            // c is added, held after the channel's lock, before c's row; a's conversations are deleted meanwhile.
+            let deleted = Mutex<[String]??>(nil)
+            _ = try await Self.interleave(
+                kind, try #require(store as? SQLStore), at: Pause(before: { $0.hasPrefix("INSERT INTO member") }),
+                { try await store.addMembers(["c"], to: channel, maxMembers: 100, now: .now()) },
+                against: {
+                    let members = try await store.deleteConversation(channel, of: "a", hard: false, now: .now())
+                    deleted.withLock { $0 = .some(members) }
+                },
+                waitingOn: ["SELECT c.pk, c.type, c.id"])
+            #expect(deleted.withLock { $0 } == .some(nil))
+            #expect(try await store.channel(cid)?.memberCount == 3)
+        }
+    }
+
+    @Test(
         "two creators of one channel (a distinct channel's get-or-create) at once: one channel, its members once",
         arguments: StoreKind.all)
     func createAgainstCreate(kind: StoreKind) async throws {
