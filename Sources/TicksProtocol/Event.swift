@@ -97,6 +97,10 @@ public struct Event: Codable, Sendable, Equatable {
     /// How many threads have unread replies (`notification.mark_threads_read`;
     /// Stream's name on its mark read events).
     public var unreadThreads: Int?
+    /// The thread a `notification.mark_unread` marked unread (`thread_id` of mark unread).
+    public var threadID: String?
+    /// How many replies of that thread are unread now.
+    public var unreadThreadMessages: Int?
     /// `message.played`: when the member first played the message (R14).
     public var playedAt: Timestamp?
 
@@ -138,6 +142,8 @@ public struct Event: Codable, Sendable, Equatable {
         case messageID = "message_id"
         case thread
         case unreadThreads = "unread_threads"
+        case threadID = "thread_id"
+        case unreadThreadMessages = "unread_thread_messages"
         case playedAt = "played_at"
     }
 }

@@ -314,3 +314,32 @@ def test_delete_users_in_v2_as_getstream_sends_it(api, unique):
     refused = api.raw("POST", "/api/v2/users/delete", body={"user_ids": [bob], "user": "pruning"})
     assert refused.status_code == 400
     validate(refused.json(), "Error")
+
+
+def test_mark_unread_by_thread_and_by_timestamp_in_v2(api, unique):
+    alice, bob = f"{unique}-alice", f"{unique}-bob"
+    api.call("POST", "/users", {"users": {user: {"id": user} for user in (alice, bob)}})
+    chat = "/api/v2/chat/channels/{type}/{id}"
+    kw = {"type": "messaging", "id": unique}
+    call(api, "POST", chat + "/query", {"data": {"created_by_id": alice, "members": [{"user_id": alice}, {"user_id": bob}]}}, **kw)
+    sent = [call(api, "POST", chat + "/message", {"message": {"id": f"{unique}-m{n}", "text": "hi", "user_id": alice}}, **kw)
+            for n in (1, 2, 3)]
+    call(api, "POST", chat + "/message", {"message": {"id": f"{unique}-r1", "text": "re", "user_id": alice,
+                                                      "parent_id": f"{unique}-m1"}}, **kw)
+    call(api, "POST", chat + "/read", {"user_id": bob}, **kw)
+    call(api, "POST", chat + "/read", {"user_id": bob, "thread_id": f"{unique}-m1"}, **kw)
+
+    # From m2's time, in v2's nanoseconds: m2 and m3 are unread again.
+    call(api, "POST", chat + "/unread", {"user_id": bob, "message_timestamp": sent[1]["message"]["created_at"]}, **kw)
+    counts = call(api, "GET", "/api/v2/chat/unread", params={"user_id": bob})
+    assert counts["total_unread_count"] == 2 and counts["total_unread_threads_count"] == 0
+    # The thread: its reply is unread again; the channel's count stays.
+    call(api, "POST", chat + "/unread", {"user_id": bob, "thread_id": f"{unique}-m1"}, **kw)
+    counts = call(api, "GET", "/api/v2/chat/unread", params={"user_id": bob})
+    assert counts["total_unread_count"] == 2 and counts["total_unread_threads_count"] == 1
+    assert [thread["parent_message_id"] for thread in counts["threads"]] == [f"{unique}-m1"]
+    for body in ({"user_id": bob}, {"user_id": bob, "message_id": f"{unique}-m1", "thread_id": f"{unique}-m1"},
+                 {"user_id": bob, "message_timestamp": "2026-11-29T00:00:00Z", "thread_id": f"{unique}-m1"}):
+        refused = api.raw("POST", chat.format(**kw) + "/unread", body=body)
+        assert refused.status_code == 400, body
+        validate(refused.json(), "Error")

@@ -60,18 +60,52 @@ extension ChannelsController {
             standing: ChannelPermissions.standing(of: principal, isMember: false))
     }
 
+    struct MarkUnreadRequest: Decodable {
+        var user: UserRef?
+        var userID: String?
+        var messageID: String?
+        var threadID: String?
+        var messageTimestamp: Timestamp?
+
+        enum CodingKeys: String, CodingKey {
+            case user
+            case userID = "user_id"
+            case messageID = "message_id"
+            case threadID = "thread_id"
+            case messageTimestamp = "message_timestamp"
+        }
+    }
+
+    /// Mark unread from a message (`message_id`), from a time
+    /// (`message_timestamp`), or a whole thread (`thread_id`): one of them.
     @Sendable func markUnread(_ request: Request, context: TicksRequestContext) async throws -> Response {
         let channel = try await loadChannel(context, to: .mark)
         var request = request
-        let body = try await request.decodeJSON(MarkReadRequest.self)
+        let body = try await request.decodeJSON(MarkUnreadRequest.self)
         let reader = try context.requireActingUser(named: body.user?.id, body.userID)
-        guard let messageID = body.messageID else { throw APIError.input("message_id is required") }
-        try requireValidID(messageID, "message_id")
+        switch (body.messageID, body.threadID, body.messageTimestamp) {
+        case (nil, let threadID?, nil):
+            _ = try await marking(context) {
+                try await receipts.markThreadUnread(reader, in: channel, parentID: threadID)
+            }
+        case (let messageID?, nil, nil):
+            try requireValidID(messageID, "message_id")
+            try await markUnread(reader, in: channel, from: .message(messageID), context)
+        case (nil, nil, let time?):
+            try await markUnread(reader, in: channel, from: .time(time), context)
+        default:
+            throw APIError.input("name one of message_id, thread_id and message_timestamp")
+        }
+        return try context.respond(Empty())
+    }
+
+    private func markUnread(
+        _ reader: String, in channel: ChannelRecord, from start: UnreadStart, _ context: TicksRequestContext
+    ) async throws {
         let outcome = try await marking(context) {
-            try await store.markUnread(reader, in: channel, from: messageID, now: .now())
+            try await store.markUnread(reader, in: channel, from: start, now: .now())
         }
         if let outcome { try events.markedUnread(outcome) }
-        return try context.respond(Empty())
     }
 
     @Sendable func markAllRead(_ request: Request, context: TicksRequestContext) async throws -> Response {

@@ -101,6 +101,17 @@ struct Receipts: Sendable {
         return notice.event
     }
 
+    /// Marks the thread of `parentID` unread for `reader`, a member;
+    /// `notification.mark_unread` with `thread_id` goes to the reader's own
+    /// connections alone, as the channel's mark unread does.
+    func markThreadUnread(_ reader: String, in channel: ChannelRecord, parentID: String) async throws {
+        try requireValidID(parentID, "thread_id")
+        let now = Timestamp.now()
+        let unread = try await store.markThreadUnread(reader, in: channel, parentID: parentID, now: now)
+        let user = Presenter.user(reader, try await store.users(ids: [reader]))
+        try events.send(ChangeEvents.markedThreadUnread(unread, by: user, in: channel.cid, at: now), to: [reader])
+    }
+
     /// Marks every thread of `reader` read (404 for an unknown user); when any
     /// moved, `notification.mark_threads_read` goes to the reader's own
     /// connections alone: one event however many threads. How many moved.

@@ -94,6 +94,17 @@ enum ChangeEvents {
         return event
     }
 
+    /// `notification.mark_unread` with `thread_id`: `reader` marked a thread unread.
+    static func markedThreadUnread(_ unread: ThreadMarkedUnread, by reader: User, in cid: ChannelID, at: Timestamp)
+        -> Event
+    {
+        var event = Event(type: .notificationMarkUnread, createdAt: at, cid: cid.rawValue, user: reader)
+        event.threadID = unread.parentID
+        event.unreadThreadMessages = unread.unread
+        event.unreadThreads = unread.unreadThreads
+        return event
+    }
+
     /// `message.delivered`: `reader`'s devices have received up to `lastDeliveredMessageID`.
     static func messageDelivered(
         by reader: User, in cid: ChannelID, at: Timestamp, deliveredAt: Timestamp, upTo lastDeliveredMessageID: String?

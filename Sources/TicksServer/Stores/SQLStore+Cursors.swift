@@ -27,7 +27,7 @@ extension SQLStore {
         }, change: { outcome in .cursorsMoved([outcome]) })
     }
 
-    public func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp)
+    public func markUnread(_ userID: String, in channel: ChannelRecord, from start: UnreadStart, now: Timestamp)
         async throws -> CursorOutcome
     {
         try await write({
@@ -36,7 +36,7 @@ extension SQLStore {
             // delete that had passed this member over (their cursor was after the message) left
             // the message counted here, and took it out of the totals once the cursor was back.
             Fetch.channel(pk: channel.pk, lock: true).then { found in
-                Fetch.requiredSeq(of: messageID, in: found.channel).then { seq in
+                Fetch.unreadStart(start, in: found.channel).then { seq in
                     Fetch.cursors(of: userID, in: found.channel).then { current in
                         let update = ReceiptRules.markUnread(current.cursors, from: seq)
                         return Self.apply(update, of: userID, in: channel.pk, unread: current.unread, now: now)

@@ -358,6 +358,28 @@ extension SQLStore {
         }
     }
 
+    /// Guard: the parent's row lock, as `markThreadRead` takes it: a reply
+    /// committed before is counted by the one statement that writes the
+    /// read state; one after waits, then counts itself in it.
+    public func markThreadUnread(_ userID: String, in channel: ChannelRecord, parentID: String, now: Timestamp)
+        async throws -> ThreadMarkedUnread
+    {
+        try await engine.write {
+            Fetch.isMember(userID, of: channel.pk).then { isMember -> StoreProgram<MessageRecord> in
+                guard isMember else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
+                return Self.parent(parentID, in: channel)
+            }.then { parent in
+                Step.execute(StoreSQL.lockThreads([parentID])).then { _ in
+                    Step.row(StoreSQL.unreadThread(parentID, by: userID, in: channel.pk, from: parent.seq, at: now.microseconds))
+                }.then { row in
+                    Step.rows(StoreSQL.unreadThreads(of: [userID])).map { threads in
+                        ThreadMarkedUnread(parentID: parentID, unread: Int(try row?.int(0) ?? 0), unreadThreads: threads.count)
+                    }
+                }
+            }
+        }
+    }
+
     /// One statement moves them all (`StoreSQL.readAllThreads`), in the
     /// transaction that finds the user and reads their totals: no reply sent
     /// meanwhile is lost from a count. No `StoreChange`: thread reads reach no

@@ -54,6 +54,14 @@ public struct ChannelFilter: Sendable, Equatable {
     public var ids: [String]?
 }
 
+/// Where mark unread starts: a message of the channel still there
+/// (`message_id`), or a time (`message_timestamp`, API v2): the first
+/// message sent at or after it, in the channel's order.
+public enum UnreadStart: Sendable, Equatable {
+    case message(String)
+    case time(Timestamp)
+}
+
 /// One key of `POST /channels`' `sort`; ties end with the newest channel first.
 public struct ChannelSort: Sendable, Equatable {
     public typealias Field = ChannelSortField

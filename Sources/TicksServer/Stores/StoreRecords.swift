@@ -341,6 +341,16 @@ public struct ThreadRead: Sendable {
     public var lastReadMessageID: String?
 }
 
+/// A thread marked unread (`markThreadUnread`): every reply in it is
+/// unread again but the reader's own and deleted ones.
+public struct ThreadMarkedUnread: Sendable, Equatable {
+    public var parentID: String
+    /// The thread's unread replies now.
+    public var unread: Int
+    /// How many of the reader's threads have unread replies now.
+    public var unreadThreads: Int
+}
+
 /// Every thread of a user marked read (`markThreadsRead`): the parents of
 /// the threads whose read state moved, and the user's channel totals, which
 /// thread reads leave as they are.

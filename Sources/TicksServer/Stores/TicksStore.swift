@@ -114,6 +114,10 @@ public protocol TicksStore: Sendable {
     /// moves to its thread's newest reply and its count becomes 0, in the
     /// channels they are a member of, for parents still there. nil when the
     /// user does not exist.
+    /// Marks the thread of `parentID` unread for a member: every reply but
+    /// their own and deleted ones (Stream marks the whole thread).
+    func markThreadUnread(_ userID: String, in channel: ChannelRecord, parentID: String, now: Timestamp) async throws
+        -> ThreadMarkedUnread
     func markThreadsRead(_ userID: String, now: Timestamp) async throws -> ThreadsRead?
     /// Up to `limit` replies to `parentID` before `beforeID` (when given), oldest first.
     func replies(to parentID: String, before beforeID: String?, limit: Int) async throws -> [MessageRecord]
@@ -127,7 +131,9 @@ public protocol TicksStore: Sendable {
     func markRead(
         _ userID: String, in channel: ChannelID, upTo messageID: String?, audience: any MoveAudience, now: Timestamp
     ) async throws -> CursorOutcome
-    func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp) async throws
+    /// R7: moves the read cursor back to just before `start`, so it and
+    /// every later message are unread again; never forward.
+    func markUnread(_ userID: String, in channel: ChannelRecord, from start: UnreadStart, now: Timestamp) async throws
         -> CursorOutcome
     /// Marks every channel of the user read; returns the channels whose cursors moved.
     func markAllRead(_ userID: String, audience: any MoveAudience, now: Timestamp) async throws -> [CursorOutcome]
@@ -155,6 +161,15 @@ public protocol TicksStore: Sendable {
     var kind: StoreKind { get }
     /// How many bytes the stored data takes (for `/metrics` and the storage benchmark).
     func storageBytes() async throws -> Int64
+}
+
+extension TicksStore {
+    /// Mark unread from a message (`message_id`).
+    public func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp) async throws
+        -> CursorOutcome
+    {
+        try await markUnread(userID, in: channel, from: .message(messageID), now: now)
+    }
 }
 
 /// The databases a store can keep the state in.

@@ -65,6 +65,8 @@ enum EventJSON {
             writer.raw("}")
         }
         writer.field("unread_threads", event.unreadThreads)
+        writer.field("thread_id", event.threadID)
+        writer.field("unread_thread_messages", event.unreadThreadMessages)
         writer.field("played_at", event.playedAt?.rfc3339)
         writer.raw("}")
         return writer.out

@@ -86,6 +86,8 @@ struct EventJSONTests {
             MessageThread(parentMessageID: text(&rng), channelCID: text(&rng), createdByUserID: text(&rng), replyCount: number(&rng), createdAt: time(&rng))
         }
         event.unreadThreads = maybe(&rng, number)
+        event.threadID = maybe(&rng, text)
+        event.unreadThreadMessages = maybe(&rng, number)
         event.playedAt = maybe(&rng, time)
         return event
     }

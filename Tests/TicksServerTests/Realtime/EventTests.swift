@@ -252,6 +252,45 @@ struct EventTests {
         }
     }
 
+    @Test("mark unread by thread_id or message_timestamp: notification.mark_unread to the reader's own connections only")
+    func markUnreadByThreadOrTime() async throws {
+        try await TestServer.run(.standard, .live) { server in
+            try await setUp(server)
+            for id in ["g1", "g2"] { try await server.send("messaging:g", id: id, from: "alice") }
+            try await server.ok(
+                .post, "/channels/messaging/g/message", #"{"message": {"id": "g1-r1", "text": "r", "parent_id": "g1", "user_id": "alice"}}"#)
+            try await server.markRead("messaging:g", "bob")
+            try await server.ok(.post, "/channels/messaging/g/read", #"{"thread_id": "g1", "user_id": "bob"}"#)
+            let alice = try await TestSocket.connect(server, as: "alice")
+            let bob = try await TestSocket.connect(server, as: "bob")
+            defer { [alice, bob].forEach { $0.close() } }
+
+            try await server.ok(.post, "/channels/messaging/g/unread", #"{"thread_id": "g1", "user_id": "bob"}"#)
+            let thread = try await bob.next("notification.mark_unread")
+            #expect(thread["thread_id"].string == "g1" && thread["unread_thread_messages"].int == 1)
+            #expect(thread["unread_threads"].int == 1 && thread["cid"].string == "messaging:g")
+            #expect(try await server.ok(.get, "/unread?user_id=bob")["total_unread_threads_count"].int == 1)
+
+            let g2 = try #require(try await server.ok(.get, "/messages/g2")["message"]["created_at"].string)
+            try await server.ok(.post, "/channels/messaging/g/unread", #"{"message_timestamp": "\#(g2)", "user_id": "bob"}"#)
+            let time = try await bob.next("notification.mark_unread")
+            #expect(time["first_unread_message_id"].string == "g2" && time["unread_messages"].int == 1)
+            #expect(!time["thread_id"].exists)
+            try await barrier(server, alice)
+            #expect(eventsOfG(alice).isEmpty)
+
+            for body in [
+                #"{"user_id": "bob"}"#, #"{"user_id": "bob", "message_id": "g1", "thread_id": "g1"}"#,
+                #"{"user_id": "bob", "message_timestamp": 1795913160123456000}"#,
+                #"{"user_id": "bob", "message_timestamp": "yesterday"}"#,
+                #"{"user_id": "bob", "thread_id": "g\u0000"}"#, #"{"user_id": "bob", "thread_id": "g1-r1"}"#,
+                #"{"user_id": "bob", "thread_id": "nope"}"#,
+            ] {
+                try await server.call(.post, "/channels/messaging/g/unread", body: body).expectError(400, code: 4)
+            }
+        }
+    }
+
     @Test("member.added and member.removed reach the members and the member concerned")
     func membership() async throws {
         try await TestServer.run(.standard, .live) { server in

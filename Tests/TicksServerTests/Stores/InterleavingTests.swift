@@ -136,6 +136,25 @@ struct InterleavingTests {
     }
 
     @Test(
+        "thread marked unread (thread_id on mark unread): a reply that has counted itself, uncommitted, stays counted",
+        arguments: StoreKind.all)
+    func threadUnreadAgainstReply(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let threads = ThreadStoreTests()
+            let channel = try await Self.threadWithAnUnreadReply(store, "tn")
+            // The unread is one upsert whose count is its snapshot's: the reply is held after
+            // counting itself in b's thread read state (uncommitted), while b marks the thread unread.
+            _ = try await Self.interleave(
+                kind, store, at: Pause(before: Self.readThread),
+                { try await threads.reply(store, "tn-r3", by: "c", to: "tn-p", in: channel) },
+                against: { _ = try await store.markThreadUnread("b", in: channel, parentID: "tn-p", now: .now()) },
+                waitingOn: ["SELECT 1 FROM message WHERE", "INSERT INTO thread_read"])
+            #expect(try await threads.threads(store, "b") == ["tn-p 3"], "r1, r2 and r3 are unread")
+            try await Self.expectNothingToRecount(store)
+        }
+    }
+
+    @Test(
         "every thread read (POST /threads/read): a reply sent while it is between its statements stays counted",
         arguments: StoreKind.all)
     func threadsReadAgainstReply(kind: StoreKind) async throws {

@@ -118,6 +118,37 @@ struct LifecycleStoreTests {
         }
     }
 
+    @Test("mark unread from a time: the first message sent at or after it, never a move forward", arguments: StoreKind.all)
+    func markUnreadFromTime(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            _ = try await store.upsertUsers([User(id: "a"), User(id: "b")], now: .now())
+            let (channel, _) = try await store.createChannel(
+                ChannelID(type: "messaging", id: "ut"), createdBy: "a", memberIDs: ["a", "b"], custom: [:], now: .now())
+            let start = Timestamp(microseconds: 1_800_000_000_000_000)
+            func at(_ second: Int64) -> Timestamp { Timestamp(microseconds: start.microseconds + second * 1_000_000) }
+            for (index, second) in [10, 20, 30].enumerated() {
+                _ = try await store.sendMessage(
+                    NewMessage(id: "ut-m\(index + 1)", userID: "a", text: "t", custom: [:]), to: channel, now: at(Int64(second)))
+            }
+            func unreadAfter(_ time: Timestamp) async throws -> (Int, String?) {
+                _ = try await store.markRead("b", in: channel.cid, upTo: nil, audience: everyone, now: at(40))
+                _ = try await store.markUnread("b", in: channel, from: .time(time), now: at(41))
+                return try await unread(store, "b", in: channel)
+            }
+            #expect(try await unreadAfter(at(20)) == (2, "ut-m2"))
+            #expect(try await unreadAfter(at(15)) == (2, "ut-m2"))
+            #expect(try await unreadAfter(at(0)) == (3, "ut-m1"))
+            #expect(try await unreadAfter(at(31)) == (0, nil))
+            // A deleted message is passed over; the time still names the ones after it.
+            _ = try await store.deleteMessage(id: "ut-m2", hard: false, now: at(42))
+            #expect(try await unreadAfter(at(20)) == (1, "ut-m3"))
+            // Never forward: b, read up to m1 only, keeps m2's place when asked from after m3.
+            _ = try await store.markUnread("b", in: channel, from: "ut-m1", now: at(43))
+            _ = try await store.markUnread("b", in: channel, from: .time(at(35)), now: at(44))
+            #expect(try await unread(store, "b", in: channel) == (2, "ut-m1"))
+        }
+    }
+
     /// The interleaving `POST /users/delete` meets: it read the channel as a
     /// conversation (two members), then a third member joined before the
     /// delete. The store decides again under the channel's lock.

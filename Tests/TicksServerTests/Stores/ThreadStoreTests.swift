@@ -177,4 +177,33 @@ struct ThreadStoreTests {
             #expect(try await store.changes(in: channel.cid, for: "c", since: since, limit: 10).threadReads.isEmpty)
         }
     }
+
+    @Test("a thread marked unread counts every reply again but the reader's own and deleted ones", arguments: StoreKind.all)
+    func threadMarkedUnread(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let channel = try await setUp(store, "tu")
+            for (id, user) in [("tu-r1", "c"), ("tu-r2", "b"), ("tu-r3", "a"), ("tu-r4", "c")] {
+                try await reply(store, id, by: user, to: "tu-p", in: channel)
+            }
+            _ = try await store.deleteMessage(id: "tu-r4", hard: false, now: .now())
+            _ = try await store.markThreadRead("b", in: channel, parentID: "tu-p", now: .now())
+            #expect(try await threads(store, "b") == [])
+            let unread = try await store.markThreadUnread("b", in: channel, parentID: "tu-p", now: .now())
+            #expect(unread == ThreadMarkedUnread(parentID: "tu-p", unread: 2, unreadThreads: 1))
+            #expect(try await threads(store, "b") == ["tu-p 2"])
+            // The channel's counts stay: thread-only replies are not in them.
+            #expect(try #require(try await store.member("b", of: channel)).unread == 0)
+            // A later reply counts on top; reading the thread clears it again.
+            try await reply(store, "tu-r5", by: "a", to: "tu-p", in: channel)
+            #expect(try await threads(store, "b") == ["tu-p 3"])
+            // Only a member, only a parent of the channel.
+            await #expect(throws: StoreError.notMember(userID: "d", cid: channel.cid)) {
+                _ = try await store.markThreadUnread("d", in: channel, parentID: "tu-p", now: .now())
+            }
+            await #expect(throws: StoreError.self) {
+                _ = try await store.markThreadUnread("b", in: channel, parentID: "tu-r1", now: .now())
+            }
+            try await InterleavingTests.expectNothingToRecount(try #require(store as? SQLStore))
+        }
+    }
 }

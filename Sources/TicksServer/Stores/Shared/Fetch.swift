@@ -48,6 +48,20 @@ enum Fetch {
         seq(of: messageID, in: channel.pk).map { try StoreRules.requireSeq($0, of: messageID, in: channel.cid) }
     }
 
+    /// The seq mark unread starts from: `start`'s message (which must be
+    /// there), or the one after the newest message sent before `start`'s
+    /// time and not truncated away (the newest plus one when none is newer).
+    static func unreadStart(_ start: UnreadStart, in channel: ChannelRecord) -> StoreProgram<Seq> {
+        switch start {
+        case .message(let messageID):
+            requiredSeq(of: messageID, in: channel)
+        case .time(let time):
+            Step.row(StoreSQL.newestSeq(before: time.microseconds, in: channel.pk)).map { row in
+                max(try row?.int(0) ?? 0, channel.truncatedSeq) + 1
+            }
+        }
+    }
+
     static func memberStates(_ channelPK: Int64, userID: String? = nil) -> StoreProgram<[MemberState]> {
         Step.rows(StoreSQL.memberStates(channelPK, userID: userID)).map { try $0.map { try StoreRows.memberState($0) } }
     }

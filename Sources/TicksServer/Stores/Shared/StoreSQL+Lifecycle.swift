@@ -318,6 +318,22 @@ extension StoreSQL {
         """
     }
 
+    /// `userID` has read the thread only up to its parent (`seq`): every
+    /// reply counts, as `countedThreadUnread` counts. Returns the count.
+    static func unreadThread(_ parentID: String, by userID: String, in channelPK: Int64, from seq: Seq, at: Int64)
+        -> StoreQuery
+    {
+        """
+        INSERT INTO thread_read (parent_id, user_id, channel_pk, read_seq, read_at, unread)
+        VALUES (\(parentID), \(userID), \(channelPK), \(seq), \(at),
+          (SELECT COUNT(*) FROM message lg
+            WHERE lg.parent_id = \(parentID) AND lg.seq > \(seq) AND lg.user_id <> \(userID) AND lg.deleted_at IS NULL))
+        ON CONFLICT (parent_id, user_id) DO UPDATE SET
+          read_seq = excluded.read_seq, read_at = excluded.read_at, unread = excluded.unread
+        RETURNING unread
+        """
+    }
+
     /// Every thread read state of `userID` that is behind its thread's newest
     /// reply, or counts unread ones, read up to that reply (as `readThread`):
     /// in channels they are a member of, for parents still there. Returns the

@@ -224,6 +224,12 @@ enum StoreSQL {
         """
     }
 
+    /// The seq of the channel's newest message sent before `micros`, gone
+    /// or not: read from the newest back, so it costs the messages since.
+    static func newestSeq(before micros: Int64, in channelPK: Int64) -> StoreQuery {
+        "SELECT seq FROM message WHERE channel_pk = \(channelPK) AND created_at < \(micros) ORDER BY seq DESC LIMIT 1"
+    }
+
     /// The newest `limit` messages still there before `beforeSeq`, newest first.
     static func messages(in channel: ChannelRecord, before beforeSeq: Seq, limit: Int) -> StoreQuery {
         """
