@@ -131,3 +131,32 @@ def test_channel_lifecycle_members_and_channel_types(client, unique):
     changed = client.chat.update_channel_type(name=name, automod="disabled", automod_behavior="flag", max_message_length=2000)
     assert changed.data.max_message_length == 2000
     assert name in client.chat.list_channel_types().data.channel_types
+
+
+def test_mark_unread_by_thread_and_by_timestamp(client, unique):
+    channel, (alice, bob) = conversation(client, unique, "alice", "bob")
+    for n in (1, 2, 3):
+        channel.send_message(message=MessageRequest(id=f"{unique}-m{n}", text=f"m{n}", user_id=alice))
+    channel.send_message(message=MessageRequest(id=f"{unique}-r1", text="re", user_id=alice, parent_id=f"{unique}-m1"))
+    channel.mark_read(user_id=bob)
+    channel.mark_read(user_id=bob, thread_id=f"{unique}-m1")
+    assert client.chat.unread_counts(user_id=bob).data.total_unread_count == 0
+    m2 = client.chat.get_message(id=f"{unique}-m2").data.message.created_at
+    channel.mark_unread(user_id=bob, message_timestamp=m2)
+    counts = client.chat.unread_counts(user_id=bob).data
+    assert (counts.total_unread_count, counts.total_unread_threads_count) == (2, 0)
+    channel.mark_unread(user_id=bob, thread_id=f"{unique}-m1")
+    counts = client.chat.unread_counts(user_id=bob).data
+    assert (counts.total_unread_count, counts.total_unread_threads_count) == (2, 1)
+    assert [thread.parent_message_id for thread in counts.threads] == [f"{unique}-m1"]
+
+
+def test_delete_users_with_their_conversations(client, unique):
+    channel, (alice, bob) = conversation(client, unique, "alice", "bob")
+    channel.send_message(message=MessageRequest(id=f"{unique}-m1", text="bye", user_id=alice))
+    task = client.delete_users(user_ids=[alice], user="hard", messages="hard", conversations="hard")
+    done = client.get_task(id=task.data.task_id).data
+    assert done.status == "completed" and done.result == {alice: {"status": "ok"}}
+    found = client.query_users(QueryUsersPayload(filter_conditions={"id": {"$in": [alice, bob]}}))
+    assert [user.id for user in found.data.users] == [bob]
+    assert client.chat.query_channels(filter_conditions={"members": {"$in": [bob]}}, user_id=bob).data.channels == []
