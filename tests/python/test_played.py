@@ -196,3 +196,30 @@ def test_a_node_held_before_v13_keeps_attachments_and_refuses_plays_clearly(tmp_
             assert played(api, "old-v") == ({}, 0)
         finally:
             assert process.stop() == 0, process.output()
+
+
+def test_a_node_held_before_v14_edits_truncates_and_syncs_naming_no_one(tmp_path):
+    """A node held just before `v14-actors` (`--migrations-up-to v13-played`): its schema
+    has no columns for who acted, so it writes none; edits, deletes, channel updates,
+    truncations and sync all work, and sync names no one for them."""
+    with store_arguments("postgres", "actors_old") as store_args:
+        process = TicksProcess(
+            tmp_path / "old", api_key="oldkey", api_secret=secrets.token_urlsafe(48),
+            extra_args=["--rate-limits", "off", "--migrations-up-to", "v13-played", *store_args])
+        try:
+            api = Ticks(process.base_url, process.api_key, process.api_secret)
+            api.upsert_users("alice", "bob")
+            api.create_channel("messaging:held", ["alice", "bob"], created_by="alice")
+            api.send_message("messaging:held", "alice", "hi", message_id="held-1")
+            sent = api.send_message("messaging:held", "alice", "there", message_id="held-2")
+            api.call("POST", "/messages/held-1", {"message": {"text": "edited", "user_id": "alice"}})
+            api.call("DELETE", "/messages/held-2", params={"deleted_by": "alice"})
+            api.call("POST", "/channels/messaging/held", {"data": {"color": "red"}, "user_id": "alice"})
+            answer = api.call("POST", "/sync", {"channel_cids": ["messaging:held"], "last_sync_at": sent["created_at"]},
+                              token=api.user_token("bob"))
+            changed = [(event["type"], "user" in event) for event in answer["events"]
+                       if event["type"] in ("message.updated", "message.deleted", "channel.updated")]
+            assert changed == [("message.updated", False), ("message.deleted", False), ("channel.updated", False)], answer
+            api.call("POST", "/channels/messaging/held/truncate", {"user_id": "alice"})
+        finally:
+            assert process.stop() == 0, process.output()

@@ -11,7 +11,7 @@ struct ChannelDeleter {
     func delete(_ channel: ChannelRecord, hard: Bool, by actingUserID: String?) async throws -> Channel {
         let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
         let now = Timestamp.now()
-        let members = try await store.deleteChannel(channel, hard: hard, now: now)
+        let members = try await store.deleteChannel(channel, hard: hard, by: actingUserID, now: now)
         return try tell(snapshot, deletedAt: now, to: members, by: actingUserID)
     }
 

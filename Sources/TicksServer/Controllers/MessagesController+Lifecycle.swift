@@ -83,7 +83,7 @@ extension MessagesController {
         let text = input.text ?? ""
         try requireText(text, config: target.config)
         try requireCustomData(input.custom, of: "message '\(id)'", limits: limits)
-        let edited = try await store.editMessage(id: id, now: .now()) { stored in
+        let edited = try await store.editMessage(id: id, by: target.actor, now: .now()) { stored in
             guard stored.deletedAt == nil else { throw APIError.input("message '\(id)' is deleted") }
             return MessageEdit(text: text, custom: input.custom)
         }
@@ -111,7 +111,7 @@ extension MessagesController {
         try requireCustomData(customChange.applied(to: target.message.custom), of: "message '\(id)'", limits: limits)
         let change = customChange
         let text = newText
-        let edited = try await store.editMessage(id: id, now: .now()) { stored in
+        let edited = try await store.editMessage(id: id, by: target.actor, now: .now()) { stored in
             guard stored.deletedAt == nil else { throw APIError.input("message '\(id)' is deleted") }
             return MessageEdit(text: text ?? stored.text, custom: change.applied(to: stored.custom))
         }
@@ -129,7 +129,7 @@ extension MessagesController {
         }
         let deletedBy = request.queryParameter("deleted_by")
         let target = try await editable(id, actingAs: [deletedBy], context, deleting: true)
-        let deleted = try await store.deleteMessage(id: id, hard: hard, now: .now())
+        let deleted = try await store.deleteMessage(id: id, hard: hard, by: target.actor, now: .now())
         return try await announce(
             deleted, in: target.channel, as: .messageDeleted, by: target.actor, hardDelete: hard, context: context)
     }

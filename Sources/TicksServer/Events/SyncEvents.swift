@@ -19,7 +19,8 @@ struct SyncEvents {
             // Nothing of a channel the user cannot read is told, not even whether it exists.
             return [Event(type: .notificationRemovedFromChannel, createdAt: now, cid: cid.rawValue)]
         case .deleted(let at):
-            return [Event(type: .channelDeleted, createdAt: at, cid: cid.rawValue)]
+            let deleter = changes.actors.deletedBy.map { Presenter.user($0, changes.users) }
+            return [Event(type: .channelDeleted, createdAt: at, cid: cid.rawValue, user: deleter)]
         case .member:
             guard !changes.tooMany, let record = changes.channel, let config = changes.config else { return nil }
             let events = memberEvents(changes, record: record, config: config)
@@ -31,10 +32,12 @@ struct SyncEvents {
         let users = changes.users
         let own = changes.members.first { $0.userID == userID }
         var events: [Event] = []
-        // Who truncated, edited or updated is not kept: sync names nobody for those.
+        // Who truncated, edited, deleted or updated: as the live events name them (`ChangeActors`).
+        let actors = changes.actors
         if let truncatedAt = record.truncatedAt, truncatedAt > since {
             events.append(
-                ChangeEvents.channel(.channelTruncated, record, config: config, users: users, by: nil, at: truncatedAt))
+                ChangeEvents.channel(
+                    .channelTruncated, record, config: config, users: users, by: actors.truncatedBy, at: truncatedAt))
         }
         for state in changes.members where state.joinedAt > since {
             let member = Presenter.member(state, of: record, users: users)
@@ -53,7 +56,7 @@ struct SyncEvents {
             let deleted = message.deletedAt.map { $0 > since } ?? false
             events.append(
                 ChangeEvents.messageChanged(
-                    deleted ? .messageDeleted : .messageUpdated, message, by: nil,
+                    deleted ? .messageDeleted : .messageUpdated, message, by: actors.messages[message.id],
                     hardDelete: deleted ? message.hardDeleted : nil,
                     at: deleted ? message.deletedAt : (message.updatedAt ?? message.createdAt), users: users))
         }
@@ -68,7 +71,8 @@ struct SyncEvents {
         }
         if record.updatedAt > since {
             events.append(
-                ChangeEvents.channel(.channelUpdated, record, config: config, users: users, by: nil, at: record.updatedAt))
+                ChangeEvents.channel(
+                    .channelUpdated, record, config: config, users: users, by: actors.updatedBy, at: record.updatedAt))
         }
         return Self.inTimeOrder(events)
     }

@@ -220,7 +220,7 @@ extension SQLStore {
                     }
                 }
             }.then { states in
-                Self.touched(channel, if: states.joined(), now: now)
+                Self.touched(channel, if: states.joined(), now: now, actors: self.actor(nil))
             }
         }
     }
@@ -246,7 +246,7 @@ extension SQLStore {
                         }
                     }
             }.then { states in
-                Self.touched(channel, if: states.joined(), now: now)
+                Self.touched(channel, if: states.joined(), now: now, actors: self.actor(nil))
             }
         }, change: { states in .membersAdded(states, to: channel, at: now) })
     }
@@ -277,7 +277,7 @@ extension SQLStore {
                     }
                 }
             }.then { removed in
-                Self.forgetOldRemovals(now: now).then { _ in Self.touched(channel, if: removed.compactMap { $0 }, now: now) }
+                Self.forgetOldRemovals(now: now).then { _ in Self.touched(channel, if: removed.compactMap { $0 }, now: now, actors: self.actor(nil)) }
             }
         }, change: { removed in .membersRemoved(removed, from: channel, at: now) })
     }
@@ -289,11 +289,12 @@ extension SQLStore {
     }
 
     /// `changes`, after marking the channel updated when there are any.
-    static func touched<Change>(_ channel: ChannelRecord, if changes: some Collection<Change>, now: Timestamp)
-        -> StoreProgram<[Change]>
+    static func touched<Change>(
+        _ channel: ChannelRecord, if changes: some Collection<Change>, now: Timestamp, actors: ChangeActor
+    ) -> StoreProgram<[Change]>
     {
         let changes = Array(changes)
         guard !changes.isEmpty else { return .done(changes) }
-        return Step.execute(StoreSQL.touch(channel.pk, now: now.microseconds)).map { changes }
+        return Step.execute(StoreSQL.touch(channel.pk, now: now.microseconds, actors: actors)).map { changes }
     }
 }

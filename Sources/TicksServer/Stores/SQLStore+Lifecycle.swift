@@ -18,7 +18,7 @@ extension SQLStore {
     /// An edit changes the text and custom data, never the receipts: the
     /// message keeps its place, so every cursor past it stays past it.
     public func editMessage(
-        id: String, now: Timestamp, _ edit: @escaping @Sendable (MessageRecord) throws -> MessageEdit
+        id: String, by actor: String?, now: Timestamp, _ edit: @escaping @Sendable (MessageRecord) throws -> MessageEdit
     ) async throws -> MessageRecord {
         try await write({
             Self.lockedMessage(id).then { message in
@@ -34,7 +34,7 @@ extension SQLStore {
                         id: id, text: change.text,
                         custom: try StoredJSON.messageColumn(custom: change.custom, attachments: message.attachments),
                         at: now.microseconds,
-                        textChanged: textChanged)
+                        textChanged: textChanged, by: self.actor(actor))
                 ).map { edited }
             }
         }, change: { message in .messageUpdated(message) })
@@ -42,7 +42,7 @@ extension SQLStore {
 
     /// A deleted message is never unread again: it leaves the count of every
     /// member who had not read it (and their totals) in the same transaction.
-    public func deleteMessage(id: String, hard: Bool, now: Timestamp) async throws -> MessageRecord {
+    public func deleteMessage(id: String, hard: Bool, by actor: String?, now: Timestamp) async throws -> MessageRecord {
         try await write({
             // The channel's row first, as a send takes it, then the message's: a delete of a
             // thread's parent and a reply to it (the channel, then the parent) take turns. The
@@ -67,7 +67,7 @@ extension SQLStore {
                     // A reply leaves its thread's counts too.
                     uncount.append(StoreSQL.uncountReply(in: parentID, seq: message.seq, by: message.userID))
                 }
-                return Step.execute(StoreSQL.deleteMessage(id: id, hard: hard, at: now.microseconds)).then { _ in
+                return Step.execute(StoreSQL.deleteMessage(id: id, hard: hard, at: now.microseconds, by: self.actor(actor))).then { _ in
                     Step.each(uncount) { Step.execute($0) }
                 }.map { _ in deleted }
             }
@@ -89,12 +89,14 @@ extension SQLStore {
     /// Every message so far is gone from the channel; every member has
     /// received and read up to its last message (unread 0, totals to match),
     /// and the receipt log, which only names messages now gone, is dropped.
-    public func truncateChannel(_ channel: ChannelRecord, hard: Bool, now: Timestamp) async throws -> ChannelRecord {
+    public func truncateChannel(_ channel: ChannelRecord, hard: Bool, by actor: String?, now: Timestamp) async throws
+        -> ChannelRecord
+    {
         try await write({
             Fetch.channel(pk: channel.pk, lock: true).then { found in
                 let last = found.channel.lastSeq
                 return Self.clearReadState(of: found.channel, through: last).then { _ in
-                    Step.execute(StoreSQL.truncate(channel.pk, through: last, at: now.microseconds))
+                    Step.execute(StoreSQL.truncate(channel.pk, through: last, at: now.microseconds, by: self.actor(actor)))
                 }.then { _ in
                     hard ? Step.execute(StoreSQL.wipeMessages(in: channel.pk, through: last, at: now.microseconds)) : .done(())
                 }.then { _ in Fetch.channel(pk: channel.pk).map(\.channel) }
@@ -108,10 +110,12 @@ extension SQLStore {
     /// removed at the time of the delete (a sync tells them, and only them,
     /// `channel.deleted`); a hard one leaves nothing. Returns the ids of
     /// those who were members.
-    public func deleteChannel(_ channel: ChannelRecord, hard: Bool, now: Timestamp) async throws -> [String] {
+    public func deleteChannel(_ channel: ChannelRecord, hard: Bool, by actor: String?, now: Timestamp) async throws
+        -> [String]
+    {
         try await write({
             Fetch.channel(pk: channel.pk, lock: true).then { found in
-                Self.remove(found.channel, hard: hard, now: now, keepsPlays: self.keepsPlays)
+                self.remove(found.channel, hard: hard, by: actor, now: now)
             }
         }, change: { _ in .channelDeleted(channel, at: now) })
     }
@@ -127,7 +131,7 @@ extension SQLStore {
                 guard found.channel.memberCount == 2 else { return .done(nil) }
                 return Fetch.isMember(userID, of: channel.pk).then { isMember -> StoreProgram<[String]?> in
                     guard isMember else { return .done(nil) }
-                    return Self.remove(found.channel, hard: hard, now: now, keepsPlays: self.keepsPlays).map { $0 }
+                    return self.remove(found.channel, hard: hard, by: nil, now: now).map { $0 }
                 }
             }
         }, change: { members in members == nil ? nil : .channelDeleted(channel, at: now) })
@@ -135,10 +139,12 @@ extension SQLStore {
 
     /// Deletes `channel` (its row locked by the caller) with its members'
     /// read state and receipt log; returns who were members.
-    private static func remove(_ channel: ChannelRecord, hard: Bool, now: Timestamp, keepsPlays: Bool)
+    private func remove(_ channel: ChannelRecord, hard: Bool, by actor: String?, now: Timestamp)
         -> StoreProgram<[String]>
     {
-        clearReadState(of: channel, through: channel.lastSeq).then { memberIDs in
+        let keepsPlays = self.keepsPlays
+        let actor = self.actor(actor)
+        return Self.clearReadState(of: channel, through: channel.lastSeq).then { memberIDs in
             let recorded: StoreProgram<Void> =
                 hard
                 ? .done(())
@@ -152,7 +158,7 @@ extension SQLStore {
                     }.then { _ in
                         keepsPlays ? Step.execute(StoreSQL.deletePlays(of: .channel(channel.pk))) : .done(())
                     }.then { _ in Step.execute(StoreSQL.deleteChannelRow(channel.pk)) }
-                    : Step.execute(StoreSQL.markDeleted(channel.pk, at: now.microseconds))
+                    : Step.execute(StoreSQL.markDeleted(channel.pk, at: now.microseconds, by: actor))
             }.map { _ in memberIDs }
         }
     }
@@ -178,14 +184,15 @@ extension SQLStore {
     }
 
     public func updateChannelData(
-        _ channel: ChannelRecord, now: Timestamp,
+        _ channel: ChannelRecord, by actor: String?, now: Timestamp,
         _ edit: @escaping @Sendable ([String: JSONValue]) throws -> [String: JSONValue]
     ) async throws -> ChannelRecord {
         try await write({
             Fetch.channel(pk: channel.pk, lock: true).then { found in
                 let custom = try edit(found.channel.custom)
                 return Step.execute(
-                    StoreSQL.setCustom(of: channel.pk, to: try JSONCoding.string(custom), at: now.microseconds)
+                    StoreSQL.setCustom(
+                        of: channel.pk, to: try JSONCoding.string(custom), at: now.microseconds, by: self.actor(actor))
                 ).then { _ in Fetch.channel(pk: channel.pk).map(\.channel) }
             }
         }, change: { updated in .channelUpdated(updated, at: now) })
@@ -275,7 +282,7 @@ extension SQLStore {
                     .then { _ in
                         guard messages || hard else { return .done(()) }
                         // Their messages stop counting: every member of those channels counted afresh.
-                        return Step.execute(StoreSQL.deleteMessages(by: userID, hard: hard, at: now.microseconds))
+                        return Step.execute(StoreSQL.deleteMessages(by: userID, hard: hard, at: now.microseconds, actors: self.actor(nil)))
                             .then { _ in
                                 Step.each(touched) { pk in
                                     Step.execute(StoreSQL.recountUnread(of: nil, in: pk)).then { _ in

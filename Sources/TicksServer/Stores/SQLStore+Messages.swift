@@ -18,7 +18,7 @@ extension SQLStore {
                         }
                         return Self.append(
                             new, custom: custom, to: found.channel, config: found.config, now: now,
-                            keepsAllMembers: self.keepsAllMembers)
+                            keepsAllMembers: self.keepsAllMembers, actors: self.actor(nil))
                     }
                 }
             }, change: { outcome in .messageSent(outcome, in: channel) })
@@ -31,7 +31,7 @@ extension SQLStore {
     /// Stores a new message after the channel's last, and reads every member's unread state after it.
     static func append(
         _ new: NewMessage, custom: String, to channel: ChannelRecord, config: ChannelConfig?, now: Timestamp,
-        keepsAllMembers: Bool
+        keepsAllMembers: Bool, actors: ChangeActor
     ) -> StoreProgram<SendOutcome>
     {
         let createdAt = StoreRules.messageTime(now: now, after: channel.lastMessageAt)
@@ -47,7 +47,7 @@ extension SQLStore {
             guard let parentID = new.parentID else { return .done((isMember, nil)) }
             return Self.parent(parentID, in: channel).map { (isMember, $0) }
         }.then { (isMember, parent) -> StoreProgram<Bool> in
-            Step.execute(StoreSQL.appendMessage(to: channel.pk, seq: seq, at: createdAt.microseconds)).then { _ in
+            Step.execute(StoreSQL.appendMessage(to: channel.pk, seq: seq, at: createdAt.microseconds, actors: actors)).then { _ in
                 Step.execute(
                     StoreSQL.insertMessage(
                         channelPK: channel.pk, seq: seq, message: new, custom: custom, at: createdAt.microseconds))

@@ -76,6 +76,9 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// Whether the schema has R14's plays (`v13-played`): false for a node held before it, which
     /// then answers a play with `StoreError.schemaBefore` and shows no plays in receipts.
     let keepsPlays: Bool
+    /// Whether the schema keeps who made a change (`v14-actors`); false for a node held before
+    /// it, whose changes then name no one in `POST /sync`.
+    let keepsActors: Bool
 
     /// Whether the store answers (`BoundedEngine`).
     public let health: StoreHealth
@@ -88,7 +91,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     init(
         engine: any StoreEngine, traced: Bool = false, deadline: StoreDeadline = StoreDeadline(),
         health: StoreHealth = StoreHealth(), keepsAllMembers: Bool = true, keepsAppSettings: Bool = true,
-        keepsPlays: Bool = true
+        keepsPlays: Bool = true, keepsActors: Bool = true
     ) {
         services = (engine as? SQLiteEngine)?.services ?? []
         unbounded = engine
@@ -100,6 +103,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         self.keepsAllMembers = keepsAllMembers
         self.keepsAppSettings = keepsAppSettings
         self.keepsPlays = keepsPlays
+        self.keepsActors = keepsActors
         let recorder = RecorderSlot()
         self.recorder = recorder
         // A batch holds the receipts of several requests and runs in a task of its own: it is not
@@ -170,6 +174,9 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         return result
     }
 
+    /// `userID` as who made a change, in the columns the schema has for it.
+    func actor(_ userID: String?) -> ChangeActor { ChangeActor(userID: userID, kept: keepsActors) }
+
     /// SQLite in the file at `path` (created if needed), in WAL mode.
     public static func sqlite(
         path: String, checkpoints: SQLiteEngine.CheckpointPolicy = .init(), deadline: StoreDeadline = StoreDeadline()
@@ -193,7 +200,8 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
                 transactions: PostgresTransactions(pool: pool, logger: logger), migrationsUpTo: migrationsUpTo),
             traced: traced, deadline: deadline, health: health, keepsAllMembers: PostgresSchema.applies("v11-all-members", upTo: migrationsUpTo),
             keepsAppSettings: PostgresSchema.applies("v12-app-settings", upTo: migrationsUpTo),
-            keepsPlays: PostgresSchema.applies("v13-played", upTo: migrationsUpTo))
+            keepsPlays: PostgresSchema.applies("v13-played", upTo: migrationsUpTo),
+            keepsActors: PostgresSchema.applies("v14-actors", upTo: migrationsUpTo))
     }
 
     /// Brings the schema up to date and adds the built-in channel types (PostgreSQL;

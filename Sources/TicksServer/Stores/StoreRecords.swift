@@ -145,6 +145,20 @@ public struct AllReachedUpTo: Sendable, Equatable {
     public var delivered: String?
 }
 
+/// Who made the changes `POST /sync` tells (`v14-actors`), as the live
+/// events name them: nil where the app acted, or the change is older than
+/// the migration.
+public struct ChangeActors: Sendable, Equatable {
+    public var updatedBy: String?
+    public var truncatedBy: String?
+    public var deletedBy: String?
+    /// Who last edited or deleted each changed message, by message id.
+    public var messages: [String: String] = [:]
+
+    /// Every user named, to be presented.
+    var userIDs: [String] { [updatedBy, truncatedBy, deletedBy].compactMap { $0 } + messages.values }
+}
+
 /// What changed in one channel after a time, as `userID` asks (`POST /sync`).
 public struct ChannelChanges: Sendable {
     public enum Access: Sendable, Equatable {
@@ -172,6 +186,8 @@ public struct ChannelChanges: Sendable {
     public var users: [String: User] = [:]
     /// More than `limit` of one kind of change: too much to tell, the channel must be reloaded.
     public var tooMany = false
+    /// Who made the changes told (`v14-actors`).
+    public var actors = ChangeActors()
 
     public init(access: Access, channel: ChannelRecord? = nil, config: ChannelConfig? = nil) {
         self.access = access

@@ -55,19 +55,22 @@ public protocol TicksStore: Sendable {
     func messages(ids: [String], in channel: ChannelRecord) async throws -> [MessageRecord]
     /// Replaces the text and custom data by what `edit` makes of the stored
     /// message (in the transaction); receipts do not change.
-    func editMessage(id: String, now: Timestamp, _ edit: @escaping @Sendable (MessageRecord) throws -> MessageEdit)
-        async throws -> MessageRecord
+    /// `actor`: who edits, kept for `POST /sync` (nil: the app, naming no one); likewise below.
+    func editMessage(
+        id: String, by actor: String?, now: Timestamp, _ edit: @escaping @Sendable (MessageRecord) throws -> MessageEdit
+    ) async throws -> MessageRecord
     /// Deletes a message (soft: marked deleted; hard: its content gone). It is
     /// never unread again: it leaves the unread counts of those who had not read it.
-    func deleteMessage(id: String, hard: Bool, now: Timestamp) async throws -> MessageRecord
+    func deleteMessage(id: String, hard: Bool, by actor: String?, now: Timestamp) async throws -> MessageRecord
 
     // Channel lifecycle
     /// Hides every message so far; every member's cursors move to the last
     /// one (unread 0) and the receipt log is dropped. Hard: the content goes too.
-    func truncateChannel(_ channel: ChannelRecord, hard: Bool, now: Timestamp) async throws -> ChannelRecord
+    func truncateChannel(_ channel: ChannelRecord, hard: Bool, by actor: String?, now: Timestamp) async throws
+        -> ChannelRecord
     /// Deletes the channel with its members' read state and receipt log;
     /// returns who were members. Soft keeps its rows out of sight, hard removes them.
-    func deleteChannel(_ channel: ChannelRecord, hard: Bool, now: Timestamp) async throws -> [String]
+    func deleteChannel(_ channel: ChannelRecord, hard: Bool, by actor: String?, now: Timestamp) async throws -> [String]
     /// Deletes the channel as `deleteChannel` does if it is a conversation of
     /// `userID` (two members, one of them `userID`) when the store looks;
     /// nil, and nothing changed, if not.
@@ -75,7 +78,7 @@ public protocol TicksStore: Sendable {
         async throws -> [String]?
     /// Replaces the channel's custom data by what `edit` makes of it (in the transaction).
     func updateChannelData(
-        _ channel: ChannelRecord, now: Timestamp,
+        _ channel: ChannelRecord, by actor: String?, now: Timestamp,
         _ edit: @escaping @Sendable ([String: JSONValue]) throws -> [String: JSONValue]
     ) async throws -> ChannelRecord
     /// The ids of every member of the channel (who hears of a change to it).

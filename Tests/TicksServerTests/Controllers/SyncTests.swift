@@ -83,6 +83,36 @@ struct SyncTests {
         }
     }
 
+    @Test("sync names who edited, deleted, updated, truncated and deleted, as the live events do", arguments: StoreKind.all)
+    func actors(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            let since = try await setUp(server)
+            try await server.createChannel("messaging:t", members: ["alice", "bob"], createdBy: "alice")
+            try await server.createChannel("messaging:u", members: ["alice", "bob"], createdBy: "alice")
+            try await server.ok(.post, "/messages/old1", #"{"message": {"text": "edited", "user_id": "alice"}}"#)
+            try await server.ok(.delete, "/messages/old2?deleted_by=bob")
+            try await server.ok(.post, "/channels/messaging/s", #"{"data": {"color": "red"}, "user_id": "carol"}"#)
+            try await server.ok(.post, "/channels/messaging/t/truncate", #"{"user_id": "bob"}"#)
+            try await server.ok(.delete, "/channels/messaging/u", token: try await server.token("alice"))
+            // Deleted by the app (a server token naming no one): no user.
+            try await server.ok(.delete, "/messages/old3")
+
+            let answer = try await sync(server, as: "bob", ["messaging:s", "messaging:t", "messaging:u"], since: since)
+            let told = answer["events"].array.filter { !["message.read", "member.added"].contains($0["type"].string) }
+                .map { "\($0["cid"].string ?? "") \($0["type"].string ?? "") \($0["message_id"].string ?? "-") \($0["user"]["id"].string ?? "nobody")" }
+            #expect(Set(told) == [
+                "messaging:s message.updated old1 alice", "messaging:s message.deleted old2 bob",
+                "messaging:s message.deleted old3 nobody", "messaging:s channel.updated - carol",
+                "messaging:t channel.truncated - bob", "messaging:t channel.updated - bob",
+                "messaging:u channel.deleted - alice",
+            ] && told.count == 7)
+            // A later change that names no updater (a message moves the channel's time) names no one again.
+            try await server.send("messaging:s", id: "new1", from: "alice")
+            let later = try await sync(server, as: "bob", ["messaging:s"], since: since)
+            #expect(later["events"].array.first { $0["type"].string == "channel.updated" }?["user"].exists == false)
+        }
+    }
+
     @Test("a user's own read state comes back with their counts; nothing missed is no events", arguments: StoreKind.all)
     func ownState(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in

@@ -262,7 +262,7 @@ struct InterleavingTests {
             // channel, then the parent.
             _ = try await Self.interleave(
                 kind, store, at: Pause(before: { $0.contains(" FOR UPDATE") || $0.contains(" FOR NO KEY UPDATE") }, skipping: 1),
-                { try await store.deleteMessage(id: "dp-p", hard: false, now: .now()) },
+                { try await store.deleteMessage(id: "dp-p", hard: false, by: nil, now: .now()) },
                 against: { try? await threads.reply(store, "dp-r2", by: "b", to: "dp-p", in: channel) },
                 waitingOn: ["SELECT c.pk, c.type, c.id", "UPDATE message SET reply_count"])
             #expect(store.health.retries(.deadlock) == before, "the two waited for each other in a circle")
@@ -308,9 +308,9 @@ struct InterleavingTests {
                 kind, store, at: Pause(before: { $0.hasPrefix("UPDATE app_user SET unread_messages") }),
                 {
                     if deletes {
-                        _ = try await store.deleteChannel(channel, hard: false, now: .now())
+                        _ = try await store.deleteChannel(channel, hard: false, by: nil, now: .now())
                     } else {
-                        _ = try await store.truncateChannel(channel, hard: false, now: .now())
+                        _ = try await store.truncateChannel(channel, hard: false, by: nil, now: .now())
                     }
                 },
                 against: {
@@ -487,7 +487,7 @@ struct InterleavingTests {
             // it (not bob's), before their totals, while bob marks unread from ud1.
             _ = try await Self.interleave(
                 kind, store, at: Pause(before: { $0.hasPrefix("WITH locked AS MATERIALIZED") }),
-                { try await store.deleteMessage(id: "ud3", hard: false, now: .now()) },
+                { try await store.deleteMessage(id: "ud3", hard: false, by: nil, now: .now()) },
                 against: { _ = try await store.markUnread("bob", in: channel, from: "ud1", now: .now()) },
                 waitingOn: ["SELECT c.pk, c.type, c.id"])
             #expect(try await store.unreadTotals(of: "bob") == UnreadTotals(messages: 2, channels: 1))

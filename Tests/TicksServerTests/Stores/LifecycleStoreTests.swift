@@ -33,15 +33,15 @@ struct LifecycleStoreTests {
         try await kind.withStore { store in
             let channel = try await channel(store, "del", messages: 3)
             _ = try await store.markRead("c", in: channel.cid, upTo: "del-m2", audience: everyone, now: .now())
-            _ = try await store.deleteMessage(id: "del-m1", hard: false, now: .now())
+            _ = try await store.deleteMessage(id: "del-m1", hard: false, by: nil, now: .now())
             // b had read nothing: m1 leaves their count; c had read m1 already: no change.
             #expect(try await unread(store, "b", in: channel) == (2, "del-m2"))
             #expect(try await unread(store, "c", in: channel) == (1, "del-m3"))
             #expect(try await store.unreadTotals(of: "b") == UnreadTotals(messages: 2, channels: 1))
             // Deleting it again, or hard, changes nothing more.
-            _ = try await store.deleteMessage(id: "del-m1", hard: true, now: .now())
+            _ = try await store.deleteMessage(id: "del-m1", hard: true, by: nil, now: .now())
             #expect(try await unread(store, "b", in: channel) == (2, "del-m2"))
-            _ = try await store.deleteMessage(id: "del-m3", hard: true, now: .now())
+            _ = try await store.deleteMessage(id: "del-m3", hard: true, by: nil, now: .now())
             #expect(try await unread(store, "c", in: channel) == (0, nil))
             #expect(try await store.unreadTotals(of: "c") == UnreadTotals(messages: 0, channels: 0))
             // Reading past a deleted message counts only the ones left.
@@ -69,7 +69,7 @@ struct LifecycleStoreTests {
             _ = try await store.markRead("c", in: channel.cid, upTo: "edit-m1", audience: everyone, now: .now())
             let before = try #require(try await store.receipts(forMessage: "edit-m1"))
             let statesBefore = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members
-            let edited = try await store.editMessage(id: "edit-m1", now: .now()) { _ in
+            let edited = try await store.editMessage(id: "edit-m1", by: nil, now: .now()) { _ in
                 MessageEdit(text: "changed", custom: ["k": .string("v")])
             }
             #expect(edited.text == "changed" && edited.updatedAt != nil)
@@ -90,7 +90,7 @@ struct LifecycleStoreTests {
             let channel = try await channel(store, "trunc", messages: 4)
             let other = try await self.channel(store, "keep", messages: 1)
             _ = try await store.markRead("c", in: channel.cid, upTo: "trunc-m2", audience: everyone, now: .now())
-            let truncated = try await store.truncateChannel(channel, hard: false, now: .now())
+            let truncated = try await store.truncateChannel(channel, hard: false, by: nil, now: .now())
             #expect(truncated.truncatedSeq == 4 && truncated.truncatedAt != nil)
             for user in ["b", "c"] {
                 #expect(try await unread(store, user, in: channel) == (0, nil))
@@ -140,7 +140,7 @@ struct LifecycleStoreTests {
             #expect(try await unreadAfter(at(0)) == (3, "ut-m1"))
             #expect(try await unreadAfter(at(31)) == (0, nil))
             // A deleted message is passed over; the time still names the ones after it.
-            _ = try await store.deleteMessage(id: "ut-m2", hard: false, now: at(42))
+            _ = try await store.deleteMessage(id: "ut-m2", hard: false, by: nil, now: at(42))
             #expect(try await unreadAfter(at(20)) == (1, "ut-m3"))
             // Never forward: b, read up to m1 only, keeps m2's place when asked from after m3.
             _ = try await store.markUnread("b", in: channel, from: "ut-m1", now: at(43))
@@ -178,7 +178,7 @@ struct LifecycleStoreTests {
             let channel = try await channel(store, "gone", messages: 3)
             _ = try await store.markRead("b", in: channel.cid, upTo: "gone-m2", audience: everyone, now: .now())
             #expect(try await store.unreadTotals(of: "c") == UnreadTotals(messages: 3, channels: 1))
-            let members = try await store.deleteChannel(channel, hard: hard, now: .now())
+            let members = try await store.deleteChannel(channel, hard: hard, by: nil, now: .now())
             #expect(Set(members) == ["a", "b", "c"])
             #expect(try await store.channel(ChannelID(type: "messaging", id: "gone")) == nil)
             for user in ["a", "b", "c"] {

@@ -155,19 +155,19 @@ struct SQLiteStoreTests {
                 // A deleted message leaves every count it was in (soft or hard alike).
                 if let pickIndex {
                     let hard = Bool.random(using: &random)
-                    _ = try await store.deleteMessage(id: logs[index][pickIndex].id, hard: hard, now: tick())
+                    _ = try await store.deleteMessage(id: logs[index][pickIndex].id, hard: hard, by: nil, now: tick())
                     logs[index][pickIndex].counts = false
                     if hard { logs[index][pickIndex].there = false }
                 }
             case 14:
                 // An edit changes no count.
                 if let pick {
-                    _ = try await store.editMessage(id: pick, now: tick()) { _ in MessageEdit(text: "edited", custom: [:]) }
+                    _ = try await store.editMessage(id: pick, by: nil, now: tick()) { _ in MessageEdit(text: "edited", custom: [:]) }
                 }
             case 15:
                 // A truncation: every message so far gone, every cursor past them.
                 if step % 5 == 0 {
-                    channels[index] = try await store.truncateChannel(channel, hard: Bool.random(using: &random), now: tick())
+                    channels[index] = try await store.truncateChannel(channel, hard: Bool.random(using: &random), by: nil, now: tick())
                     for entry in logs[index].indices { logs[index][entry].there = false }
                 }
             case 4..<6:

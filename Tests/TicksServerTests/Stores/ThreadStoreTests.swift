@@ -69,7 +69,7 @@ struct ThreadStoreTests {
             #expect(try await threads(store, "b") == ["t1-p 1"])
             #expect(try await threads(store, "c") == [])
             // A deleted reply leaves the thread counts.
-            _ = try await store.deleteMessage(id: "t1-r2", hard: false, now: .now())
+            _ = try await store.deleteMessage(id: "t1-r2", hard: false, by: nil, now: .now())
             #expect(try await threads(store, "a") == [])
             #expect(try await threads(store, "b") == [])
         }
@@ -118,7 +118,7 @@ struct ThreadStoreTests {
             #expect(try await threads(store, "a") == [])
             try await reply(store, "t3-r4", by: "c", to: "t3-p", in: channel)
             #expect(try await threads(store, "b") == ["t3-p 1"])
-            _ = try await store.truncateChannel(channel, hard: false, now: .now())
+            _ = try await store.truncateChannel(channel, hard: false, by: nil, now: .now())
             #expect(try await threads(store, "b") == [])
         }
     }
@@ -185,7 +185,7 @@ struct ThreadStoreTests {
             for (id, user) in [("tu-r1", "c"), ("tu-r2", "b"), ("tu-r3", "a"), ("tu-r4", "c")] {
                 try await reply(store, id, by: user, to: "tu-p", in: channel)
             }
-            _ = try await store.deleteMessage(id: "tu-r4", hard: false, now: .now())
+            _ = try await store.deleteMessage(id: "tu-r4", hard: false, by: nil, now: .now())
             _ = try await store.markThreadRead("b", in: channel, parentID: "tu-p", now: .now())
             #expect(try await threads(store, "b") == [])
             let unread = try await store.markThreadUnread("b", in: channel, parentID: "tu-p", now: .now())

@@ -103,6 +103,7 @@ enum PostgresSchema {
             }),
         Migration(name: "v12-app-settings", statements: StoreMigrations.appSettings()),
         Migration(name: "v13-played", statements: StoreMigrations.played(integer: "BIGINT")),
+        Migration(name: "v14-actors", statements: StoreMigrations.actors()),
     ]
 
     /// Whether migrating up to `last` (every migration when nil, or a name this binary does not

@@ -116,6 +116,9 @@ enum SQLiteSchema {
         migrator.registerMigration("v13-played") { db in
             for statement in StoreMigrations.played(integer: "INTEGER") { try db.execute(sql: statement) }
         }
+        migrator.registerMigration("v14-actors") { db in
+            for statement in StoreMigrations.actors() { try db.execute(sql: statement) }
+        }
         return migrator
     }
 }

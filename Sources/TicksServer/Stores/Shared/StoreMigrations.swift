@@ -229,3 +229,18 @@ extension StoreMigrations {
         ]
     }
 }
+
+extension StoreMigrations {
+    /// Who made a change, for `POST /sync` to name as the live events do: a
+    /// message's last editor or deleter, a channel's last updater, truncater
+    /// and deleter. NULL where no user acted (the app) and for changes made
+    /// before this migration. Only added columns: an older node runs on it.
+    static func actors() -> [String] {
+        [
+            "ALTER TABLE message ADD COLUMN changed_by TEXT",
+            "ALTER TABLE channel ADD COLUMN updated_by TEXT",
+            "ALTER TABLE channel ADD COLUMN truncated_by TEXT",
+            "ALTER TABLE channel ADD COLUMN deleted_by TEXT",
+        ]
+    }
+}

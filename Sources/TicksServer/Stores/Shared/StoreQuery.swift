@@ -195,3 +195,17 @@ protocol StoreRow {
     func optionalText(_ index: Int) throws -> String?
     func bool(_ index: Int) throws -> Bool
 }
+
+/// Who made a change, kept with it (`v14-actors`: a message's `changed_by`,
+/// a channel's `updated_by`, `truncated_by` and `deleted_by`) for `POST
+/// /sync` to name, as the live event does. `kept` is false on a node held
+/// before that migration, whose schema has no such columns: it sets none.
+struct ChangeActor: Sendable {
+    var userID: String?
+    var kept: Bool
+
+    /// `, column = userID` (NULL for none), or nothing when the schema keeps no actors.
+    func set(_ column: StaticString) -> StoreQuery {
+        kept ? ", \(raw: "\(column)") = \(userID)" : ""
+    }
+}

@@ -13,9 +13,12 @@ extension StoreSQL {
     }
 
     /// `textChanged`: the edit changes the text (so `text_updated_at` moves too).
-    static func editMessage(id: String, text: String, custom: String, at: Int64, textChanged: Bool) -> StoreQuery {
+    static func editMessage(
+        id: String, text: String, custom: String, at: Int64, textChanged: Bool, by actor: ChangeActor
+    ) -> StoreQuery {
         let textAt: StoreQuery = textChanged ? ", text_updated_at = \(at)" : ""
-        return "UPDATE message SET text = \(text), custom = \(custom), updated_at = \(at)" + textAt + " WHERE id = \(id)"
+        return "UPDATE message SET text = \(text), custom = \(custom), updated_at = \(at)" + textAt
+            + actor.set("changed_by") + " WHERE id = \(id)"
     }
 
     /// What deleting does to a message row, for every way messages are
@@ -29,8 +32,8 @@ extension StoreSQL {
             : "deleted_at = COALESCE(deleted_at, \(at)), hidden = 1"
     }
 
-    static func deleteMessage(id: String, hard: Bool, at: Int64) -> StoreQuery {
-        "UPDATE message SET " + deletedMessage(hard: hard, at: at) + " WHERE id = \(id)"
+    static func deleteMessage(id: String, hard: Bool, at: Int64, by actor: ChangeActor) -> StoreQuery {
+        "UPDATE message SET " + deletedMessage(hard: hard, at: at) + actor.set("changed_by") + " WHERE id = \(id)"
     }
 
     /// A message that counted leaves the unread counts (the reverse of
@@ -79,8 +82,9 @@ extension StoreSQL {
     }
 
 
-    static func truncate(_ channelPK: Int64, through seq: Seq, at: Int64) -> StoreQuery {
-        "UPDATE channel SET truncated_seq = \(seq), truncated_at = \(at), updated_at = \(at) WHERE pk = \(channelPK)"
+    static func truncate(_ channelPK: Int64, through seq: Seq, at: Int64, by actor: ChangeActor) -> StoreQuery {
+        "UPDATE channel SET truncated_seq = \(seq), truncated_at = \(at), updated_at = \(at)"
+            + actor.set("truncated_by") + actor.set("updated_by") + " WHERE pk = \(channelPK)"
     }
 
     /// A hard truncation: the content of every message up to `seq` goes.
@@ -96,12 +100,9 @@ extension StoreSQL {
     /// A soft delete: the channel is gone from every look-up, its messages
     /// truncated away; its rows stay until a create of the same cid
     /// (`deletedChannel`) removes them for a new channel.
-    static func markDeleted(_ channelPK: Int64, at: Int64) -> StoreQuery {
-        """
-        UPDATE channel SET deleted_at = \(at), member_count = 0, truncated_seq = last_seq, truncated_at = \(at),
-          updated_at = \(at)
-        WHERE pk = \(channelPK)
-        """
+    static func markDeleted(_ channelPK: Int64, at: Int64, by actor: ChangeActor) -> StoreQuery {
+        "UPDATE channel SET deleted_at = \(at), member_count = 0, truncated_seq = last_seq, truncated_at = \(at), "
+            + "updated_at = \(at)" + actor.set("deleted_by") + actor.set("updated_by") + " WHERE pk = \(channelPK)"
     }
 
     static func deleteMessages(of channelPK: Int64) -> StoreQuery {
@@ -120,8 +121,8 @@ extension StoreSQL {
 
     // MARK: Channel and member data
 
-    static func setCustom(of channelPK: Int64, to custom: String, at: Int64) -> StoreQuery {
-        "UPDATE channel SET custom = \(custom), updated_at = \(at) WHERE pk = \(channelPK)"
+    static func setCustom(of channelPK: Int64, to custom: String, at: Int64, by actor: ChangeActor) -> StoreQuery {
+        "UPDATE channel SET custom = \(custom), updated_at = \(at)" + actor.set("updated_by") + " WHERE pk = \(channelPK)"
     }
 
     static func setMemberCustom(of userID: String, in channelPK: Int64, to custom: String) -> StoreQuery {
@@ -450,8 +451,9 @@ extension StoreSQL {
     }
 
     /// Every message of the user deleted (`deletedMessage`).
-    static func deleteMessages(by userID: String, hard: Bool, at: Int64) -> StoreQuery {
-        "UPDATE message SET " + deletedMessage(hard: hard, at: at) + " WHERE user_id = \(userID)"
+    /// Deleted with their author, by the app: no user is named as who deleted them.
+    static func deleteMessages(by userID: String, hard: Bool, at: Int64, actors: ChangeActor) -> StoreQuery {
+        "UPDATE message SET " + deletedMessage(hard: hard, at: at) + actors.set("changed_by") + " WHERE user_id = \(userID)"
     }
 
     /// The totals of every member of a channel counted afresh from their channels' kept counts.

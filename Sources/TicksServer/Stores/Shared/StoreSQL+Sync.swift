@@ -5,15 +5,18 @@ import TicksReceipts
 extension StoreSQL {
     /// A channel by its cid, soft-deleted or not: `channelColumns`, then
     /// `deleted_at` and whether `userID` is a member — of a deleted channel,
-    /// whether they were one when it was deleted (`recordRemovals(ofMembersOf:)`).
-    static func channelForSync(type: String, id: String, member userID: String) -> StoreQuery {
-        """
+    /// whether they were one when it was deleted (`recordRemovals(ofMembersOf:)`)
+    /// — then who last updated, truncated and deleted it (NULLs when the
+    /// schema keeps no actors).
+    static func channelForSync(type: String, id: String, member userID: String, actors: Bool) -> StoreQuery {
+        let kept = actors ? "c.updated_by, c.truncated_by, c.deleted_by" : "NULL, NULL, NULL"
+        return """
         SELECT \(raw: channelColumns), c.deleted_at,
           CASE WHEN c.deleted_at IS NULL
             THEN EXISTS (SELECT 1 FROM member m WHERE m.channel_pk = c.pk AND m.user_id = \(userID))
             ELSE EXISTS (SELECT 1 FROM member_removal r
                          WHERE r.channel_pk = c.pk AND r.user_id = \(userID) AND r.removed_at = c.deleted_at)
-          END AS is_member
+          END AS is_member, \(raw: kept)
         FROM \(raw: channelFrom) WHERE c.type = \(type) AND c.id = \(id)
         """
     }
@@ -30,12 +33,14 @@ extension StoreSQL {
     }
 
     /// Messages from before `since`, still there, edited (`column` is
-    /// `updated_at`) or deleted (`deleted_at`) after it, in that order; at most `limit`.
+    /// `updated_at`) or deleted (`deleted_at`) after it, in that order; at
+    /// most `limit`. `messageColumns`, then who last changed each (NULL when
+    /// the schema keeps no actors).
     static func messages(
-        of channel: ChannelRecord, changedIn column: ChangeColumn, after since: Int64, limit: Int
+        of channel: ChannelRecord, changedIn column: ChangeColumn, after since: Int64, limit: Int, actors: Bool
     ) -> StoreQuery {
         """
-        SELECT \(raw: messageColumns) FROM message g
+        SELECT \(raw: messageColumns), \(raw: actors ? "g.changed_by" : "NULL") FROM message g
         WHERE g.channel_pk = \(channel.pk) AND g.\(raw: column.rawValue) > \(since) AND g.created_at <= \(since)
           AND g.seq > \(channel.truncatedSeq)
         ORDER BY g.\(raw: column.rawValue) LIMIT \(Int64(limit))

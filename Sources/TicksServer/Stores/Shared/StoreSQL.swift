@@ -123,8 +123,9 @@ enum StoreSQL {
         }
     }
 
-    static func touch(_ channelPK: Int64, now: Int64) -> StoreQuery {
-        "UPDATE channel SET updated_at = \(now) WHERE pk = \(channelPK)"
+    /// A change that names no one as the channel's updater (members added or removed).
+    static func touch(_ channelPK: Int64, now: Int64, actors: ChangeActor) -> StoreQuery {
+        "UPDATE channel SET updated_at = \(now)" + actors.set("updated_by") + " WHERE pk = \(channelPK)"
     }
 
     static func countMembers(_ channelPK: Int64, by delta: Int64) -> StoreQuery {
@@ -250,8 +251,10 @@ enum StoreSQL {
         """
     }
 
-    static func appendMessage(to channelPK: Int64, seq: Seq, at: Int64) -> StoreQuery {
-        "UPDATE channel SET last_seq = \(seq), last_message_at = \(at), updated_at = \(at) WHERE pk = \(channelPK)"
+    /// A send moves the channel's `updated_at`, naming no updater (`actors` of no user).
+    static func appendMessage(to channelPK: Int64, seq: Seq, at: Int64, actors: ChangeActor) -> StoreQuery {
+        "UPDATE channel SET last_seq = \(seq), last_message_at = \(at), updated_at = \(at)" + actors.set("updated_by")
+            + " WHERE pk = \(channelPK)"
     }
 
     static func insertMessage(channelPK: Int64, seq: Seq, message: NewMessage, custom: String, at: Int64) -> StoreQuery {
