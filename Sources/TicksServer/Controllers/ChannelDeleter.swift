@@ -27,11 +27,12 @@ struct ChannelDeleter {
         return true
     }
 
-    private func tell(_ snapshot: ChannelSnapshot, deletedAt now: Timestamp, to members: [String], by actingUserID: String?)
-        throws -> Channel
-    {
+    private func tell(
+        _ snapshot: ChannelSnapshot, deletedAt now: Timestamp, to members: [String], by actingUserID: String?
+    ) throws -> Channel {
         let event = ChangeEvents.channel(
-            .channelDeleted, snapshot.channel, config: snapshot.config, users: snapshot.users, by: actingUserID, at: now)
+            .channelDeleted, snapshot.channel, config: snapshot.config, users: snapshot.users, by: actingUserID,
+            at: now)
         try events.send(event, to: members)
         return event.channel!
     }

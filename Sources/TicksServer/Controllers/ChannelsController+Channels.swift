@@ -340,7 +340,9 @@ extension ChannelsController {
         try body.update.validate("channel", reserved: Channel.reserved)
         let update = body.update
         try requireCustomData(update.applied(to: channel.custom), of: "channel \(channel.cid)", limits: limits)
-        let updated = try await store.updateChannelData(channel, by: actingUserID, now: .now()) { update.applied(to: $0) }
+        let updated = try await store.updateChannelData(channel, by: actingUserID, now: .now()) {
+            update.applied(to: $0)
+        }
         let snapshot = try await store.snapshot(of: updated, messageLimit: 0, beforeMessageID: nil)
         try announceUpdate(snapshot, by: actingUserID)
         return try context.respond(UpdateResponse(snapshot))
@@ -391,7 +393,8 @@ extension ChannelsController {
         if let message = body.message, message != .null {
             throw APIError.input("message is not supported with a truncation: send it afterwards")
         }
-        let truncated = try await store.truncateChannel(channel, hard: body.hardDelete ?? false, by: actingUserID, now: .now())
+        let truncated = try await store.truncateChannel(
+            channel, hard: body.hardDelete ?? false, by: actingUserID, now: .now())
         let snapshot = try await store.snapshot(of: truncated, messageLimit: 0, beforeMessageID: nil)
         let event = ChangeEvents.channel(
             .channelTruncated, snapshot.channel, config: snapshot.config, users: snapshot.users, by: actingUserID,

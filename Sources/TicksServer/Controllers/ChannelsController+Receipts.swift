@@ -8,17 +8,20 @@ import TicksProtocol
 extension ChannelsController {
     // MARK: Read, unread, delivered
 
-    struct MarkReadRequest: Decodable {
+    /// The body of mark read and mark unread (`message_timestamp`: mark unread's only).
+    struct MarkRequest: Decodable {
         var user: UserRef?
         var userID: String?
         var messageID: String?
         var threadID: String?
+        var messageTimestamp: Timestamp?
 
         enum CodingKeys: String, CodingKey {
             case user
             case userID = "user_id"
             case messageID = "message_id"
             case threadID = "thread_id"
+            case messageTimestamp = "message_timestamp"
         }
     }
 
@@ -26,7 +29,7 @@ extension ChannelsController {
         let cid = try channelPath(context)
         _ = try context.requirePrincipal()
         var request = request
-        let body = try await request.decodeJSON(MarkReadRequest.self)
+        let body = try await request.decodeJSON(MarkRequest.self)
         let reader = try context.requireActingUser(named: body.user?.id, body.userID)
         let event = try await marking(context) {
             if let threadID = body.threadID {
@@ -60,28 +63,12 @@ extension ChannelsController {
             standing: ChannelPermissions.standing(of: principal, isMember: false))
     }
 
-    struct MarkUnreadRequest: Decodable {
-        var user: UserRef?
-        var userID: String?
-        var messageID: String?
-        var threadID: String?
-        var messageTimestamp: Timestamp?
-
-        enum CodingKeys: String, CodingKey {
-            case user
-            case userID = "user_id"
-            case messageID = "message_id"
-            case threadID = "thread_id"
-            case messageTimestamp = "message_timestamp"
-        }
-    }
-
     /// Mark unread from a message (`message_id`), from a time
     /// (`message_timestamp`), or a whole thread (`thread_id`): one of them.
     @Sendable func markUnread(_ request: Request, context: TicksRequestContext) async throws -> Response {
         let channel = try await loadChannel(context, to: .mark)
         var request = request
-        let body = try await request.decodeJSON(MarkUnreadRequest.self)
+        let body = try await request.decodeJSON(MarkRequest.self)
         let reader = try context.requireActingUser(named: body.user?.id, body.userID)
         switch (body.messageID, body.threadID, body.messageTimestamp) {
         case (nil, let threadID?, nil):

@@ -88,7 +88,8 @@ struct UsersController {
                 throw APIError.input("messages: hard needs user: hard: Ticks hard-deletes messages with their sender")
             }
             if let owner = body.newChannelOwnerID, !owner.isEmpty {
-                throw APIError.input("new_channel_owner_id is not supported: a deleted user's channels keep their creator")
+                throw APIError.input(
+                    "new_channel_owner_id is not supported: a deleted user's channels keep their creator")
             }
             hard = user == "hard"
             self.messages = messages != nil

@@ -277,7 +277,9 @@ extension SQLStore {
                     }
                 }
             }.then { removed in
-                Self.forgetOldRemovals(now: now).then { _ in Self.touched(channel, if: removed.compactMap { $0 }, now: now, actors: self.actor(nil)) }
+                Self.forgetOldRemovals(now: now).then { _ in
+                    Self.touched(channel, if: removed.compactMap { $0 }, now: now, actors: self.actor(nil))
+                }
             }
         }, change: { removed in .membersRemoved(removed, from: channel, at: now) })
     }

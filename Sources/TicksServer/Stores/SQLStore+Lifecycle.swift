@@ -67,7 +67,8 @@ extension SQLStore {
                     // A reply leaves its thread's counts too.
                     uncount.append(StoreSQL.uncountReply(in: parentID, seq: message.seq, by: message.userID))
                 }
-                return Step.execute(StoreSQL.deleteMessage(id: id, hard: hard, at: now.microseconds, by: self.actor(actor))).then { _ in
+                let delete = StoreSQL.deleteMessage(id: id, hard: hard, at: now.microseconds, by: self.actor(actor))
+                return Step.execute(delete).then { _ in
                     Step.each(uncount) { Step.execute($0) }
                 }.map { _ in deleted }
             }
@@ -96,7 +97,8 @@ extension SQLStore {
             Fetch.channel(pk: channel.pk, lock: true).then { found in
                 let last = found.channel.lastSeq
                 return Self.clearReadState(of: found.channel, through: last).then { _ in
-                    Step.execute(StoreSQL.truncate(channel.pk, through: last, at: now.microseconds, by: self.actor(actor)))
+                    Step.execute(
+                        StoreSQL.truncate(channel.pk, through: last, at: now.microseconds, by: self.actor(actor)))
                 }.then { _ in
                     hard ? Step.execute(StoreSQL.wipeMessages(in: channel.pk, through: last, at: now.microseconds)) : .done(())
                 }.then { _ in Fetch.channel(pk: channel.pk).map(\.channel) }
@@ -282,7 +284,9 @@ extension SQLStore {
                     .then { _ in
                         guard messages || hard else { return .done(()) }
                         // Their messages stop counting: every member of those channels counted afresh.
-                        return Step.execute(StoreSQL.deleteMessages(by: userID, hard: hard, at: now.microseconds, actors: self.actor(nil)))
+                        let actors = self.actor(nil)
+                        return Step.execute(
+                            StoreSQL.deleteMessages(by: userID, hard: hard, at: now.microseconds, actors: actors))
                             .then { _ in
                                 Step.each(touched) { pk in
                                     Step.execute(StoreSQL.recountUnread(of: nil, in: pk)).then { _ in
@@ -341,15 +345,8 @@ extension SQLStore {
         async throws -> ThreadRead
     {
         try await engine.write {
-            Fetch.isMember(userID, of: channel.pk).then { isMember -> StoreProgram<MessageRecord> in
-                guard isMember else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
-                return Self.parent(parentID, in: channel)
-            }.then { parent in
-                // The parent's row lock first (as a reply takes it, to count itself): a reply
-                // committed before it is in the newest reply read next; one after it waits, then
-                // counts itself in the row written here.
-                Step.execute(StoreSQL.lockThreads([parentID])).then { _ in Step.row(StoreSQL.newestReply(to: parentID)) }
-                    .then { row in
+            Self.lockedThread(parentID, of: userID, in: channel).then { parent in
+                Step.row(StoreSQL.newestReply(to: parentID)).then { row in
                     let newest = try row?.int(0) ?? 0
                     // Without replies yet, the parent is what they have read.
                     let upTo = newest > 0 ? newest : parent.seq
@@ -365,6 +362,21 @@ extension SQLStore {
         }
     }
 
+    /// The thread's parent, once `userID` is found a member and the parent's
+    /// row is locked. The lock comes first, as a reply takes it to count
+    /// itself: a reply committed before is in what the caller reads next;
+    /// one after waits, then counts itself in the read state written.
+    static func lockedThread(_ parentID: String, of userID: String, in channel: ChannelRecord)
+        -> StoreProgram<MessageRecord>
+    {
+        Fetch.isMember(userID, of: channel.pk).then { isMember -> StoreProgram<MessageRecord> in
+            guard isMember else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
+            return Self.parent(parentID, in: channel)
+        }.then { parent in
+            Step.execute(StoreSQL.lockThreads([parentID])).map { _ in parent }
+        }
+    }
+
     /// Guard: the parent's row lock, as `markThreadRead` takes it: a reply
     /// committed before is counted by the one statement that writes the
     /// read state; one after waits, then counts itself in it.
@@ -372,15 +384,13 @@ extension SQLStore {
         async throws -> ThreadMarkedUnread
     {
         try await engine.write {
-            Fetch.isMember(userID, of: channel.pk).then { isMember -> StoreProgram<MessageRecord> in
-                guard isMember else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
-                return Self.parent(parentID, in: channel)
-            }.then { parent in
-                Step.execute(StoreSQL.lockThreads([parentID])).then { _ in
-                    Step.row(StoreSQL.unreadThread(parentID, by: userID, in: channel.pk, from: parent.seq, at: now.microseconds))
-                }.then { row in
+            Self.lockedThread(parentID, of: userID, in: channel).then { parent in
+                Step.row(
+                    StoreSQL.unreadThread(parentID, by: userID, in: channel.pk, from: parent.seq, at: now.microseconds)
+                ).then { row in
                     Step.rows(StoreSQL.unreadThreads(of: [userID])).map { threads in
-                        ThreadMarkedUnread(parentID: parentID, unread: Int(try row?.int(0) ?? 0), unreadThreads: threads.count)
+                        ThreadMarkedUnread(
+                            parentID: parentID, unread: Int(try row?.int(0) ?? 0), unreadThreads: threads.count)
                     }
                 }
             }

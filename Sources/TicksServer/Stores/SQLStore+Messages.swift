@@ -47,7 +47,9 @@ extension SQLStore {
             guard let parentID = new.parentID else { return .done((isMember, nil)) }
             return Self.parent(parentID, in: channel).map { (isMember, $0) }
         }.then { (isMember, parent) -> StoreProgram<Bool> in
-            Step.execute(StoreSQL.appendMessage(to: channel.pk, seq: seq, at: createdAt.microseconds, actors: actors)).then { _ in
+            Step.execute(
+                StoreSQL.appendMessage(to: channel.pk, seq: seq, at: createdAt.microseconds, actors: actors)
+            ).then { _ in
                 Step.execute(
                     StoreSQL.insertMessage(
                         channelPK: channel.pk, seq: seq, message: new, custom: custom, at: createdAt.microseconds))

@@ -43,7 +43,9 @@ extension SQLStore {
                     return Step.rows(
                         StoreSQL.messages(of: channel, changedIn: .edited, after: after, limit: count, actors: actors))
                 }.then { edited in
-                    Step.rows(StoreSQL.messages(of: channel, changedIn: .deleted, after: after, limit: count, actors: actors))
+                    Step.rows(
+                        StoreSQL.messages(of: channel, changedIn: .deleted, after: after, limit: count, actors: actors)
+                    )
                         .map { deleted in
                             // Deleted last: a message edited and then deleted is told as deleted, by its deleter.
                             try changedBy(edited)

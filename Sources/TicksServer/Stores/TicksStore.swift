@@ -168,8 +168,8 @@ public protocol TicksStore: Sendable {
 
 extension TicksStore {
     /// Mark unread from a message (`message_id`).
-    public func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp) async throws
-        -> CursorOutcome
+    public func markUnread(_ userID: String, in channel: ChannelRecord, from messageID: String, now: Timestamp)
+        async throws -> CursorOutcome
     {
         try await markUnread(userID, in: channel, from: .message(messageID), now: now)
     }

@@ -122,7 +122,8 @@ extension StoreSQL {
     // MARK: Channel and member data
 
     static func setCustom(of channelPK: Int64, to custom: String, at: Int64, by actor: ChangeActor) -> StoreQuery {
-        "UPDATE channel SET custom = \(custom), updated_at = \(at)" + actor.set("updated_by") + " WHERE pk = \(channelPK)"
+        "UPDATE channel SET custom = \(custom), updated_at = \(at)" + actor.set("updated_by")
+            + " WHERE pk = \(channelPK)"
     }
 
     static func setMemberCustom(of userID: String, in channelPK: Int64, to custom: String) -> StoreQuery {
@@ -453,7 +454,8 @@ extension StoreSQL {
     /// Every message of the user deleted (`deletedMessage`).
     /// Deleted with their author, by the app: no user is named as who deleted them.
     static func deleteMessages(by userID: String, hard: Bool, at: Int64, actors: ChangeActor) -> StoreQuery {
-        "UPDATE message SET " + deletedMessage(hard: hard, at: at) + actors.set("changed_by") + " WHERE user_id = \(userID)"
+        "UPDATE message SET " + deletedMessage(hard: hard, at: at) + actors.set("changed_by")
+            + " WHERE user_id = \(userID)"
     }
 
     /// The totals of every member of a channel counted afresh from their channels' kept counts.
