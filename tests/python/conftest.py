@@ -124,10 +124,14 @@ class TicksProcess:
             self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired as timeout:
+                # What the server's threads were doing when it would not stop, for the report.
+                threads = subprocess.run(["ps", "-L", "-o", "tid,stat,wchan:32,comm", "-p", str(self.process.pid)],
+                                         capture_output=True, text=True).stdout
                 self.process.kill()
                 self.process.wait()
-                raise
+                raise AssertionError(f"ticks did not stop within 20 s of SIGTERM; its threads then:\n{threads}") \
+                    from timeout
         self._stdout.close()
         return self.process.returncode
 
