@@ -40,3 +40,15 @@ def test_a_folder_in_no_layer_fails(tmp_path):
     result = check(copy)
     assert result.returncode == 1
     assert "in no layer: Elsewhere" in result.stdout
+
+
+def test_a_call_of_a_free_function_up_the_layers_fails(tmp_path):
+    copy = tmp_path / "TicksServer"
+    shutil.copytree(SOURCES, copy)
+    # A request-pipeline check calling a controller's free function: HTTP -> Controllers goes up,
+    # though the call names no type (`requireValidID` hid two such arrows until 2026-11-29).
+    (copy / "Controllers" / "Check.swift").write_text("func checkSomething(_ text: String) throws {}\n")
+    (copy / "HTTP" / "Caller.swift").write_text("func caller() throws { try checkSomething(\"x\") }\n")
+    result = check(copy)
+    assert result.returncode == 1
+    assert "goes up: HTTP -> Controllers (checkSomething())" in result.stdout
