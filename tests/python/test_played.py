@@ -178,8 +178,7 @@ def test_a_node_held_before_v13_keeps_attachments_and_refuses_plays_clearly(tmp_
     """A node held at the schema just before `v13-played` (`--migrations-up-to`, as in
     test_upgrade) in a rolling upgrade: attachments live with the message's custom data, so
     they work; plays need `message_play`, so they answer 409 saying why, and receipts count
-    none. (Held at v9-webhooks, receipts answer 500 before any of this: they read
-    `receipt_log_pruned`, a v10 table — an older gap, left alone here.)"""
+    none."""
     with store_arguments("postgres", "played_old") as store_args:
         process = TicksProcess(
             tmp_path / "old", api_key="oldkey", api_secret=secrets.token_urlsafe(48),

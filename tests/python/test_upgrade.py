@@ -118,6 +118,12 @@ def test_a_rolling_upgrade_loses_no_receipt_and_the_old_node_works_on_the_new_sc
             api.create_channel(cid, [*MEMBERS, WRITER], WRITER)
             order[cid] = [api.send_message(cid, WRITER, f"m{n}", message_id=f"up{index}-{n}")["id"]
                           for n in range(150)]
+        # The old release answers receipts on its own schema, which has no `receipt_log_pruned`
+        # (v10): a node held before it reads the log as never pruned (it answered 500 until
+        # SchemaLevel).
+        api.mark_read("messaging:up0", "up1", "up0-0")
+        receipts = api.receipts("up0-0")["receipts"]
+        assert [r["user"]["id"] for r in receipts if "read_at" in r] == ["up1"], receipts
         balancer = Balancer(keys)
         balancer.set_nodes([a, b])
         # up0 reads on node A: its socket goes down with A and comes back on the new A.

@@ -9,7 +9,7 @@ extension SQLStore {
         try await engine.read {
             Fetch.channel(pk: channel.pk).then { found in
                 guard let config = found.config else { return .done(AllReachedUpTo()) }
-                return Self.thresholds(for: author, in: channel.pk, config: config, kept: self.keepsAllMembers).then {
+                return Self.thresholds(for: author, in: channel.pk, config: config, kept: self.schema.has(.allMembers)).then {
                     thresholds in
                     func newest(_ kind: CursorKind) -> StoreProgram<String?> {
                         guard let seq = thresholds[kind] else { return .done(nil) }

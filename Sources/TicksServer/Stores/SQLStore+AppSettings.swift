@@ -5,12 +5,12 @@ import TicksProtocol
 
 extension SQLStore {
     public func appOptions() async throws -> AppOptions {
-        guard keepsAppSettings else { return AppOptions() }
+        guard schema.has(.appSettings) else { return AppOptions() }
         return try await engine.readOne { Self.appOptions() }
     }
 
     public func updateAppOptions(_ change: AppOptions.Change) async throws -> AppOptions {
-        guard keepsAppSettings else { throw StoreError.schemaBefore(migration: "v12-app-settings") }
+        try schema.require(.appSettings)
         let rows = try change.rows()
         return try await engine.write {
             Step.each(rows) { name, value in Step.execute(StoreSQL.setAppSetting(name, to: value)) }

@@ -11,7 +11,7 @@ extension SQLStore {
         let users = users.sorted { $0.id < $1.id }
         return try await engine.write {
             Fetch.users(users.map(\.id)).then { stored in
-                Self.lockMembers(changingSharing: stored, to: users, kept: self.keepsAllMembers)
+                Self.lockMembers(changingSharing: stored, to: users, kept: self.schema.has(.allMembers))
             }.then { _ in
                 Step.each(users) { incoming in
                     // Locked in PostgreSQL, so two nodes upserting one user keep its first created_at.
@@ -23,7 +23,7 @@ extension SQLStore {
                         return Step.execute(
                             StoreSQL.upsertUser(
                                 id: user.id, body: body, createdAt: user.createdAt!.microseconds, now: now.microseconds)
-                        ).then { _ in Self.keepSharing(of: user, kept: self.keepsAllMembers) }.map { user }
+                        ).then { _ in Self.keepSharing(of: user, kept: self.schema.has(.allMembers)) }.map { user }
                     }
                 }
             }
@@ -108,7 +108,7 @@ extension SQLStore {
                     if let pk = try inserted?.int(0) { return .done(pk) }
                     // The cid of a soft-deleted channel: what is left of it goes, and the new channel
                     // gets a key of its own, so nothing of the old one can reach its members.
-                    return Self.forgetDeletedChannel(cid, plays: self.keepsPlays).then { forgotten in
+                    return Self.forgetDeletedChannel(cid, plays: self.schema.has(.played)).then { forgotten in
                         forgotten ? Step.row(insert).map { try $0?.int(0) } : .done(nil)
                     }
                 }.then { made -> StoreProgram<(channel: ChannelRecord, created: Bool)> in
@@ -122,7 +122,7 @@ extension SQLStore {
                     return Fetch.channel(pk: pk).then { current -> StoreProgram<[Void]> in
                         Step.each(Set(memberIDs)) { userID in
                             Self.insertMember(
-                                userID, channelPK: pk, newest: current.channel.lastSeq, now: now, sharing: self.keepsAllMembers)
+                                userID, channelPK: pk, newest: current.channel.lastSeq, now: now, sharing: self.schema.has(.allMembers))
                         }
                     }.then { _ in Fetch.channel(pk: pk).map { ($0.channel, true) } }
                 }
@@ -241,7 +241,7 @@ extension SQLStore {
                         return Step.each(newcomers) { userID in
                             Self.insertMember(
                                 userID, channelPK: channel.pk, newest: current.channel.lastSeq, now: now,
-                                sharing: self.keepsAllMembers)
+                                sharing: self.schema.has(.allMembers))
                                 .then { _ in Fetch.memberStates(channel.pk, userID: userID) }
                         }
                     }
@@ -269,7 +269,7 @@ extension SQLStore {
                             .then { _ in Step.execute(StoreSQL.deleteThreadReads(of: .member(userID, in: channel.pk))) }
                             .then { _ in
                                 // R6, R14: their plays go too; back, they play afresh.
-                                self.keepsPlays
+                                self.schema.has(.played)
                                     ? Step.execute(StoreSQL.deletePlays(of: .member(userID, in: channel.pk))) : .done(())
                             }
                             .then { _ in Step.execute(StoreSQL.changeTotals(of: userID, by: change)) }

@@ -23,7 +23,7 @@ extension SQLStore {
                 return Self.apply(update, of: userID, in: current.pk, unread: start.unread, now: now).then { _ in
                     Self.outcome(of: update, by: userID, in: start.found, now: now, audience: audience)
                 }
-            }.then { outcome in Self.withReachedAll([outcome], kept: self.keepsAllMembers).map { $0[0] } }
+            }.then { outcome in Self.withReachedAll([outcome], kept: self.schema.has(.allMembers)).map { $0[0] } }
         }, change: { outcome in .cursorsMoved([outcome]) })
     }
 
@@ -68,7 +68,7 @@ extension SQLStore {
                                 : .done(nil)
                         }
                 }
-            }.map { $0.compactMap { $0 } }.then { Self.withReachedAll($0, kept: self.keepsAllMembers) }
+            }.map { $0.compactMap { $0 } }.then { Self.withReachedAll($0, kept: self.schema.has(.allMembers)) }
         }, change: { outcomes in .cursorsMoved(outcomes) })
     }
 
@@ -111,7 +111,7 @@ extension SQLStore {
                         }
                     }
                 }
-            }.map { $0.compactMap { $0 } }.then { Self.withReachedAll($0, kept: self.keepsAllMembers) }
+            }.map { $0.compactMap { $0 } }.then { Self.withReachedAll($0, kept: self.schema.has(.allMembers)) }
         }, change: { outcomes in .cursorsMoved(outcomes) })
     }
 

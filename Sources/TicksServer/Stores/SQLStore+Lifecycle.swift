@@ -144,7 +144,7 @@ extension SQLStore {
     private func remove(_ channel: ChannelRecord, hard: Bool, by actor: String?, now: Timestamp)
         -> StoreProgram<[String]>
     {
-        let keepsPlays = self.keepsPlays
+        let keepsPlays = schema.has(.played)
         let actor = self.actor(actor)
         return Self.clearReadState(of: channel, through: channel.lastSeq).then { memberIDs in
             let recorded: StoreProgram<Void> =
@@ -241,7 +241,7 @@ extension SQLStore {
             // order: as a move takes them.
             Fetch.users(edits.map(\.id)).then { stored in
                 let updated = try edits.compactMap { edit in try stored[edit.id].map(edit.change) }
-                return Self.lockMembers(changingSharing: stored, to: updated, kept: self.keepsAllMembers)
+                return Self.lockMembers(changingSharing: stored, to: updated, kept: self.schema.has(.allMembers))
             }.then { _ in
                 Step.each(edits) { edit in
                     Step.row(StoreSQL.userBody(edit.id)).then { row in
@@ -250,7 +250,7 @@ extension SQLStore {
                         user.updatedAt = now
                         return Step.execute(
                             StoreSQL.setUserBody(edit.id, body: try JSONCoding.string(user), now: now.microseconds)
-                        ).then { _ in Self.keepSharing(of: user, kept: self.keepsAllMembers) }.map { user }
+                        ).then { _ in Self.keepSharing(of: user, kept: self.schema.has(.allMembers)) }.map { user }
                     }
                 }
             }
@@ -280,7 +280,7 @@ extension SQLStore {
                     .then { _ in Step.execute(StoreSQL.setTotals(of: userID, to: UnreadTotals(messages: 0, channels: 0))) }
                     .then { _ in Step.execute(StoreSQL.deleteMoves(of: .user(userID))) }
                     .then { _ in Step.execute(StoreSQL.deleteThreadReads(of: .user(userID))) }
-                    .then { _ in self.keepsPlays ? Step.execute(StoreSQL.deletePlays(of: .user(userID))) : .done(()) }
+                    .then { _ in self.schema.has(.played) ? Step.execute(StoreSQL.deletePlays(of: .user(userID))) : .done(()) }
                     .then { _ in
                         guard messages || hard else { return .done(()) }
                         // Their messages stop counting: every member of those channels counted afresh.

@@ -18,7 +18,7 @@ extension SQLStore {
                         }
                         return Self.append(
                             new, custom: custom, to: found.channel, config: found.config, now: now,
-                            keepsAllMembers: self.keepsAllMembers, actors: self.actor(nil))
+                            allMembers: self.schema.has(.allMembers), actors: self.actor(nil))
                     }
                 }
             }, change: { outcome in .messageSent(outcome, in: channel) })
@@ -31,7 +31,7 @@ extension SQLStore {
     /// Stores a new message after the channel's last, and reads every member's unread state after it.
     static func append(
         _ new: NewMessage, custom: String, to channel: ChannelRecord, config: ChannelConfig?, now: Timestamp,
-        keepsAllMembers: Bool, actors: ChangeActor
+        allMembers: Bool, actors: ChangeActor
     ) -> StoreProgram<SendOutcome>
     {
         let createdAt = StoreRules.messageTime(now: now, after: channel.lastMessageAt)
@@ -68,7 +68,7 @@ extension SQLStore {
             guard isMember, !new.threadOnly else { return .done(nil) }
             return Self.applyRead(new.userID, in: channel, target: seq, newest: seq, now: createdAt).map { $0 }
         }.then { update in
-            Self.reachedAll(bySending: update, new.userID, in: channel, config: config, kept: keepsAllMembers)
+            Self.reachedAll(bySending: update, new.userID, in: channel, config: config, kept: allMembers)
         }.then { reachedAll in
             Fetch.memberStates(channel.pk).map { (reachedAll, $0) }
         }.then { reachedAll, members in

@@ -3,7 +3,7 @@ import TicksProtocol
 /// Played (R14): a member's first play of a voice note or video, kept once.
 extension SQLStore {
     public func markPlayed(_ message: MessageRecord, by userID: String, now: Timestamp) async throws -> PlayOutcome {
-        guard keepsPlays else { throw StoreError.schemaBefore(migration: "v13-played") }
+        try schema.require(.played)
         return try await write(
             {
                 Step.row(StoreSQL.insertPlay(seq: message.seq, in: message.channelPK, by: userID, at: now.microseconds))

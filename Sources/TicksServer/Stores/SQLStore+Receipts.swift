@@ -10,9 +10,10 @@ extension SQLStore {
                 let message = try StoreRows.messageWithChannel(row)
                 return Fetch.channel(pk: message.channelPK).then { found in
                     guard let config = found.config else { return .done(nil) }
-                    return Self.reachedTimes(.read, of: message).then { read in
-                        Self.reachedTimes(.delivered, of: message).then { delivered in
-                            Self.playTimes(of: message, kept: self.keepsPlays).map { played in
+                    let pruned = self.schema.has(.receiptLogRetention)
+                    return Self.reachedTimes(.read, of: message, pruned: pruned).then { read in
+                        Self.reachedTimes(.delivered, of: message, pruned: pruned).then { delivered in
+                            Self.playTimes(of: message, kept: self.schema.has(.played)).map { played in
                                 MessageReceipts.entries(
                                     read: read, delivered: delivered, played: played, author: message.userID)
                             }
@@ -20,7 +21,7 @@ extension SQLStore {
                     }.then { entries in
                         Fetch.users(entries.map(\.userID)).then { users in
                             Self.thresholds(
-                                for: message.userID, in: message.channelPK, config: config, kept: self.keepsAllMembers).map { all in
+                                for: message.userID, in: message.channelPK, config: config, kept: self.schema.has(.allMembers)).map { all in
                                 var receipts = MessageReceipts(
                                     message: message, channel: found.channel, config: config, entries: entries,
                                     users: users)
@@ -37,9 +38,12 @@ extension SQLStore {
 
     /// When each member's cursor of `kind` reached the message, by user: the
     /// time of the move, or an upper bound where the log was pruned past it
-    /// (`ReceiptRules.reached`).
-    static func reachedTimes(_ kind: CursorKind, of message: MessageRecord) -> StoreProgram<[String: ReachedTime]> {
-        Step.rows(StoreSQL.reachedTimes(kind: kind, seq: message.seq, in: message.channelPK)).map { rows in
+    /// (`ReceiptRules.reached`). `pruned`: whether the schema records where the log was pruned
+    /// (`v10-receipt-log-retention`; a node held before it never prunes).
+    static func reachedTimes(_ kind: CursorKind, of message: MessageRecord, pruned: Bool)
+        -> StoreProgram<[String: ReachedTime]>
+    {
+        Step.rows(StoreSQL.reachedTimes(kind: kind, seq: message.seq, in: message.channelPK, pruned: pruned)).map { rows in
             var times: [String: ReachedTime] = [:]
             for row in rows {
                 times[try row.text(0)] = ReceiptRules.reached(

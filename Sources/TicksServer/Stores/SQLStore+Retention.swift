@@ -26,8 +26,11 @@ extension SQLStore: ReceiptLogPruning {
     /// The moves are looked at outside any write; the write is one delete by
     /// a range of the primary key and a one-row upsert, through the same
     /// path as every other write (SQLite: `GroupCommitter`; PostgreSQL: a
-    /// short transaction of its own).
+    /// short transaction of its own). A node held before `v10-receipt-log-retention` prunes
+    /// nothing: its schema cannot record where the log was pruned, so receipts would lose their
+    /// exactness unsaid (the newer nodes of the cluster prune).
     public func pruneReceiptLog(before cutoff: Timestamp, after afterID: Int64, limit: Int) async throws -> PrunedBatch? {
+        guard schema.has(.receiptLogRetention) else { return nil }
         let at = cutoff.microseconds
         let window = try await engine.readOne {
             Step.row(StoreSQL.receiptLogWindow(after: afterID, limit: limit, olderThan: at)).map { row in
@@ -51,7 +54,8 @@ extension SQLStore: ReceiptLogPruning {
 
     /// Before when moves may have been pruned; nil when the log never was.
     public func receiptLogPrunedBefore() async throws -> Timestamp? {
-        try await engine.readOne {
+        guard schema.has(.receiptLogRetention) else { return nil }
+        return try await engine.readOne {
             Step.row(StoreSQL.receiptLogPrunedBefore).map { try $0.map { Timestamp(microseconds: try $0.int(0)) } }
         }
     }

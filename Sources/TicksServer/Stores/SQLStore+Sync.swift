@@ -9,7 +9,7 @@ extension SQLStore {
         let after = since.microseconds
         // One more than the limit of each: finding it means the limit is passed.
         let count = limit + 1
-        let actors = keepsActors
+        let actors = schema.has(.actors)
         return try await engine.read {
             Step.row(StoreSQL.channelForSync(type: cid.type, id: cid.id, member: userID, actors: actors)).then { row in
                 guard let row else { return .done(ChannelChanges(access: .gone)) }

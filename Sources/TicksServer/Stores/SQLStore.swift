@@ -66,19 +66,11 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
 
     /// Whether its operations are spans (`TracedEngine`; `TicksServerConfiguration.tracing`).
     let traced: Bool
-    /// Whether the schema has R13's columns and indexes (`v11-all-members`): false only for a
-    /// node told to stop before that migration (`--migrations-up-to`, an older release's schema),
-    /// which then keeps no "read by all" (its code never needs more than that schema).
-    let keepsAllMembers: Bool
-    /// Whether the schema has the app's settings (`v12-app-settings`); false likewise only for a
-    /// node held at an older release's schema, which then serves the defaults and changes none.
-    let keepsAppSettings: Bool
-    /// Whether the schema has R14's plays (`v13-played`): false for a node held before it, which
-    /// then answers a play with `StoreError.schemaBefore` and shows no plays in receipts.
-    let keepsPlays: Bool
-    /// Whether the schema keeps who made a change (`v14-actors`); false for a node held before
-    /// it, whose changes then name no one in `POST /sync`.
-    let keepsActors: Bool
+    /// How far the schema goes: the newest, but for a node held at an older release's schema
+    /// (`--migrations-up-to`), which then reads and writes only what that schema has: no "read
+    /// by all" before `v11-all-members`, the default app settings before `v12-app-settings`,
+    /// plays refused before `v13-played`, no one named in `POST /sync` before `v14-actors`.
+    let schema: SchemaLevel
 
     /// Whether the store answers (`BoundedEngine`).
     public let health: StoreHealth
@@ -90,8 +82,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     ///   - deadline: how long one call may take before it is answered `StoreError.unavailable`.
     init(
         engine: any StoreEngine, traced: Bool = false, deadline: StoreDeadline = StoreDeadline(),
-        health: StoreHealth = StoreHealth(), keepsAllMembers: Bool = true, keepsAppSettings: Bool = true,
-        keepsPlays: Bool = true, keepsActors: Bool = true
+        health: StoreHealth = StoreHealth(), schema: SchemaLevel = .newest
     ) {
         services = (engine as? SQLiteEngine)?.services ?? []
         unbounded = engine
@@ -100,10 +91,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         self.deadline = deadline
         self.health = health
         self.traced = traced
-        self.keepsAllMembers = keepsAllMembers
-        self.keepsAppSettings = keepsAppSettings
-        self.keepsPlays = keepsPlays
-        self.keepsActors = keepsActors
+        self.schema = schema
         let recorder = RecorderSlot()
         self.recorder = recorder
         // A batch holds the receipts of several requests and runs in a task of its own: it is not
@@ -113,7 +101,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
             engine.dialect == .postgres
             ? MoveBatcher(deadline: deadline) { moves in
                 try await Self.runBatch(
-                    moves, on: engine, recorder: recorder.value.withLock { $0 }, keepsAllMembers: keepsAllMembers)
+                    moves, on: engine, recorder: recorder.value.withLock { $0 }, allMembers: schema.has(.allMembers))
             } : nil
     }
 
@@ -139,12 +127,12 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// statement (`StoreSQL.moves`), committed on its own; with a recorder,
     /// the statement and what the moves owe in one transaction.
     static func runBatch(
-        _ moves: [BatchedMove], on engine: any StoreEngine, recorder: (any ChangeRecorder)?, keepsAllMembers: Bool = true
+        _ moves: [BatchedMove], on engine: any StoreEngine, recorder: (any ChangeRecorder)?, allMembers: Bool = true
     )
         async throws
         -> [Result<CursorOutcome?, any Error>]
     {
-        let moved = { @Sendable in OneStatementMove.program(moves, keepsAllMembers: keepsAllMembers) }
+        let moved = { @Sendable in OneStatementMove.program(moves, allMembers: allMembers) }
         guard let recorder else { return try await engine.writeOne(moved) }
         let (outcomes, recorded) = try await engine.write {
             moved().then { outcomes in
@@ -175,7 +163,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     }
 
     /// `userID` as who made a change, in the columns the schema has for it.
-    func actor(_ userID: String?) -> ChangeActor { ChangeActor(userID: userID, kept: keepsActors) }
+    func actor(_ userID: String?) -> ChangeActor { ChangeActor(userID: userID, kept: schema.has(.actors)) }
 
     /// SQLite in the file at `path` (created if needed), in WAL mode.
     public static func sqlite(
@@ -198,10 +186,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         SQLStore(
             engine: PostgresEngine(
                 transactions: PostgresTransactions(pool: pool, logger: logger), migrationsUpTo: migrationsUpTo),
-            traced: traced, deadline: deadline, health: health, keepsAllMembers: PostgresSchema.applies("v11-all-members", upTo: migrationsUpTo),
-            keepsAppSettings: PostgresSchema.applies("v12-app-settings", upTo: migrationsUpTo),
-            keepsPlays: PostgresSchema.applies("v13-played", upTo: migrationsUpTo),
-            keepsActors: PostgresSchema.applies("v14-actors", upTo: migrationsUpTo))
+            traced: traced, deadline: deadline, health: health, schema: SchemaLevel(upTo: migrationsUpTo))
     }
 
     /// Brings the schema up to date and adds the built-in channel types (PostgreSQL;

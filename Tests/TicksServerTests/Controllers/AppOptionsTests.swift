@@ -23,7 +23,7 @@ struct AppOptionsTests {
 
     @Test("a node held before v12-app-settings serves the defaults and refuses a change (409)")
     func oldSchema() async throws {
-        let store = SQLStore(engine: try SQLiteEngine.inMemory(), deadline: StoreKind.deadline, keepsAppSettings: false)
+        let store = SQLStore(engine: try SQLiteEngine.inMemory(), deadline: StoreKind.deadline, schema: SchemaLevel(upTo: "v11-all-members"))
         #expect(try await store.appOptions() == AppOptions())
         let error = await #expect(throws: StoreError.self) {
             try await store.updateAppOptions(.init(reciprocalReadReceipts: true))

@@ -21,9 +21,10 @@ enum PostgresTestDatabase {
     /// tests then never heard each other).
     static let stores = TestSemaphore(permits: 12)
 
-    /// Runs `body` with a migrated store in a new schema, and where that schema is.
+    /// Runs `body` with a migrated store in a new schema, and where that schema is;
+    /// `migrationsUpTo`: a store held at an older release's schema (all migrations when nil).
     static func withStore<Value: Sendable>(
-        _ body: (SQLStore, PostgresLocation) async throws -> Value
+        migrationsUpTo: String? = nil, _ body: (SQLStore, PostgresLocation) async throws -> Value
     ) async throws -> Value {
         guard let url else { throw PostgresTestError.notConfigured }
         await stores.acquire()
@@ -46,7 +47,9 @@ enum PostgresTestDatabase {
             defer { group.cancelAll() }
             try await admin.query("CREATE SCHEMA \(unescaped: location.schema)")
             do {
-                let store = SQLStore.postgres(pool: pool, logger: logger, deadline: StoreKind.deadline, health: health)
+                let store = SQLStore.postgres(
+                    pool: pool, logger: logger, migrationsUpTo: migrationsUpTo, deadline: StoreKind.deadline,
+                    health: health)
                 try await store.prepare()
                 let value = try await body(store, location)
                 try await admin.query("DROP SCHEMA \(unescaped: location.schema) CASCADE")

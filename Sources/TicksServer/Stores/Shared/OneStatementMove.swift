@@ -22,10 +22,10 @@ struct BatchedMove: Sendable {
 /// what the moves made read by all (R13), checked against `AllMembers`.
 enum OneStatementMove {
     /// The batch in one round trip: one outcome (or refusal) per move, in order.
-    static func program(_ moves: [BatchedMove], keepsAllMembers: Bool)
+    static func program(_ moves: [BatchedMove], allMembers: Bool)
         -> StoreProgram<[Result<CursorOutcome?, any Error>]>
     {
-        Step.rows(StoreSQL.moves(moves, keepsAllMembers: keepsAllMembers)).map { rows in
+        Step.rows(StoreSQL.moves(moves, allMembers: allMembers)).map { rows in
             guard rows.count >= moves.count else {
                 throw StoreError.inconsistent("\(rows.count) rows for a batch of \(moves.count) moves")
             }
@@ -49,7 +49,7 @@ enum OneStatementMove {
             }
             // Every move that raised its mover's counted position was asked about, and no other.
             for index in results.indices {
-                guard keepsAllMembers, case .success(let outcome?) = results[index] else { continue }
+                guard allMembers, case .success(let outcome?) = results[index] else { continue }
                 let expected = SQLStore.countedMoves(outcome).map { "\($0.kind)/\($0.from)/\($0.to)" }
                 let asked = (reported[index] ?? []).map { "\($0.kind)/\($0.from)/\($0.to)" }
                 guard expected.sorted() == asked.sorted() else {

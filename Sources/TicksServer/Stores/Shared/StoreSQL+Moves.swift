@@ -10,7 +10,7 @@ extension StoreSQL {
     /// and committed together (SQLite runs `SQLStore`'s steps one by one, in
     /// process, and groups its commits in `GroupCommitter`). One statement,
     /// the call of `MovesFunction`: committed on its own when nothing else
-    /// joins its transaction. `keepsAllMembers`: whether it also works out
+    /// joins its transaction. `allMembers`: whether it also works out
     /// what the moves made read by all (R13; a schema held before
     /// `v11-all-members` has no columns for it).
     ///
@@ -18,12 +18,12 @@ extension StoreSQL {
     /// 33 null), then one per move and kind of "all" the move raised the
     /// mover's counted position for: null but 32 (the move's number, from 1)
     /// and 33 (`MovesFunction`'s JSON of what it reached).
-    static func moves(_ moves: [BatchedMove], keepsAllMembers: Bool) -> StoreQuery {
+    static func moves(_ moves: [BatchedMove], allMembers: Bool) -> StoreQuery {
         let query: StoreQuery = """
             SELECT * FROM \(raw: MovesFunction.name)(\(array: moves.map { Int64($0.kind.rawValue) }), \(array: moves.map(\.userID)),
               \(array: moves.map(\.channel.type)), \(array: moves.map(\.channel.id)), \(array: moves.map { $0.messageID ?? "" }),
               \(array: moves.map { $0.messageID == nil ? 1 as Int64 : 0 }), \(array: moves.map(\.at.microseconds)),
-              \(array: moves.map { Int64($0.audience.fullChannelLimit) }), \(keepsAllMembers ? 1 : 0))
+              \(array: moves.map { Int64($0.audience.fullChannelLimit) }), \(allMembers ? 1 : 0))
             """
         return query.prepared(as: .moves)
     }

@@ -463,10 +463,11 @@ enum StoreSQL {
     /// last move's id (null when the log holds none: the log may have been
     /// pruned past it); 3 when the member joined; 4 the cursor's own time (its
     /// latest move); 5 the time before which moves may have been pruned (null
-    /// when the log never was).
-    static func reachedTimes(kind: CursorKind, seq: Seq, in channelPK: Int64) -> StoreQuery {
+    /// when the log never was, or the schema cannot say: `pruned` false).
+    static func reachedTimes(kind: CursorKind, seq: Seq, in channelPK: Int64, pruned: Bool) -> StoreQuery {
         let column = kind == .read ? "read" : "delivered"
         let kindValue = Int64(kind.rawValue)
+        let prunedBefore = pruned ? "(SELECT p.pruned_before FROM receipt_log_pruned p WHERE p.id = 1)" : "NULL"
         return """
             SELECT a.user_id,
               (SELECT l.at FROM cursor_move l
@@ -474,7 +475,7 @@ enum StoreSQL {
                   AND l.seq >= \(seq) AND l.id > COALESCE(a.anchor, 0)
                 ORDER BY l.id LIMIT 1) AS at,
               a.anchor, a.created_at, a.cursor_at,
-              (SELECT p.pruned_before FROM receipt_log_pruned p WHERE p.id = 1)
+              \(raw: prunedBefore)
             FROM (
               SELECT m.channel_pk, m.user_id, m.created_at, m.\(raw: column)_at AS cursor_at,
                 (SELECT MAX(b.id) FROM cursor_move b
