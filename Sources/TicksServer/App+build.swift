@@ -157,8 +157,7 @@ public func buildApplication(
             logger: logger, time: configuration.time)
         store.recordChanges(
             with: WebhookRecorder(
-                settings: configuration.webhooks, offline: { hub.unconnected(among: $0) }, wake: { sender.wake() },
-                options: { [appOptions = services.appOptions] in appOptions.last }))
+                settings: configuration.webhooks, offline: { hub.unconnected(among: $0) }, wake: { sender.wake() }))
         webhookServices.append(sender)
         webhookSender = sender
     }

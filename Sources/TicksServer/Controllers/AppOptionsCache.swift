@@ -3,7 +3,9 @@ import TicksProtocol
 
 /// The app's settings as this node applies them: read from the store at
 /// most once per `refresh` on the server's clock (another node's change
-/// arrives within it), and at once after a change made on this node.
+/// arrives within it), and at once after a change made on this node. The
+/// webhooks do not use it: their events read the settings in the change's
+/// own transaction (`ChangeRecorder.reads(for:)`).
 final class AppOptionsCache: Sendable {
     private let store: any TicksStore
     private let time: TimeSource
@@ -25,9 +27,6 @@ final class AppOptionsCache: Sendable {
         state.withLock { $0 = (fresh, now) }
         return fresh
     }
-
-    /// The settings last read, without a wait (the webhooks' events, made inside a transaction).
-    var last: AppOptions { state.withLock { $0.options } }
 
     /// Changes the settings in the store; this node applies them at once.
     func update(_ change: AppOptions.Change) async throws -> AppOptions {

@@ -108,7 +108,7 @@ extension ChannelsController {
         let state = Presenter.channelState(
             snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)),
             allReached: try await allReached(in: snapshot, by: viewer),
-            viewerSeesReadsAsDeliveries: try await receipts.seesReadsAsDeliveries(viewer, known: snapshot.users))
+            seesReadsAsDeliveries: try await receipts.seesReadsAsDeliveries(viewer, known: snapshot.users))
         return try context.respond(state, status: created ? .created : .ok)
     }
 
@@ -165,7 +165,7 @@ extension ChannelsController {
                 Presenter.channelState(
                     snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)),
                     allReached: try await allReached(in: snapshot, by: viewer),
-                    viewerSeesReadsAsDeliveries: seesReadsAsDeliveries))
+                    seesReadsAsDeliveries: seesReadsAsDeliveries))
         }
         return try context.respond(ChannelList(channels: states))
     }

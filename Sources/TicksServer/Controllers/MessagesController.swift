@@ -41,8 +41,9 @@ struct MessagesController {
         }
         try await ChannelPermissions.require(.read, in: receipts.channel, context: context, store: store)
         let viewer: String? = if case .user(let userID) = try context.requirePrincipal() { userID } else { nil }
-        let hiding = try await self.receipts.seesReadsAsDeliveries(viewer, known: receipts.users)
-        return try context.respond(Presenter.receipts(receipts, viewer: viewer, viewerSeesReadsAsDeliveries: hiding))
+        let readsAsDeliveries = try await self.receipts.seesReadsAsDeliveries(viewer, known: receipts.users)
+        return try context.respond(
+            Presenter.receipts(receipts, viewer: viewer, seesReadsAsDeliveries: readsAsDeliveries))
     }
 
     struct PlayedRequest: Decodable {
@@ -100,8 +101,8 @@ struct MessagesController {
                 try await store.memberIDs(of: channel)
             }
             // A play is a read: those who see reads only as deliveries (R15) are not told it.
-            let hiding = try await receipts.seeReadsAsDeliveries(among: recipients.filter { $0 != player })
-            try events.played(play, notice: notice, to: recipients.filter { !hiding.contains($0) })
+            let readsAsDeliveries = try await receipts.seesReadsAsDeliveries(among: recipients.filter { $0 != player })
+            try events.played(play, notice: notice, to: recipients.filter { !readsAsDeliveries.contains($0) })
         }
         return try context.respond(
             PlayedResponse(messageID: id, playedAt: play.playedAt, event: notice.event),

@@ -61,8 +61,8 @@ struct Receipts: Sendable {
         }
         let notice = CursorNotice(outcome)
         let readers = (notice.othersSeeRead ? outcome.recipients : []) + notice.readByAllAuthors
-        let hiding = try await seeReadsAsDeliveries(among: readers.filter { $0 != outcome.reader.id })
-        try events.cursorMoved(outcome, notice: notice, seeReadsAsDeliveries: hiding)
+        let readsAsDeliveries = try await seesReadsAsDeliveries(among: readers.filter { $0 != outcome.reader.id })
+        try events.cursorMoved(outcome, notice: notice, seesReadsAsDeliveries: readsAsDeliveries)
     }
 
     /// R15 for `viewer`: whether they see the others' reads only as
@@ -70,15 +70,15 @@ struct Receipts: Sendable {
     func seesReadsAsDeliveries(_ viewer: String?, known: [String: User] = [:]) async throws -> Bool {
         guard let viewer, try await options.current().reciprocalReadReceipts else { return false }
         let user = if let known = known[viewer] { known } else { try await store.users(ids: [viewer])[viewer] }
-        return user.map { !$0.sharesReadReceipts } ?? false
+        return user.map { ReceiptVisibility.seesReadsAsDeliveries($0, reciprocal: true) } ?? false
     }
 
     /// R15: those of `userIDs` who see the others' reads only as deliveries;
     /// none, and no look-up, unless the app's reciprocal read receipts are on.
-    func seeReadsAsDeliveries(among userIDs: [String]) async throws -> Set<String> {
+    func seesReadsAsDeliveries(among userIDs: [String]) async throws -> Set<String> {
         guard !userIDs.isEmpty, try await options.current().reciprocalReadReceipts else { return [] }
         let users = try await store.users(ids: Array(Set(userIDs)))
-        return Set(users.values.filter { !$0.sharesReadReceipts }.map(\.id))
+        return Set(users.values.filter { ReceiptVisibility.seesReadsAsDeliveries($0, reciprocal: true) }.map(\.id))
     }
 
     /// Marks the thread of `parentID` read for `reader` (their thread read
@@ -95,9 +95,9 @@ struct Receipts: Sendable {
             read, by: Presenter.user(reader, users), in: channel,
             config: try await store.channelType(named: channel.type))
         let recipients = try await notice.recipients { try await store.memberIDs(of: channel) }
-        let hiding = try await seeReadsAsDeliveries(among: recipients.filter { $0 != reader })
+        let readsAsDeliveries = try await seesReadsAsDeliveries(among: recipients.filter { $0 != reader })
         // A thread read has no delivery to tell instead (R15).
-        try events.send(notice.event, to: recipients.filter { !hiding.contains($0) })
+        try events.send(notice.event, to: recipients.filter { !readsAsDeliveries.contains($0) })
         return notice.event
     }
 

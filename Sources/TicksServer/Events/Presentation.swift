@@ -53,11 +53,11 @@ enum Presenter {
 
     static func channelState(
         _ snapshot: ChannelSnapshot, viewer: String?, watcherCount: Int, allReached: AllReachedUpTo = AllReachedUpTo(),
-        viewerSeesReadsAsDeliveries: Bool
+        seesReadsAsDeliveries: Bool
     ) -> ChannelState {
         let visibility = ReceiptVisibility(
             config: snapshot.config, users: snapshot.users, viewer: viewer,
-            viewerSeesReadsAsDeliveries: viewerSeesReadsAsDeliveries)
+            seesReadsAsDeliveries: seesReadsAsDeliveries)
         let users = snapshot.users
         var state = ChannelState(
             channel: channel(snapshot.channel, config: snapshot.config, users: users),
@@ -68,18 +68,18 @@ enum Presenter {
             membership: snapshot.members.first { $0.userID == viewer }.map {
                 member($0, of: snapshot.channel, users: users)
             })
-        state.readByAllUpTo = visibility.viewerSeesReadsAsDeliveries ? nil : allReached.read
+        state.readByAllUpTo = visibility.seesReadsAsDeliveries ? nil : allReached.read
         state.deliveredToAllUpTo = allReached.delivered
         return state
     }
 
     /// The receipts of one message as `viewer` may see them, most recent first.
-    static func receipts(_ receipts: MessageReceipts, viewer: String?, viewerSeesReadsAsDeliveries: Bool)
+    static func receipts(_ receipts: MessageReceipts, viewer: String?, seesReadsAsDeliveries: Bool)
         -> ReceiptsResponse
     {
         let visibility = ReceiptVisibility(
             config: receipts.config, users: receipts.users, viewer: viewer,
-            viewerSeesReadsAsDeliveries: viewerSeesReadsAsDeliveries)
+            seesReadsAsDeliveries: seesReadsAsDeliveries)
         let entries = receipts.entries.compactMap { entry -> Receipt? in
             let readAt = visibility.readVisible(entry.userID) ? entry.readAt : nil
             let deliveredAt = visibility.deliveredVisible(entry.userID) ? entry.deliveredAt : nil
@@ -98,7 +98,7 @@ enum Presenter {
         return ReceiptsResponse(
             cid: receipts.channel.cid.rawValue, receipts: entries, readCount: entries.count { $0.readAt != nil },
             deliveredCount: entries.count { $0.deliveredAt != nil },
-            readByAll: receipts.readByAll && !visibility.viewerSeesReadsAsDeliveries,
+            readByAll: receipts.readByAll && !visibility.seesReadsAsDeliveries,
             deliveredToAll: receipts.deliveredToAll, playedCount: entries.count { $0.playedAt != nil })
     }
 }

@@ -49,18 +49,24 @@ struct ReceiptVisibility {
     /// The user looking; nil for anyone but the member (the other members, a webhook).
     let viewer: String?
     /// R15: the viewer hides their reads and the app's reciprocal read receipts are on.
-    let viewerSeesReadsAsDeliveries: Bool
+    let seesReadsAsDeliveries: Bool
 
-    /// - Parameter viewerSeesReadsAsDeliveries: R15 for `viewer` (`Receipts.seesReadsAsDeliveries`).
-    init(config: ChannelConfig, users: [String: User], viewer: String?, viewerSeesReadsAsDeliveries: Bool) {
+    /// - Parameter seesReadsAsDeliveries: R15 for `viewer` (`Receipts.seesReadsAsDeliveries`).
+    init(config: ChannelConfig, users: [String: User], viewer: String?, seesReadsAsDeliveries: Bool) {
         self.config = config
         self.users = users
         self.viewer = viewer
-        self.viewerSeesReadsAsDeliveries = viewer != nil && viewerSeesReadsAsDeliveries
+        self.seesReadsAsDeliveries = viewer != nil && seesReadsAsDeliveries
+    }
+
+    /// R15, decided here and nowhere else: whether `user` sees the others' reads only as
+    /// deliveries — they hide their own reads (R10) and the app's reciprocal read receipts are on.
+    static func seesReadsAsDeliveries(_ user: User, reciprocal: Bool) -> Bool {
+        reciprocal && !user.sharesReadReceipts
     }
 
     func readVisible(_ userID: String) -> Bool {
-        guard userID == viewer || !viewerSeesReadsAsDeliveries else { return false }
+        guard userID == viewer || !seesReadsAsDeliveries else { return false }
         return (users[userID] ?? User(id: userID)).readsVisible(to: viewer, readEvents: config.readEvents)
     }
 
@@ -71,7 +77,7 @@ struct ReceiptVisibility {
 
     /// Whether members other than `reader` may hear of `reader`'s reads (before R15, which is the hearer's).
     static func othersSeeReads(of reader: User, config: ChannelConfig) -> Bool {
-        ReceiptVisibility(config: config, users: [reader.id: reader], viewer: nil, viewerSeesReadsAsDeliveries: false)
+        ReceiptVisibility(config: config, users: [reader.id: reader], viewer: nil, seesReadsAsDeliveries: false)
             .readVisible(reader.id)
     }
 }
@@ -112,7 +118,7 @@ struct CursorNotice {
         }
         let reader = outcome.reader
         let visibility = ReceiptVisibility(
-            config: outcome.config, users: [reader.id: reader], viewer: nil, viewerSeesReadsAsDeliveries: false)
+            config: outcome.config, users: [reader.id: reader], viewer: nil, seesReadsAsDeliveries: false)
         if outcome.update.moved(.read) {
             read = Self.messageRead(outcome)
             othersSeeRead = visibility.readVisible(reader.id)
@@ -137,18 +143,22 @@ struct CursorNotice {
     /// reader; `message.delivered` to them when the others may see it and no
     /// read told them (the reader's own connections had `message.read`), else
     /// to the reader alone unless a read told them already. Those of
-    /// `seeReadsAsDeliveries` (R15) hear a read as `message.delivered`, and
+    /// `seesReadsAsDeliveries` (R15) hear a read as `message.delivered`, and
     /// never "read by all".
-    func live(to recipients: [String], seeReadsAsDeliveries hiding: Set<String>) -> [(event: Event, to: [String])] {
+    func live(to recipients: [String], seesReadsAsDeliveries readsAsDeliveries: Set<String>)
+        -> [(event: Event, to: [String])]
+    {
         // After the receipts that made them: "read by all" follows the last reader's message.read.
         let all = reachedAll.compactMap { reached in
-            reached.event.type == .messageReadByAll && hiding.contains(reached.author)
+            reached.event.type == .messageReadByAll && readsAsDeliveries.contains(reached.author)
                 ? nil : (event: reached.event, to: [reached.author])
         }
         guard let reader = (read ?? delivered)?.user?.id else { return all }
         var sends: [(event: Event, to: [String])] = []
         if let read {
-            sends.append((read, othersSeeRead ? recipients.filter { !hiding.contains($0) || $0 == reader } : [reader]))
+            let hearers =
+                othersSeeRead ? recipients.filter { !readsAsDeliveries.contains($0) || $0 == reader } : [reader]
+            sends.append((read, hearers))
             if let markedRead { sends.append((markedRead, [reader])) }
         }
         if let delivered {
@@ -157,7 +167,7 @@ struct CursorNotice {
             } else if read == nil {
                 sends.append((delivered, [reader]))
             } else if othersSeeRead && deliveredVisibleToOthers {
-                let told = recipients.filter { hiding.contains($0) && $0 != reader }
+                let told = recipients.filter { readsAsDeliveries.contains($0) && $0 != reader }
                 if !told.isEmpty { sends.append((delivered, told)) }
             }
         }
@@ -165,10 +175,11 @@ struct CursorNotice {
     }
 
     /// The events anyone but the reader may be told (webhooks, with no viewer). A "read by
-    /// all" is its author's view: not told of an author in `seeReadsAsDeliveries` (R15).
-    func toOthers(seeReadsAsDeliveries hiding: Set<String>) -> [Event] {
+    /// all" is its author's view: not told of an author in `seesReadsAsDeliveries` (R15).
+    func toOthers(seesReadsAsDeliveries readsAsDeliveries: Set<String>) -> [Event] {
         (othersSeeRead ? [read].compactMap { $0 } : []) + (othersSeeDelivered ? [delivered].compactMap { $0 } : [])
-            + reachedAll.filter { $0.event.type != .messageReadByAll || !hiding.contains($0.author) }.map(\.event)
+            + reachedAll.filter { $0.event.type != .messageReadByAll || !readsAsDeliveries.contains($0.author) }
+            .map(\.event)
     }
 
     /// The authors whose "read by all" this move tells: whose privacy R15 needs.

@@ -61,7 +61,7 @@ struct SyncEvents {
                     at: deleted ? message.deletedAt : (message.updatedAt ?? message.createdAt), users: users))
         }
         let visibility = ReceiptVisibility(
-            config: config, users: users, viewer: userID, viewerSeesReadsAsDeliveries: seesReadsAsDeliveries)
+            config: config, users: users, viewer: userID, seesReadsAsDeliveries: seesReadsAsDeliveries)
         for state in changes.members {
             events += cursorEvents(state, record: record, visibility: visibility, users: users)
         }

@@ -19,9 +19,10 @@ struct EventPublisher: Sendable {
     /// message is encoded once for all of them (`EncodedEvent`), and each
     /// recipient's frame ends with their counts.
     /// The author's jump to their message (R4) may make others' messages read by all (R13): each
-    /// to its author, but not "read" to those of `seeReadsAsDeliveries` (R15).
+    /// to its author, but not "read" to those of `seesReadsAsDeliveries` (R15).
     func messageNew(
-        _ outcome: SendOutcome, channel: ChannelRecord, users: [String: User], seeReadsAsDeliveries hiding: Set<String>
+        _ outcome: SendOutcome, channel: ChannelRecord, users: [String: User],
+        seesReadsAsDeliveries readsAsDeliveries: Set<String>
     ) throws {
         if anyoneHears(outcome.recipients.lazy.map(\.userID)) {
             var event = ChangeEvents.messageNew(outcome.message, users: users)
@@ -37,17 +38,20 @@ struct EventPublisher: Sendable {
                 to: Array(endings.keys))
         }
         // The author's cursors jumped to their message (R4): others' messages it made read by all, to their authors.
-        for reached in outcome.reachedAll where reached.kind != .read || !hiding.contains(reached.author) {
-            try send(ChangeEvents.reachedAll(reached, in: channel.cid, at: outcome.message.createdAt), to: [reached.author])
+        for reached in outcome.reachedAll where reached.kind != .read || !readsAsDeliveries.contains(reached.author) {
+            try send(
+                ChangeEvents.reachedAll(reached, in: channel.cid, at: outcome.message.createdAt), to: [reached.author])
         }
     }
 
     /// Events for a cursor that moved: `message.read` / `message.delivered` to
     /// the members who may see it (`CursorNotice`), and `notification.mark_read` to the reader;
-    /// those of `seeReadsAsDeliveries` hear a read as a delivery (R15, `Receipts.tell`, which made `notice`).
-    func cursorMoved(_ outcome: CursorOutcome, notice: CursorNotice, seeReadsAsDeliveries hiding: Set<String>) throws {
+    /// those of `seesReadsAsDeliveries` hear a read as a delivery (R15, `Receipts.tell`, which made `notice`).
+    func cursorMoved(
+        _ outcome: CursorOutcome, notice: CursorNotice, seesReadsAsDeliveries readsAsDeliveries: Set<String>
+    ) throws {
         guard outcome.update.changed else { return }
-        for (event, userIDs) in notice.live(to: outcome.recipients, seeReadsAsDeliveries: hiding) {
+        for (event, userIDs) in notice.live(to: outcome.recipients, seesReadsAsDeliveries: readsAsDeliveries) {
             try send(event, to: userIDs)
         }
     }

@@ -18,7 +18,8 @@ extension SQLStore {
         }
     }
 
-    private static func appOptions() -> StoreProgram<AppOptions> {
+    /// The app's settings as the transaction sees them (a schema that has them).
+    static func appOptions() -> StoreProgram<AppOptions> {
         Step.rows(StoreSQL.appSettings).map { rows in
             try AppOptions(settings: Dictionary(uniqueKeysWithValues: rows.map { (try $0.text(0), try $0.text(1)) }))
         }

@@ -100,8 +100,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         moveBatcher =
             engine.dialect == .postgres
             ? MoveBatcher(deadline: deadline) { moves in
-                try await Self.runBatch(
-                    moves, on: engine, recorder: recorder.value.withLock { $0 }, allMembers: schema.has(.allMembers))
+                try await Self.runBatch(moves, on: engine, recorder: recorder.value.withLock { $0 }, schema: schema)
             } : nil
     }
 
@@ -127,17 +126,18 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// statement (`StoreSQL.moves`), committed on its own; with a recorder,
     /// the statement and what the moves owe in one transaction.
     static func runBatch(
-        _ moves: [BatchedMove], on engine: any StoreEngine, recorder: (any ChangeRecorder)?, allMembers: Bool = true
+        _ moves: [BatchedMove], on engine: any StoreEngine, recorder: (any ChangeRecorder)?, schema: SchemaLevel = .newest
     )
         async throws
         -> [Result<CursorOutcome?, any Error>]
     {
-        let moved = { @Sendable in OneStatementMove.program(moves, allMembers: allMembers) }
+        let moved = { @Sendable in OneStatementMove.program(moves, allMembers: schema.has(.allMembers)) }
         guard let recorder else { return try await engine.writeOne(moved) }
         let (outcomes, recorded) = try await engine.write {
             moved().then { outcomes in
                 let committed = outcomes.compactMap { try? $0.get() }.compactMap { $0 }
-                return recorder.record(.cursorsMoved(committed), now: .now()).map { (outcomes, $0) }
+                return Self.record(.cursorsMoved(committed), by: recorder, schema: schema, now: .now())
+                    .map { (outcomes, $0) }
             }
         }
         // After the commit, so the reader finds the rows (as `write(_:change:)`).
@@ -154,12 +154,41 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         let (result, recorded) = try await engine.write {
             program().then { result in
                 guard let change = change(result) else { return .done((result, 0)) }
-                return recorder.record(change, now: .now()).map { (result, $0) }
+                return Self.record(change, by: recorder, schema: self.schema, now: .now()).map { (result, $0) }
             }
         }
         // The reader looks now: after the commit, so it finds the rows.
         if recorded > 0 { recorder.committed() }
         return result
+    }
+
+    /// Writes the outbox rows `change` owes `recorder`, in the transaction the program runs in,
+    /// after reading what it asks for; how many.
+    static func record(_ change: StoreChange, by recorder: any ChangeRecorder, schema: SchemaLevel, now: Timestamp)
+        -> StoreProgram<Int>
+    {
+        guard let reads = recorder.reads(for: change) else { return .done(0) }
+        return context(for: reads, schema: schema).then { context in
+            let entries = try recorder.entries(for: change, context: context)
+            return Step.each(entries) { entry in
+                Step.execute(
+                    StoreSQL.insertOutbox(entry, deliveryID: UUID().uuidString.lowercased(), at: now.microseconds))
+            }.map { $0.count }
+        }
+    }
+
+    /// What `reads` asks for, as the transaction sees it (the default app settings on a schema held before them).
+    static func context(for reads: ChangeReads, schema: SchemaLevel) -> StoreProgram<ChangeContext> {
+        let options: StoreProgram<AppOptions> =
+            reads.appOptions && schema.has(.appSettings) ? appOptions() : .done(AppOptions())
+        let config: StoreProgram<ChannelConfig?> =
+            reads.channelType.map { name in
+                Fetch.texts(StoreSQL.channelType(name)).map { try $0.first.map(StoredJSON.config) }
+            } ?? .done(nil)
+        let users: StoreProgram<[String: User]> = reads.users.isEmpty ? .done([:]) : Fetch.users(Set(reads.users))
+        return options.then { options in
+            config.then { config in users.map { ChangeContext(users: $0, config: config, options: options) } }
+        }
     }
 
     /// `userID` as who made a change, in the columns the schema has for it.

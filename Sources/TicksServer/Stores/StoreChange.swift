@@ -25,14 +25,37 @@ public enum StoreChange: Sendable {
     case messagePlayed(PlayOutcome)
 }
 
+/// What a recorder needs read for a change, in the change's own transaction,
+/// beyond the change itself (`ChangeRecorder.reads(for:)`).
+struct ChangeReads: Sendable, Equatable {
+    /// The users whose records it names.
+    var users: [String] = []
+    /// The channel type whose settings it names.
+    var channelType: String?
+    /// Whether it depends on the app's settings.
+    var appOptions = false
+}
+
+/// What the store read for a change's `ChangeReads`, in the change's transaction.
+struct ChangeContext: Sendable {
+    /// The users asked for that exist.
+    var users: [String: User] = [:]
+    /// The channel type's settings, when asked for and it exists.
+    var config: ChannelConfig?
+    /// The app's settings as the transaction sees them (the defaults when not asked for).
+    var options = AppOptions()
+}
+
 /// What a change owes beyond the store's own rows, written in the change's
 /// own transaction so nothing is lost between the commit and its telling
 /// (the webhook outbox: docs/webhooks.md). The store hands every change to
-/// it; it writes with the store's programs and tells its reader afterwards.
+/// it, reads what it asks for, and inserts the rows it returns; it writes
+/// nothing itself and names no store program.
 protocol ChangeRecorder: Sendable {
-    /// The rows `change` owes, written by the program in the change's
-    /// transaction; how many.
-    func record(_ change: StoreChange, now: Timestamp) -> StoreProgram<Int>
+    /// What `change` needs read to know its rows; nil when it owes none (the store then reads nothing).
+    func reads(for change: StoreChange) -> ChangeReads?
+    /// The rows `change` owes: a function of the change and what the store read for it alone.
+    func entries(for change: StoreChange, context: ChangeContext) throws -> [OutboxEntry]
     /// Rows were recorded and are committed: whoever reads them may look now.
     func committed()
 }

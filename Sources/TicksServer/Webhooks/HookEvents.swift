@@ -2,153 +2,174 @@ import TicksProtocol
 import TicksReceipts
 
 /// The events a committed change owes the webhooks, built in the change's
-/// transaction from what the store just wrote (so the outbox holds them
-/// before the commit, docs/webhooks.md). `user` is whom the event is about:
-/// the author, the reader, the member. Receipts follow the same privacy
-/// rules as for other members (`CursorNotice`): a private read is never sent.
+/// transaction from what the store just wrote and what it read for them
+/// (`reads(for:wanted:)`), so the outbox holds them before the commit
+/// (docs/webhooks.md). Pure functions: the store does every read. `user` is
+/// whom the event is about: the author, the reader, the member. Receipts
+/// follow the same privacy rules as for other members (`CursorNotice`): a
+/// private read is never sent.
 enum HookEvents {
-    static func none() -> StoreProgram<[HookEvent]> { .done([]) }
-
-    /// The events `change` owes whose kinds are `wanted`.
-    static func of(_ change: StoreChange, wanted: @escaping @Sendable (EventType) -> Bool, options: AppOptions)
-        -> StoreProgram<[HookEvent]>
-    {
+    /// What the events `change` owes whose kinds are `wanted` need read; nil when it owes none.
+    static func reads(for change: StoreChange, wanted: (EventType) -> Bool) -> ChangeReads? {
         switch change {
-        case .messageSent(let outcome, let channel): messageNew(outcome, in: channel, wanted, options)
-        case .messageUpdated(let record): message(.messageUpdated, record, wanted)
-        case .messageDeleted(let record, let hard): message(.messageDeleted, record, hardDelete: hard, wanted)
-        case .channelCreated(let record, let at): channel(.channelCreated, record, at: at, wanted)
-        case .channelUpdated(let record, let at): channel(.channelUpdated, record, at: at, wanted)
-        case .channelTruncated(let record, let at): channel(.channelTruncated, record, at: at, wanted)
-        case .channelDeleted(let record, let at): channel(.channelDeleted, record, at: at, wanted)
-        case .membersAdded(let states, let record, let at): membersAdded(states, to: record, at: at, wanted)
-        case .membersRemoved(let userIDs, let record, let at): membersRemoved(userIDs, from: record, at: at, wanted)
-        case .cursorsMoved(let outcomes): cursors(outcomes, wanted, options)
-        case .markedUnread(let outcome): markedUnread(outcome)
-        case .messagePlayed(let outcome): played(outcome, wanted)
+        case .messageSent(let outcome, _):
+            let authors = readByAllAuthors(outcome.reachedAll.filter { wanted(kind(of: $0)) })
+            let new = outcome.created && wanted(.messageNew)
+            guard new || outcome.reachedAll.contains(where: { wanted(kind(of: $0)) }) else { return nil }
+            return ChangeReads(users: (new ? [outcome.message.userID] : []) + authors, appOptions: !authors.isEmpty)
+        case .messageUpdated(let record):
+            return wanted(.messageUpdated) ? ChangeReads(users: [record.userID]) : nil
+        case .messageDeleted(let record, _):
+            return wanted(.messageDeleted) ? ChangeReads(users: [record.userID]) : nil
+        case .channelCreated(let record, _): return channelReads(.channelCreated, record, wanted)
+        case .channelUpdated(let record, _): return channelReads(.channelUpdated, record, wanted)
+        case .channelTruncated(let record, _): return channelReads(.channelTruncated, record, wanted)
+        case .channelDeleted(let record, _): return channelReads(.channelDeleted, record, wanted)
+        case .membersAdded(let states, _, _):
+            return !states.isEmpty && wanted(.memberAdded) ? ChangeReads(users: states.map(\.userID)) : nil
+        case .membersRemoved(let userIDs, _, _):
+            return !userIDs.isEmpty && wanted(.memberRemoved) ? ChangeReads(users: userIDs) : nil
+        case .cursorsMoved(let outcomes):
+            // Every receipt comes this way: read only when a receiver wants one of its events.
+            let kinds: [EventType] = [.messageRead, .messageDelivered, .messageReadByAll, .messageDeliveredToAll]
+            guard kinds.contains(where: wanted) else { return nil }
+            let authors = readByAllAuthors(outcomes.flatMap(\.reachedAll))
+            return ChangeReads(users: authors, appOptions: !authors.isEmpty)
+        case .markedUnread:
+            return wanted(.notificationMarkUnread) ? ChangeReads() : nil
+        case .messagePlayed:
+            return wanted(.messagePlayed) ? ChangeReads() : nil
         }
+    }
+
+    /// The events `change` owes whose kinds are `wanted`, from what the store read for them.
+    static func of(_ change: StoreChange, context: ChangeContext, wanted: (EventType) -> Bool) -> [HookEvent] {
+        switch change {
+        case .messageSent(let outcome, let channel): messageNew(outcome, in: channel, context, wanted)
+        case .messageUpdated(let record): [message(.messageUpdated, record, context)]
+        case .messageDeleted(let record, let hard): [message(.messageDeleted, record, hardDelete: hard, context)]
+        case .channelCreated(let record, let at): channel(.channelCreated, record, at: at, context)
+        case .channelUpdated(let record, let at): channel(.channelUpdated, record, at: at, context)
+        case .channelTruncated(let record, let at): channel(.channelTruncated, record, at: at, context)
+        case .channelDeleted(let record, let at): channel(.channelDeleted, record, at: at, context)
+        case .membersAdded(let states, let record, let at): membersAdded(states, to: record, at: at, context)
+        case .membersRemoved(let userIDs, let record, let at): membersRemoved(userIDs, from: record, at: at, context)
+        case .cursorsMoved(let outcomes): cursors(outcomes, context)
+        case .markedUnread(let outcome):
+            CursorNotice.markedUnreadToOthers(outcome).map { [HookEvent(event: $0, channel: outcome.channel.cid)] }
+                ?? []
+        case .messagePlayed(let outcome): played(outcome)
+        }
+    }
+
+    private static func kind(of reached: ReachedAll) -> EventType {
+        reached.kind == .read ? .messageReadByAll : .messageDeliveredToAll
+    }
+
+    /// The authors told "read by all": whose privacy R15 needs.
+    private static func readByAllAuthors(_ reached: [ReachedAll]) -> [String] {
+        reached.filter { $0.kind == .read }.map(\.author)
+    }
+
+    /// R15: those of the users read who see the others' reads only as deliveries.
+    private static func seesReadsAsDeliveries(_ context: ChangeContext) -> Set<String> {
+        let reciprocal = context.options.reciprocalReadReceipts
+        return Set(
+            context.users.values.filter { ReceiptVisibility.seesReadsAsDeliveries($0, reciprocal: reciprocal) }.map(\.id))
+    }
+
+    private static func channelReads(_ type: EventType, _ record: ChannelRecord, _ wanted: (EventType) -> Bool)
+        -> ChangeReads?
+    {
+        wanted(type) ? ChangeReads(users: record.createdBy.map { [$0] } ?? [], channelType: record.type) : nil
     }
 
     /// `message.new` with the members to push to: every member but the
     /// author, for a message the channel shows (a reply shown only in its
-    /// thread changes nobody's unread count, and is not pushed).
+    /// thread changes nobody's unread count, and is not pushed); then what the
+    /// author's cursors jumping to their message made read by all (R13), as
+    /// each author may see it (R15).
     private static func messageNew(
-        _ outcome: SendOutcome, in channel: ChannelRecord, _ wanted: @escaping (EventType) -> Bool, _ options: AppOptions
-    ) -> StoreProgram<[HookEvent]> {
+        _ outcome: SendOutcome, in channel: ChannelRecord, _ context: ChangeContext, _ wanted: (EventType) -> Bool
+    ) -> [HookEvent] {
         let message = outcome.message
-        // What the author's cursors jumping to their message made read by all (R13), as each author may see it (R15).
-        let reachedAll = outcome.reachedAll.filter { wanted($0.kind == .read ? .messageReadByAll : .messageDeliveredToAll) }
-        let readByAllAuthors = reachedAll.filter { $0.kind == .read }.map(\.author)
-        return seeReadsAsDeliveries(among: readByAllAuthors, options).then { hiding in
-            let reached = reachedAll.filter { $0.kind != .read || !hiding.contains($0.author) }
-                .map { HookEvent(event: ChangeEvents.reachedAll($0, in: channel.cid, at: message.createdAt), channel: channel.cid) }
-            guard outcome.created, wanted(.messageNew) else { return .done(reached) }
-            return Fetch.users([message.userID]).map { users in
-                let threadOnly = message.parentID != nil && !message.showInChannel
-                let push = threadOnly ? [] : outcome.recipients.filter { $0.userID != message.userID }
-                return [
-                    HookEvent(event: ChangeEvents.messageNew(message, users: users), channel: message.cid, pushCandidates: push)
-                ] + reached
+        let readsAsDeliveries = seesReadsAsDeliveries(context)
+        let reached = outcome.reachedAll.filter { wanted(kind(of: $0)) }
+            .filter { $0.kind != .read || !readsAsDeliveries.contains($0.author) }
+            .map { reached in
+                HookEvent(
+                    event: ChangeEvents.reachedAll(reached, in: channel.cid, at: message.createdAt), channel: channel.cid)
             }
-        }
+        guard outcome.created, wanted(.messageNew) else { return reached }
+        let threadOnly = message.parentID != nil && !message.showInChannel
+        let push = threadOnly ? [] : outcome.recipients.filter { $0.userID != message.userID }
+        let new = HookEvent(
+            event: ChangeEvents.messageNew(message, users: context.users), channel: message.cid, pushCandidates: push)
+        return [new] + reached
     }
 
     /// `message.read` / `message.delivered` as the other members may see them.
-    private static func cursors(
-        _ outcomes: [CursorOutcome], _ wanted: (EventType) -> Bool, _ options: AppOptions
-    ) -> StoreProgram<[HookEvent]> {
-        // Every receipt comes this way: build its events only when a receiver wants one of them.
-        let kinds: [EventType] = [.messageRead, .messageDelivered, .messageReadByAll, .messageDeliveredToAll]
-        guard kinds.contains(where: wanted) else { return none() }
-        let notices = outcomes.map { ($0, CursorNotice($0)) }
-        return seeReadsAsDeliveries(among: notices.flatMap { $0.1.readByAllAuthors }, options).map { hiding in
-            notices.flatMap { outcome, notice in
-                notice.toOthers(seeReadsAsDeliveries: hiding).map { HookEvent(event: $0, channel: outcome.channel.cid) }
+    private static func cursors(_ outcomes: [CursorOutcome], _ context: ChangeContext) -> [HookEvent] {
+        let readsAsDeliveries = seesReadsAsDeliveries(context)
+        return outcomes.flatMap { outcome in
+            CursorNotice(outcome).toOthers(seesReadsAsDeliveries: readsAsDeliveries).map {
+                HookEvent(event: $0, channel: outcome.channel.cid)
             }
         }
     }
 
-    /// R15: those of `authors` who see the others' reads only as deliveries; none unless the
-    /// app's reciprocal read receipts are on (and then only when there is an author to ask of).
-    private static func seeReadsAsDeliveries(among authors: [String], _ options: AppOptions) -> StoreProgram<Set<String>> {
-        guard options.reciprocalReadReceipts, !authors.isEmpty else { return .done([]) }
-        return Fetch.users(Array(Set(authors))).map { users in Set(users.values.filter { !$0.sharesReadReceipts }.map(\.id)) }
-    }
-
     /// `message.played`, when the other members may hear of it (R14: a private player's is never sent).
-    private static func played(_ outcome: PlayOutcome, _ wanted: (EventType) -> Bool) -> StoreProgram<[HookEvent]> {
+    private static func played(_ outcome: PlayOutcome) -> [HookEvent] {
         let notice = PlayNotice(outcome)
-        guard notice.othersSee, wanted(.messagePlayed) else { return none() }
-        return .done([HookEvent(event: notice.event, channel: outcome.channel.cid)])
+        return notice.othersSee ? [HookEvent(event: notice.event, channel: outcome.channel.cid)] : []
     }
 
-    /// `notification.mark_unread`, which tells the member's read position:
-    /// only when their reads are visible to the others (R8, R10).
-    private static func markedUnread(_ outcome: CursorOutcome) -> StoreProgram<[HookEvent]> {
-        .done(CursorNotice.markedUnreadToOthers(outcome).map { [HookEvent(event: $0, channel: outcome.channel.cid)] } ?? [])
-    }
-
-    /// `message.updated` / `message.deleted`. The store does not know who
-    /// made the change; the event names the author, who alone may edit (a
-    /// server token or a moderator deleting is told live as the actor).
-    private static func message(_ type: EventType, _ record: MessageRecord, hardDelete: Bool? = nil, _ wanted: (EventType) -> Bool)
-        -> StoreProgram<[HookEvent]>
-    {
-        guard wanted(type) else { return none() }
-        return Fetch.users([record.userID]).map { users in
-            [HookEvent(
-                event: ChangeEvents.messageChanged(type, record, by: record.userID, hardDelete: hardDelete, users: users),
-                channel: record.cid)]
-        }
+    /// `message.updated` / `message.deleted`. The event names the author, who
+    /// alone may edit (a server token or a moderator deleting is told live as the actor).
+    private static func message(
+        _ type: EventType, _ record: MessageRecord, hardDelete: Bool? = nil, _ context: ChangeContext
+    ) -> HookEvent {
+        HookEvent(
+            event: ChangeEvents.messageChanged(
+                type, record, by: record.userID, hardDelete: hardDelete, users: context.users),
+            channel: record.cid)
     }
 
     /// `member.added` for each new member.
     private static func membersAdded(
-        _ states: [MemberState], to channel: ChannelRecord, at: Timestamp, _ wanted: (EventType) -> Bool
-    )
-        -> StoreProgram<[HookEvent]>
-    {
-        guard !states.isEmpty, wanted(.memberAdded) else { return none() }
-        return Fetch.users(states.map(\.userID)).map { users in
-            states.map { state in
-                HookEvent(
-                    event: ChangeEvents.member(
-                        .memberAdded, Presenter.member(state, of: channel, users: users), in: channel.cid, at: at),
-                    channel: channel.cid)
-            }
+        _ states: [MemberState], to channel: ChannelRecord, at: Timestamp, _ context: ChangeContext
+    ) -> [HookEvent] {
+        states.map { state in
+            HookEvent(
+                event: ChangeEvents.member(
+                    .memberAdded, Presenter.member(state, of: channel, users: context.users), in: channel.cid, at: at),
+                channel: channel.cid)
         }
     }
 
     /// `member.removed` for each member who left.
     private static func membersRemoved(
-        _ userIDs: [String], from channel: ChannelRecord, at: Timestamp, _ wanted: (EventType) -> Bool
-    )
-        -> StoreProgram<[HookEvent]>
-    {
-        guard !userIDs.isEmpty, wanted(.memberRemoved) else { return none() }
-        return Fetch.users(userIDs).map { users in
-            userIDs.map { userID in
-                HookEvent(
-                    event: ChangeEvents.member(
-                        .memberRemoved, ChangeEvents.departed(userID, users: users, at: at), in: channel.cid, at: at),
-                    channel: channel.cid)
-            }
+        _ userIDs: [String], from channel: ChannelRecord, at: Timestamp, _ context: ChangeContext
+    ) -> [HookEvent] {
+        userIDs.map { userID in
+            HookEvent(
+                event: ChangeEvents.member(
+                    .memberRemoved, ChangeEvents.departed(userID, users: context.users, at: at), in: channel.cid,
+                    at: at),
+                channel: channel.cid)
         }
     }
 
     /// `channel.created` / `.updated` / `.truncated` / `.deleted`, with the
-    /// channel as the change left it; the store does not know who made the change.
-    private static func channel(_ type: EventType, _ record: ChannelRecord, at: Timestamp, _ wanted: (EventType) -> Bool)
-        -> StoreProgram<[HookEvent]>
+    /// channel as the change left it; none for a channel whose type is gone.
+    private static func channel(_ type: EventType, _ record: ChannelRecord, at: Timestamp, _ context: ChangeContext)
+        -> [HookEvent]
     {
-        guard wanted(type) else { return none() }
-        return Fetch.texts(StoreSQL.channelType(record.type)).then { configs in
-            Fetch.users(record.createdBy.map { [$0] } ?? []).map { users in
-                guard let config = try configs.first.map(StoredJSON.config) else { return [] }
-                return [HookEvent(
-                    event: ChangeEvents.channel(type, record, config: config, users: users, by: nil, at: at),
-                    channel: record.cid)]
-            }
-        }
+        guard let config = context.config else { return [] }
+        return [
+            HookEvent(
+                event: ChangeEvents.channel(type, record, config: config, users: context.users, by: nil, at: at),
+                channel: record.cid)
+        ]
     }
 }

@@ -21,21 +21,27 @@ struct PushRecipient: Codable, Sendable, Equatable {
 
 /// What a change writes to the webhook outbox in its own transaction
 /// (docs/webhooks.md): the events the settings ask for (`HookEvents`), as
-/// calls; nothing is sent from inside a transaction. `wake` tells this
-/// node's sender, after the commit, that there is work.
+/// calls; nothing is sent from inside a transaction. The store reads what
+/// the events need and inserts the calls; `wake` tells this node's sender,
+/// after the commit, that there is work.
 struct WebhookRecorder: ChangeRecorder {
     let settings: WebhookSettings
     /// Those of the users with no open socket on this node (the push hook names only them).
     let offline: @Sendable ([String]) -> [String]
     let wake: @Sendable () -> Void
-    /// The app's settings as this node last read them (`AppOptionsCache.last`): R15 hides an
-    /// author's "read by all" when they hide their reads.
-    var options: @Sendable () -> AppOptions = { AppOptions() }
 
     /// Whether any receiver wants events of `type` (so the store need not build them).
     func wants(_ type: EventType) -> Bool {
         settings.webhooks.contains { $0.wants(type) } || (type == .messageNew && settings.pushURL != nil)
     }
+
+    func reads(for change: StoreChange) -> ChangeReads? { HookEvents.reads(for: change, wanted: wants) }
+
+    func entries(for change: StoreChange, context: ChangeContext) throws -> [OutboxEntry] {
+        try entries(for: HookEvents.of(change, context: context, wanted: wants))
+    }
+
+    func committed() { wake() }
 
     /// The outbox calls for `events`.
     func entries(for events: [HookEvent]) throws -> [OutboxEntry] {
@@ -74,24 +80,5 @@ struct WebhookRecorder: ChangeRecorder {
             }
         }
         return entries
-    }
-
-    /// Writes the calls the events `change` owes make, in the change's transaction; how many.
-    func record(_ change: StoreChange, now: Timestamp) -> StoreProgram<Int> {
-        HookEvents.of(change, wanted: wants, options: options()).then { record($0, now: now) }
-    }
-
-    func committed() { wake() }
-
-    /// Writes the calls `events` make, in the transaction the program runs
-    /// in; how many.
-    func record(_ events: [HookEvent], now: Timestamp) -> StoreProgram<Int> {
-        .defer {
-            let entries = try entries(for: events)
-            return Step.each(entries) { entry in
-                Step.execute(
-                    StoreSQL.insertOutbox(entry, deliveryID: UUID().uuidString.lowercased(), at: now.microseconds))
-            }.map { $0.count }
-        }
     }
 }

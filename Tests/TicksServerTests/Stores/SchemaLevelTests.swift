@@ -63,7 +63,9 @@ struct SchemaLevelTests {
             // Before v10 the schema cannot record where the log was pruned: the node prunes nothing.
             let pruned = try await store.pruneReceiptLog(before: now + .seconds(60), after: 0, limit: 100)
             #expect(((pruned?.deleted ?? 0) > 0) == level.has(.receiptLogRetention))
-            #expect(try await store.receiptLogPrunedBefore() == (level.has(.receiptLogRetention) ? now + .seconds(60) : nil))
+            #expect(
+                try await store.receiptLogPrunedBefore() == (level.has(.receiptLogRetention) ? now + .seconds(60) : nil)
+            )
 
             let changes = try await store.changes(in: cid, for: "bob", since: now - .seconds(1), limit: 100)
             #expect(changes.newMessages.map(\.id) == ["m1"])
@@ -88,7 +90,8 @@ struct SchemaLevelTests {
             try await body()
             #expect(allowed, "held before \(needed.rawValue), yet it succeeded", sourceLocation: sourceLocation)
         } catch StoreError.schemaBefore(let migration) {
-            #expect(!allowed && migration == needed.rawValue, "refused for \(migration)", sourceLocation: sourceLocation)
+            #expect(
+                !allowed && migration == needed.rawValue, "refused for \(migration)", sourceLocation: sourceLocation)
         } catch {
             Issue.record(error, sourceLocation: sourceLocation)
         }
