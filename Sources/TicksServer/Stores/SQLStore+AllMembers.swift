@@ -9,8 +9,8 @@ extension SQLStore {
         try await engine.read {
             Fetch.channel(pk: channel.pk).then { found in
                 guard let config = found.config else { return .done(AllReachedUpTo()) }
-                return Self.thresholds(for: author, in: channel.pk, config: config, kept: self.schema.has(.allMembers)).then {
-                    thresholds in
+                let kept = self.schema.has(.allMembers)
+                return Self.thresholds(for: author, in: channel.pk, config: config, kept: kept).then { thresholds in
                     func newest(_ kind: CursorKind) -> StoreProgram<String?> {
                         guard let seq = thresholds[kind] else { return .done(nil) }
                         return Step.row(StoreSQL.newestShown(by: author, upTo: seq, in: channel.pk)).map {

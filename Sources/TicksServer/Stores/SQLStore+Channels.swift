@@ -122,7 +122,8 @@ extension SQLStore {
                     return Fetch.channel(pk: pk).then { current -> StoreProgram<[Void]> in
                         Step.each(Set(memberIDs)) { userID in
                             Self.insertMember(
-                                userID, channelPK: pk, newest: current.channel.lastSeq, now: now, sharing: self.schema.has(.allMembers))
+                                userID, channelPK: pk, newest: current.channel.lastSeq, now: now,
+                                sharing: self.schema.has(.allMembers))
                         }
                     }.then { _ in Fetch.channel(pk: pk).map { ($0.channel, true) } }
                 }

@@ -280,7 +280,9 @@ extension SQLStore {
                     .then { _ in Step.execute(StoreSQL.setTotals(of: userID, to: UnreadTotals(messages: 0, channels: 0))) }
                     .then { _ in Step.execute(StoreSQL.deleteMoves(of: .user(userID))) }
                     .then { _ in Step.execute(StoreSQL.deleteThreadReads(of: .user(userID))) }
-                    .then { _ in self.schema.has(.played) ? Step.execute(StoreSQL.deletePlays(of: .user(userID))) : .done(()) }
+                    .then { _ in
+                        self.schema.has(.played) ? Step.execute(StoreSQL.deletePlays(of: .user(userID))) : .done(())
+                    }
                     .then { _ in
                         guard messages || hard else { return .done(()) }
                         // Their messages stop counting: every member of those channels counted afresh.

@@ -21,7 +21,9 @@ extension SQLStore {
                     }.then { entries in
                         Fetch.users(entries.map(\.userID)).then { users in
                             Self.thresholds(
-                                for: message.userID, in: message.channelPK, config: config, kept: self.schema.has(.allMembers)).map { all in
+                                for: message.userID, in: message.channelPK, config: config,
+                                kept: self.schema.has(.allMembers)
+                            ).map { all in
                                 var receipts = MessageReceipts(
                                     message: message, channel: found.channel, config: config, entries: entries,
                                     users: users)
@@ -43,7 +45,8 @@ extension SQLStore {
     static func reachedTimes(_ kind: CursorKind, of message: MessageRecord, pruned: Bool)
         -> StoreProgram<[String: ReachedTime]>
     {
-        Step.rows(StoreSQL.reachedTimes(kind: kind, seq: message.seq, in: message.channelPK, pruned: pruned)).map { rows in
+        let query = StoreSQL.reachedTimes(kind: kind, seq: message.seq, in: message.channelPK, pruned: pruned)
+        return Step.rows(query).map { rows in
             var times: [String: ReachedTime] = [:]
             for row in rows {
                 times[try row.text(0)] = ReceiptRules.reached(

@@ -126,7 +126,8 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// statement (`StoreSQL.moves`), committed on its own; with a recorder,
     /// the statement and what the moves owe in one transaction.
     static func runBatch(
-        _ moves: [BatchedMove], on engine: any StoreEngine, recorder: (any ChangeRecorder)?, schema: SchemaLevel = .newest
+        _ moves: [BatchedMove], on engine: any StoreEngine, recorder: (any ChangeRecorder)?,
+        schema: SchemaLevel = .newest
     )
         async throws
         -> [Result<CursorOutcome?, any Error>]

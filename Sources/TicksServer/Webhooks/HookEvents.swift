@@ -74,8 +74,8 @@ enum HookEvents {
     /// R15: those of the users read who see the others' reads only as deliveries.
     private static func seesReadsAsDeliveries(_ context: ChangeContext) -> Set<String> {
         let reciprocal = context.options.reciprocalReadReceipts
-        return Set(
-            context.users.values.filter { ReceiptVisibility.seesReadsAsDeliveries($0, reciprocal: reciprocal) }.map(\.id))
+        let users = context.users.values.filter { ReceiptVisibility.seesReadsAsDeliveries($0, reciprocal: reciprocal) }
+        return Set(users.map(\.id))
     }
 
     private static func channelReads(_ type: EventType, _ record: ChannelRecord, _ wanted: (EventType) -> Bool)
@@ -98,7 +98,8 @@ enum HookEvents {
             .filter { $0.kind != .read || !readsAsDeliveries.contains($0.author) }
             .map { reached in
                 HookEvent(
-                    event: ChangeEvents.reachedAll(reached, in: channel.cid, at: message.createdAt), channel: channel.cid)
+                    event: ChangeEvents.reachedAll(reached, in: channel.cid, at: message.createdAt),
+                    channel: channel.cid)
             }
         guard outcome.created, wanted(.messageNew) else { return reached }
         let threadOnly = message.parentID != nil && !message.showInChannel
