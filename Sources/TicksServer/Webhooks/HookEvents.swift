@@ -13,9 +13,10 @@ enum HookEvents {
     static func reads(for change: StoreChange, wanted: (EventType) -> Bool) -> ChangeReads? {
         switch change {
         case .messageSent(let outcome, _):
-            let authors = readByAllAuthors(outcome.reachedAll.filter { wanted(kind(of: $0)) })
+            let reached = outcome.reachedAll.filter { wanted(kind(of: $0)) }
+            let authors = readByAllAuthors(reached)
             let new = outcome.created && wanted(.messageNew)
-            guard new || outcome.reachedAll.contains(where: { wanted(kind(of: $0)) }) else { return nil }
+            guard new || !reached.isEmpty else { return nil }
             return ChangeReads(users: (new ? [outcome.message.userID] : []) + authors, appOptions: !authors.isEmpty)
         case .messageUpdated(let record):
             return wanted(.messageUpdated) ? ChangeReads(users: [record.userID]) : nil

@@ -517,4 +517,46 @@ struct InterleavingTests {
             try await Self.expectNothingToRecount(store)
         }
     }
+
+    /// A recorder that asks for the app's settings with every receipt and keeps what the store read.
+    final class ContextRecorder: ChangeRecorder {
+        let read = Mutex<[ChangeContext]>([])
+        func reads(for change: StoreChange) -> ChangeReads? {
+            guard case .cursorsMoved = change else { return nil }
+            return ChangeReads(appOptions: true)
+        }
+        func entries(for change: StoreChange, context: ChangeContext) throws -> [OutboxEntry] {
+            read.withLock { $0.append(context) }
+            return []
+        }
+        func committed() {}
+    }
+
+    /// The webhooks' reads (`ChangeRecorder.reads(for:)`) shape only the events' content and feed
+    /// no count, so they need no lock; what matters is that they are the change's own statements:
+    /// a setting committed before them is the one a webhook follows (no node's cached copy).
+    @Test(
+        "the app setting a receipt's webhooks follow is read in the receipt's own transaction",
+        arguments: StoreKind.all)
+    func webhookContextAgainstSettingChange(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let now = Timestamp.now()
+            _ = try await store.upsertUsers([User(id: "alice"), User(id: "bob")], now: now)
+            let (channel, _) = try await store.createChannel(
+                ChannelID(type: "messaging", id: "hooks"), createdBy: "alice", memberIDs: ["alice", "bob"],
+                custom: [:], now: now)
+            _ = try await store.sendMessage(
+                NewMessage(id: "hooks1", userID: "alice", text: "t", custom: [:]), to: channel, now: now)
+            let recorder = ContextRecorder()
+            store.recordChanges(with: recorder)
+            // Held before the settings are read, after bob's cursor moved, while the app turns R15 on.
+            _ = try await Self.interleave(
+                kind, store, at: Pause(before: { $0.hasPrefix("SELECT name, value FROM app_setting") }),
+                { try await store.markAllRead("bob", audience: ReceiptAudience(fullChannelLimit: 100), now: .now()) },
+                against: { _ = try await store.updateAppOptions(.init(reciprocalReadReceipts: true)) },
+                waitingOn: [])
+            // PostgreSQL: the setting committed while the receipt was held; SQLite ran the receipt first.
+            #expect(recorder.read.withLock { $0.map(\.options.reciprocalReadReceipts) } == [kind == .postgres])
+        }
+    }
 }

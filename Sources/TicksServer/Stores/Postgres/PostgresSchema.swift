@@ -106,13 +106,6 @@ enum PostgresSchema {
         Migration(name: "v14-actors", statements: StoreMigrations.actors()),
     ]
 
-    /// Whether migrating up to `last` (every migration when nil, or a name this binary does not
-    /// know) applies `name`.
-    static func applies(_ name: String, upTo last: String?) -> Bool {
-        guard let last, let end = migrations.firstIndex(where: { $0.name == last }) else { return true }
-        return migrations.firstIndex { $0.name == name }.map { $0 <= end } ?? false
-    }
-
     /// An arbitrary constant: the advisory lock that serialises migrations.
     static let migrationLock: Int64 = 0x7469_636B_735F_6D67
 

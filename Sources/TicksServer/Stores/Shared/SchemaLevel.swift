@@ -36,9 +36,13 @@ struct SchemaLevel: Sendable, Equatable {
         self.last = name.flatMap { Self.order.firstIndex(of: $0) } ?? Self.order.count - 1
     }
 
+    /// Where each migration some code needs comes in `order` (none: never applied).
+    private static let positions: [Migration: Int] = Dictionary(
+        uniqueKeysWithValues: Migration.allCases.compactMap { m in order.firstIndex(of: m.rawValue).map { (m, $0) } })
+
     /// Whether the schema has what `migration` made.
     func has(_ migration: Migration) -> Bool {
-        Self.order.firstIndex(of: migration.rawValue).map { $0 <= last } ?? false
+        Self.positions[migration].map { $0 <= last } ?? false
     }
 
     /// The refusal of a change that needs `migration` on a schema held before it.
