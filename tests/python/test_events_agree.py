@@ -4,7 +4,8 @@ histories on both stores, every webhook call has a live event of the same
 kind about the same thing with the same fields where both carry them; a
 receipt reaches the webhooks exactly when it reaches a member other than the
 reader live (R8–R10: a private read reaches neither); and what POST /sync
-tells a member since the start is what that member was told live.
+tells a member since the start is what that member was told live. One
+history runs with reciprocal read receipts on (R15).
 
 The events are built once (Sources/TicksServer/Events): a test that fails
 here names the road that drifted.
@@ -92,14 +93,18 @@ def play(client, cid, rng, steps):
         client.update_members(cid, add=["dan"])
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_live_webhooks_and_sync_tell_the_same_changes(store, receivers, seed):  # noqa: F811 (fixtures)
+# The third history runs with the app's reciprocal read receipts on (R15): cat,
+# who hides her reads, then hears the others' reads only as deliveries.
+@pytest.mark.parametrize("seed, reciprocal", [(1, False), (2, False), (3, True)])
+def test_live_webhooks_and_sync_tell_the_same_changes(store, receivers, seed, reciprocal):  # noqa: F811 (fixtures)
     rng = random.Random(seed)
     receiver = receivers()
     server = store.start("--webhook", receiver.url, *FAST)
     client = client_of(server)
     private = {"id": "cat", "privacy_settings": {"read_receipts": {"enabled": False}}}
     client.upsert_users("amy", "ben", private, "dan")
+    if reciprocal:
+        client.call("PATCH", "/app", {"reciprocal_read_receipts": True})
     sockets = {person: Socket(server, client, person) for person in PEOPLE}
     try:
         start = time.time() - 1
@@ -121,7 +126,7 @@ def test_live_webhooks_and_sync_tell_the_same_changes(store, receivers, seed):  
             socket.close()
 
     check_webhooks_against_live(calls, live)
-    check_receipt_audience(calls, live)
+    check_receipt_audience(calls, live, reciprocal)
     created = next(c.event["created_at"] for c in calls if c.type == "channel.created")
     check_sync_against_live(synced, live["amy"], created, calls)
 
@@ -140,13 +145,23 @@ def check_webhooks_against_live(calls, live):
         assert not closest, f"{event['type']} about {subject(event)}: the webhook and live differ: {closest}"
 
 
-def check_receipt_audience(calls, live):
-    """A receipt is told to the webhooks exactly when it is told live to a member other than the reader."""
+def check_receipt_audience(calls, live, reciprocal):
+    """A receipt is told to the webhooks exactly when it is told live to a member other than the reader.
+    With R15 on, cat (who hides her reads) is told another's read as that move's delivery: the
+    same receipt as the webhooks' message.read, and never a read."""
     hooked = {(c.type, subject(c.event)) for c in calls if c.type in RECEIPTS}
     to_others = {(e["type"], subject(e)) for person, events in live.items() for e in events
                  if e["type"] in RECEIPTS and e["user"]["id"] != person}
-    assert hooked == to_others, (f"only to the webhooks: {sorted(hooked - to_others)}; "
-                                 f"only to others live: {sorted(to_others - hooked)}")
+    as_deliveries = set()
+    if reciprocal:
+        others_reads = [e for e in live["cat"] if e["type"] == "message.read_by_all"
+                        or e["type"] == "message.read" and e["user"]["id"] != "cat"]
+        assert not others_reads, f"R15: cat hides her reads, yet was told the others': {others_reads}"
+        as_deliveries = {receipt for receipt in to_others if receipt[0] == "message.delivered"
+                         and receipt not in hooked and ("message.read", receipt[1]) in hooked}
+        assert as_deliveries, "R15 on, yet cat was told no read as a delivery: the history tells nothing of R15"
+    assert hooked == to_others - as_deliveries, (f"only to the webhooks: {sorted(hooked - to_others)}; "
+                                                 f"only to others live: {sorted(to_others - as_deliveries - hooked)}")
     private = [c.event for c in calls if c.type in {"message.read", "notification.mark_unread"}
                and c.event["user"]["id"] == "cat"]
     assert not private, f"cat's reads are private: {private}"

@@ -86,9 +86,7 @@ extension ChannelsController {
         }
         let users = try await store.users(ids: [outcome.message.userID])
         if outcome.created {
-            let readsAsDeliveries = try await receipts.seesReadsAsDeliveries(
-                among: outcome.reachedAll.filter { $0.kind == .read }.map(\.author))
-            try events.messageNew(outcome, channel: channel, users: users, seesReadsAsDeliveries: readsAsDeliveries)
+            try events.messageNew(outcome, channel: channel, users: users)
         }
         return try context.respond(
             MessageResponse(message: Presenter.message(outcome.message, users: users)),

@@ -100,7 +100,7 @@ extension ChannelsController {
         let body = try await request.decodeJSON(ActingUserFields.self)
         let reader = try context.requireActingUser(named: body.user?.id, body.userID)
         for outcome in try await store.markAllRead(reader, audience: receipts.audience, now: .now()) {
-            try await receipts.tell(outcome)
+            try receipts.tell(outcome)
         }
         return try context.respond(Empty())
     }

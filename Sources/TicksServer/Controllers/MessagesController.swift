@@ -100,9 +100,7 @@ struct MessagesController {
             let recipients = try await notice.recipients(of: play, audience: receipts.audience) {
                 try await store.memberIDs(of: channel)
             }
-            // A play is a read: those who see reads only as deliveries (R15) are not told it.
-            let readsAsDeliveries = try await receipts.seesReadsAsDeliveries(among: recipients.filter { $0 != player })
-            try events.played(play, notice: notice, to: recipients.filter { !readsAsDeliveries.contains($0) })
+            try events.played(play, notice: notice, to: recipients)
         }
         return try context.respond(
             PlayedResponse(messageID: id, playedAt: play.playedAt, event: notice.event),

@@ -10,7 +10,7 @@ struct Receipts: Sendable {
     let events: EventPublisher
     /// Who hears of receipts; the store applies it when it commits a move.
     let audience: ReceiptAudience
-    /// The app's settings: reciprocal read receipts (R15) change what a move tells whom.
+    /// The app's settings: reciprocal read receipts (R15) change what a viewer sees.
     let options: AppOptionsCache
 
     /// At most this many entries in one mark delivered (Stream's limit).
@@ -45,40 +45,32 @@ struct Receipts: Sendable {
         if let messageID { try requireValidID(messageID, "message_id") }
         let outcome = try await store.markRead(
             reader, in: channel, upTo: messageID, audience: audience, now: .now())
-        try await tell(outcome)
+        try tell(outcome)
         return CursorNotice.messageRead(outcome)
     }
 
-    /// Tells a committed move live: `EventPublisher.cursorMoved`, with those
-    /// who would hear its read (or its "read by all") and see reads only as
-    /// deliveries (R15) looked up first, when the app's setting is on.
-    func tell(_ outcome: CursorOutcome) async throws {
+    /// Tells a committed move live (`EventPublisher.cursorMoved`): who hears it, R15 included,
+    /// is a function of the outcome, which carries its hearers' privacy.
+    func tell(_ outcome: CursorOutcome) throws {
         guard outcome.update.changed else { return }
         events.count(outcome)
-        // No one to tell: no notice, and no look-up for R15.
+        // No one to tell: nothing built.
         guard events.anyoneHears(outcome.recipients + [outcome.reader.id] + outcome.reachedAll.map(\.author)) else {
             return
         }
-        let notice = CursorNotice(outcome)
-        let readers = (notice.othersSeeRead ? outcome.recipients : []) + notice.readByAllAuthors
-        let readsAsDeliveries = try await seesReadsAsDeliveries(among: readers.filter { $0 != outcome.reader.id })
-        try events.cursorMoved(outcome, notice: notice, seesReadsAsDeliveries: readsAsDeliveries)
+        try events.cursorMoved(outcome)
     }
 
-    /// R15 for `viewer`: whether they see the others' reads only as
+    /// R15 for `viewer` reading receipts, channel state or sync (not a change's hearers, whose
+    /// privacy the change's outcome carries): whether they see the others' reads only as
     /// deliveries; `known` may hold them already (a snapshot's users).
     func seesReadsAsDeliveries(_ viewer: String?, known: [String: User] = [:]) async throws -> Bool {
         guard let viewer, try await options.current().reciprocalReadReceipts else { return false }
         let user = if let known = known[viewer] { known } else { try await store.users(ids: [viewer])[viewer] }
-        return user.map { ReceiptVisibility.seesReadsAsDeliveries($0, reciprocal: true) } ?? false
-    }
-
-    /// R15: those of `userIDs` who see the others' reads only as deliveries;
-    /// none, and no look-up, unless the app's reciprocal read receipts are on.
-    func seesReadsAsDeliveries(among userIDs: [String]) async throws -> Set<String> {
-        guard !userIDs.isEmpty, try await options.current().reciprocalReadReceipts else { return [] }
-        let users = try await store.users(ids: Array(Set(userIDs)))
-        return Set(users.values.filter { ReceiptVisibility.seesReadsAsDeliveries($0, reciprocal: true) }.map(\.id))
+        return user.map {
+            ReceiptVisibility.seesReadsAsDeliveries(sharesReads: $0.sharesReadReceipts, reciprocal: true)
+        }
+            ?? false
     }
 
     /// Marks the thread of `parentID` read for `reader` (their thread read
@@ -94,10 +86,7 @@ struct Receipts: Sendable {
         let notice = ThreadReadNotice(
             read, by: Presenter.user(reader, users), in: channel,
             config: try await store.channelType(named: channel.type))
-        let recipients = try await notice.recipients { try await store.memberIDs(of: channel) }
-        let readsAsDeliveries = try await seesReadsAsDeliveries(among: recipients.filter { $0 != reader })
-        // A thread read has no delivery to tell instead (R15).
-        try events.send(notice.event, to: recipients.filter { !readsAsDeliveries.contains($0) })
+        try events.send(notice.event, to: try await notice.recipients { try await store.memberIDs(of: channel) })
         return notice.event
     }
 
@@ -141,7 +130,7 @@ struct Receipts: Sendable {
             return DeliveredTarget(channel: try requireCID(entry.cid, "cid"), messageID: entry.id)
         }
         for outcome in try await store.markDelivered(reader, targets, audience: audience, now: .now()) {
-            try await tell(outcome)
+            try tell(outcome)
         }
     }
 }

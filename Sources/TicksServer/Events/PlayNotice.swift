@@ -20,14 +20,16 @@ struct PlayNotice {
         othersSee = ReceiptVisibility.othersSeeReads(of: play.player, config: play.config)
     }
 
-    /// The users to send `event` to live: from the channel's members (read only when others may hear).
+    /// The users to send `event` to live: from the channel's members (read only when others may
+    /// hear). A play is a read: those who see reads only as deliveries (R15) are not told it.
     func recipients(
         of play: PlayOutcome, audience: ReceiptAudience, members: () async throws -> [String]
     ) async throws -> [String] {
         guard othersSee else { return [play.player.id] }
-        guard play.channel.memberCount <= audience.fullChannelLimit else {
-            return Array(Set([play.player.id, play.message.userID]))
-        }
-        return try await members()
+        let hearers =
+            play.channel.memberCount <= audience.fullChannelLimit
+            ? try await members() : Array(Set([play.player.id, play.message.userID]))
+        let readsAsDeliveries = play.hearers.readsAsDeliveries
+        return hearers.filter { !readsAsDeliveries.contains($0) || $0 == play.player.id }
     }
 }

@@ -59,10 +59,10 @@ struct ReceiptVisibility {
         self.seesReadsAsDeliveries = viewer != nil && seesReadsAsDeliveries
     }
 
-    /// R15, decided here and nowhere else: whether `user` sees the others' reads only as
+    /// R15, decided here and nowhere else: whether a viewer sees the others' reads only as
     /// deliveries — they hide their own reads (R10) and the app's reciprocal read receipts are on.
-    static func seesReadsAsDeliveries(_ user: User, reciprocal: Bool) -> Bool {
-        reciprocal && !user.sharesReadReceipts
+    static func seesReadsAsDeliveries(sharesReads: Bool, reciprocal: Bool) -> Bool {
+        reciprocal && !sharesReads
     }
 
     func readVisible(_ userID: String) -> Bool {
@@ -79,6 +79,44 @@ struct ReceiptVisibility {
     static func othersSeeReads(of reader: User, config: ChannelConfig) -> Bool {
         ReceiptVisibility(config: config, users: [reader.id: reader], viewer: nil, seesReadsAsDeliveries: false)
             .readVisible(reader.id)
+    }
+}
+
+extension HearersPrivacy {
+    /// Those of a change's hearers who see the others' reads only as deliveries (R15).
+    var readsAsDeliveries: Set<String> {
+        // Each of `hidingReads` hides their reads: R15 holds for them all, or for none.
+        ReceiptVisibility.seesReadsAsDeliveries(sharesReads: false, reciprocal: reciprocal) ? hidingReads : []
+    }
+}
+
+/// What a committed change tells, as one value: the live half (each event and
+/// the users it goes to, `live`) and what anyone but the member may be told
+/// (`toOthers`: the webhooks). A function of the change's outcome alone — the
+/// outcome carries its hearers' privacy, read in the change's transaction
+/// (`HearersPrivacy`) — so the two halves agree, and neither road looks a
+/// user up: the recorder takes the webhook half in the transaction, the
+/// publisher the live half after the commit.
+struct Telling {
+    var live: [(event: Event, to: [String])] = []
+    var toOthers: [Event] = []
+
+    /// A cursor move (`CursorNotice`), to the move's recipients.
+    init(_ outcome: CursorOutcome) {
+        let notice = CursorNotice(outcome)
+        live = notice.live(to: outcome.recipients)
+        toOthers = notice.toOthers
+    }
+
+    /// What a send made read by all (R13), each to its author as they may see it (R15). `message.new`
+    /// is not a receipt: its recipients are every member, each with their own counts (`EventPublisher`).
+    init(reachedBy outcome: SendOutcome, in cid: ChannelID) {
+        let readsAsDeliveries = outcome.hearers.readsAsDeliveries
+        let told = outcome.reachedAll.filter { $0.kind != .read || !readsAsDeliveries.contains($0.author) }.map {
+            (event: ChangeEvents.reachedAll($0, in: cid, at: outcome.message.createdAt), to: [$0.author])
+        }
+        live = told
+        toOthers = told.map(\.event)
     }
 }
 
@@ -101,6 +139,9 @@ struct CursorNotice {
     var reachedAll: [(event: Event, author: String)] = []
     /// The move, for the event only the reader's own connections get.
     private let outcome: CursorOutcome
+
+    /// R15: those of the move's hearers who see reads only as deliveries.
+    private var readsAsDeliveries: Set<String> { outcome.hearers.readsAsDeliveries }
 
     /// `notification.mark_read` with the reader's counts, for the reader alone, with `read`; built
     /// only when asked (the live road), as the webhooks never send it.
@@ -142,12 +183,10 @@ struct CursorNotice {
     /// read, else to the reader alone, with `notification.mark_read` to the
     /// reader; `message.delivered` to them when the others may see it and no
     /// read told them (the reader's own connections had `message.read`), else
-    /// to the reader alone unless a read told them already. Those of
-    /// `seesReadsAsDeliveries` (R15) hear a read as `message.delivered`, and
-    /// never "read by all".
-    func live(to recipients: [String], seesReadsAsDeliveries readsAsDeliveries: Set<String>)
-        -> [(event: Event, to: [String])]
-    {
+    /// to the reader alone unless a read told them already. Those who see
+    /// reads only as deliveries (R15, the outcome's `hearers`) hear a read as
+    /// `message.delivered`, and never "read by all".
+    func live(to recipients: [String]) -> [(event: Event, to: [String])] {
         // After the receipts that made them: "read by all" follows the last reader's message.read.
         let all = reachedAll.compactMap { reached in
             reached.event.type == .messageReadByAll && readsAsDeliveries.contains(reached.author)
@@ -175,16 +214,11 @@ struct CursorNotice {
     }
 
     /// The events anyone but the reader may be told (webhooks, with no viewer). A "read by
-    /// all" is its author's view: not told of an author in `seesReadsAsDeliveries` (R15).
-    func toOthers(seesReadsAsDeliveries readsAsDeliveries: Set<String>) -> [Event] {
+    /// all" is its author's view: not told of an author who sees reads only as deliveries (R15).
+    var toOthers: [Event] {
         (othersSeeRead ? [read].compactMap { $0 } : []) + (othersSeeDelivered ? [delivered].compactMap { $0 } : [])
             + reachedAll.filter { $0.event.type != .messageReadByAll || !readsAsDeliveries.contains($0.author) }
             .map(\.event)
-    }
-
-    /// The authors whose "read by all" this move tells: whose privacy R15 needs.
-    var readByAllAuthors: [String] {
-        reachedAll.filter { $0.event.type == .messageReadByAll }.map(\.author)
     }
 
     /// `notification.mark_unread` is told to the others (the webhooks) only
@@ -211,11 +245,18 @@ struct ThreadReadNotice {
         event = ChangeEvents.threadRead(read, by: reader, in: channel.cid)
         self.reader = reader.id
         toOthers = config.map { ReceiptVisibility.othersSeeReads(of: reader, config: $0) } ?? false
+        readsAsDeliveries = read.hearers.readsAsDeliveries
     }
 
-    /// Who hears it: the channel's `members` (read only when they do), or the reader alone.
+    /// Those of the members who see reads only as deliveries (R15): a thread read has no
+    /// delivery to tell them instead, so they are told nothing.
+    let readsAsDeliveries: Set<String>
+
+    /// Who hears it: the channel's `members` (read only when they do) but those who see reads
+    /// only as deliveries, or the reader alone.
     func recipients(members: () async throws -> [String]) async rethrows -> [String] {
-        toOthers ? try await members() : [reader]
+        guard toOthers else { return [reader] }
+        return try await members().filter { !readsAsDeliveries.contains($0) || $0 == reader }
     }
 }
 

@@ -19,11 +19,8 @@ struct EventPublisher: Sendable {
     /// message is encoded once for all of them (`EncodedEvent`), and each
     /// recipient's frame ends with their counts.
     /// The author's jump to their message (R4) may make others' messages read by all (R13): each
-    /// to its author, but not "read" to those of `seesReadsAsDeliveries` (R15).
-    func messageNew(
-        _ outcome: SendOutcome, channel: ChannelRecord, users: [String: User],
-        seesReadsAsDeliveries readsAsDeliveries: Set<String>
-    ) throws {
+    /// to its author as they may see it (`Telling`, R15).
+    func messageNew(_ outcome: SendOutcome, channel: ChannelRecord, users: [String: User]) throws {
         if anyoneHears(outcome.recipients.lazy.map(\.userID)) {
             var event = ChangeEvents.messageNew(outcome.message, users: users)
             event.watcherCount = hub.connectedCount(among: outcome.recipients.map(\.userID))
@@ -38,20 +35,18 @@ struct EventPublisher: Sendable {
                 to: Array(endings.keys))
         }
         // The author's cursors jumped to their message (R4): others' messages it made read by all, to their authors.
-        for reached in outcome.reachedAll where reached.kind != .read || !readsAsDeliveries.contains(reached.author) {
-            try send(
-                ChangeEvents.reachedAll(reached, in: channel.cid, at: outcome.message.createdAt), to: [reached.author])
+        guard !outcome.reachedAll.isEmpty else { return }
+        for (event, userIDs) in Telling(reachedBy: outcome, in: channel.cid).live {
+            try send(event, to: userIDs)
         }
     }
 
-    /// Events for a cursor that moved: `message.read` / `message.delivered` to
-    /// the members who may see it (`CursorNotice`), and `notification.mark_read` to the reader;
-    /// those of `seesReadsAsDeliveries` hear a read as a delivery (R15, `Receipts.tell`, which made `notice`).
-    func cursorMoved(
-        _ outcome: CursorOutcome, notice: CursorNotice, seesReadsAsDeliveries readsAsDeliveries: Set<String>
-    ) throws {
+    /// Events for a cursor that moved (`Telling`): `message.read` / `message.delivered` to
+    /// the members who may see it, and `notification.mark_read` to the reader; those who see
+    /// reads only as deliveries hear a read as a delivery (R15).
+    func cursorMoved(_ outcome: CursorOutcome) throws {
         guard outcome.update.changed else { return }
-        for (event, userIDs) in notice.live(to: outcome.recipients, seesReadsAsDeliveries: readsAsDeliveries) {
+        for (event, userIDs) in Telling(outcome).live {
             try send(event, to: userIDs)
         }
     }
@@ -72,7 +67,7 @@ struct EventPublisher: Sendable {
         bus != nil || hub.anyConnected(among: userIDs)
     }
 
-    /// `message.played` to `recipients` (`PlayNotice`), for a first play only.
+    /// `message.played` to `recipients` (`PlayNotice.recipients`), for a first play only.
     func played(_ play: PlayOutcome, notice: PlayNotice, to recipients: [String]) throws {
         guard play.created else { return }
         metrics.played.increment()

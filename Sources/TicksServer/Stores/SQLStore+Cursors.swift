@@ -23,7 +23,7 @@ extension SQLStore {
                 return Self.apply(update, of: userID, in: current.pk, unread: start.unread, now: now).then { _ in
                     Self.outcome(of: update, by: userID, in: start.found, now: now, audience: audience)
                 }
-            }.then { outcome in Self.withReachedAll([outcome], kept: self.schema.has(.allMembers)).map { $0[0] } }
+            }.then { outcome in self.told([outcome]).map { $0[0] } }
         }, change: { outcome in .cursorsMoved([outcome]) })
     }
 
@@ -68,7 +68,7 @@ extension SQLStore {
                                 : .done(nil)
                         }
                 }
-            }.map { $0.compactMap { $0 } }.then { Self.withReachedAll($0, kept: self.schema.has(.allMembers)) }
+            }.map { $0.compactMap { $0 } }.then { self.told($0) }
         }, change: { outcomes in .cursorsMoved(outcomes) })
     }
 
@@ -111,7 +111,7 @@ extension SQLStore {
                         }
                     }
                 }
-            }.map { $0.compactMap { $0 } }.then { Self.withReachedAll($0, kept: self.schema.has(.allMembers)) }
+            }.map { $0.compactMap { $0 } }.then { self.told($0) }
         }, change: { outcomes in .cursorsMoved(outcomes) })
     }
 
@@ -120,6 +120,15 @@ extension SQLStore {
     }
 
     // MARK: Steps
+
+    /// The committed moves with what they owe the hearers: what they made read by all (R13),
+    /// then the hearers' privacy (R15), in the moves' transaction.
+    func told(_ outcomes: [CursorOutcome]) -> StoreProgram<[CursorOutcome]> {
+        let schema = schema
+        return Self.withReachedAll(outcomes, kept: schema.has(.allMembers)).then {
+            Self.withHearers($0, schema: schema)
+        }
+    }
 
     /// A mark delivered entry as the store found it: its channel, the message's seq, whether the user is a member.
     typealias Resolved = (

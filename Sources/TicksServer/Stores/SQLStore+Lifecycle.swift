@@ -356,8 +356,11 @@ extension SQLStore {
                         StoreSQL.readThread(parentID, by: userID, in: channel.pk, upTo: upTo, at: now.microseconds)
                     ).then { _ in
                         Step.row(StoreSQL.messageAt(seq: upTo, in: channel.pk))
-                    }.map { row in
-                        ThreadRead(parent: parent, readAt: now, lastReadMessageID: try row?.text(0))
+                    }.then { row in
+                        Self.membersPrivacy(of: channel.pk, schema: self.schema).map { hearers in
+                            ThreadRead(
+                                parent: parent, readAt: now, lastReadMessageID: try row?.text(0), hearers: hearers)
+                        }
                     }
                 }
             }

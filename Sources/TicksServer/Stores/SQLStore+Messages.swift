@@ -18,7 +18,8 @@ extension SQLStore {
                         }
                         return Self.append(
                             new, custom: custom, to: found.channel, config: found.config, now: now,
-                            allMembers: self.schema.has(.allMembers), actors: self.actor(nil))
+                            allMembers: self.schema.has(.allMembers), actors: self.actor(nil)
+                        ).then { Self.withHearers($0, schema: self.schema) }
                     }
                 }
             }, change: { outcome in .messageSent(outcome, in: channel) })

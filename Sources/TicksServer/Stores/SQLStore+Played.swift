@@ -29,6 +29,14 @@ extension SQLStore {
                                     playedAt: Timestamp(microseconds: playedAt), created: created)
                             }
                         }
+                    }.then { outcome in
+                        // Only a first play is told: only it needs its hearers' privacy.
+                        guard outcome.created else { return .done(outcome) }
+                        return Self.membersPrivacy(of: message.channelPK, schema: self.schema).map { hearers in
+                            var outcome = outcome
+                            outcome.hearers = hearers
+                            return outcome
+                        }
                     }
             }, change: { outcome in outcome.created ? .messagePlayed(outcome) : nil })
     }

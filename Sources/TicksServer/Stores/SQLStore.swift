@@ -132,12 +132,12 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         async throws
         -> [Result<CursorOutcome?, any Error>]
     {
-        let moved = { @Sendable in OneStatementMove.program(moves, allMembers: schema.has(.allMembers)) }
+        let moved = { @Sendable in OneStatementMove.program(moves, schema: schema) }
         guard let recorder else { return try await engine.writeOne(moved) }
         let (outcomes, recorded) = try await engine.write {
             moved().then { outcomes in
                 let committed = outcomes.compactMap { try? $0.get() }.compactMap { $0 }
-                return Self.record(.cursorsMoved(committed), by: recorder, schema: schema, now: .now())
+                return Self.record(.cursorsMoved(committed), by: recorder, now: .now())
                     .map { (outcomes, $0) }
             }
         }
@@ -155,7 +155,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         let (result, recorded) = try await engine.write {
             program().then { result in
                 guard let change = change(result) else { return .done((result, 0)) }
-                return Self.record(change, by: recorder, schema: self.schema, now: .now()).map { (result, $0) }
+                return Self.record(change, by: recorder, now: .now()).map { (result, $0) }
             }
         }
         // The reader looks now: after the commit, so it finds the rows.
@@ -165,11 +165,11 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
 
     /// Writes the outbox rows `change` owes `recorder`, in the transaction the program runs in,
     /// after reading what it asks for; how many.
-    static func record(_ change: StoreChange, by recorder: any ChangeRecorder, schema: SchemaLevel, now: Timestamp)
+    static func record(_ change: StoreChange, by recorder: any ChangeRecorder, now: Timestamp)
         -> StoreProgram<Int>
     {
         guard let reads = recorder.reads(for: change) else { return .done(0) }
-        return context(for: reads, schema: schema).then { context in
+        return context(for: reads).then { context in
             let entries = try recorder.entries(for: change, context: context)
             return Step.each(entries) { entry in
                 Step.execute(
@@ -178,18 +178,14 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         }
     }
 
-    /// What `reads` asks for, as the transaction sees it (the default app settings on a schema held before them).
-    static func context(for reads: ChangeReads, schema: SchemaLevel) -> StoreProgram<ChangeContext> {
-        let options: StoreProgram<AppOptions> =
-            reads.appOptions && schema.has(.appSettings) ? appOptions() : .done(AppOptions())
+    /// What `reads` asks for, as the transaction sees it.
+    static func context(for reads: ChangeReads) -> StoreProgram<ChangeContext> {
         let config: StoreProgram<ChannelConfig?> =
             reads.channelType.map { name in
                 Fetch.texts(StoreSQL.channelType(name)).map { try $0.first.map(StoredJSON.config) }
             } ?? .done(nil)
         let users: StoreProgram<[String: User]> = reads.users.isEmpty ? .done([:]) : Fetch.users(Set(reads.users))
-        return options.then { options in
-            config.then { config in users.map { ChangeContext(users: $0, config: config, options: options) } }
-        }
+        return config.then { config in users.map { ChangeContext(users: $0, config: config) } }
     }
 
     /// `userID` as who made a change, in the columns the schema has for it.

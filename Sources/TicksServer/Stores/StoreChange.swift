@@ -32,8 +32,6 @@ struct ChangeReads: Sendable, Equatable {
     var users: [String] = []
     /// The channel type whose settings it names.
     var channelType: String?
-    /// Whether it depends on the app's settings.
-    var appOptions = false
 }
 
 /// What the store read for a change's `ChangeReads`, in the change's transaction.
@@ -42,8 +40,6 @@ struct ChangeContext: Sendable {
     var users: [String: User] = [:]
     /// The channel type's settings, when asked for and it exists.
     var config: ChannelConfig?
-    /// The app's settings as the transaction sees them (the defaults when not asked for).
-    var options = AppOptions()
 }
 
 /// What a change owes beyond the store's own rows, written in the change's

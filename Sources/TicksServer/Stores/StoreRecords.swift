@@ -94,6 +94,8 @@ public struct PlayOutcome: Sendable {
     public var playedAt: Timestamp
     /// False when an earlier play was kept (the call changes nothing, and tells nothing).
     public var created: Bool
+    /// The members' privacy that R15 needs (a play is a read), read in the play's transaction.
+    public var hearers = HearersPrivacy()
 }
 
 public struct SendOutcome: Sendable {
@@ -104,6 +106,8 @@ public struct SendOutcome: Sendable {
     public var recipients: [RecipientUnread]
     /// Others' messages that the author's cursors jumping to theirs (R4) made read by all (R13).
     public var reachedAll: [ReachedAll] = []
+    /// The privacy of the authors told "read by all" that R15 needs, read in the send's transaction.
+    public var hearers = HearersPrivacy()
 }
 
 public struct RecipientUnread: Sendable, Equatable {
@@ -127,6 +131,26 @@ public struct CursorOutcome: Sendable {
     public var recipients: [String]
     /// The messages the move made read by all or delivered to all (R13): the newest of each author.
     public var reachedAll: [ReachedAll] = []
+    /// The privacy of those who may hear the move (`recipients`, the authors of `reachedAll`)
+    /// that R15 needs, read in the move's transaction.
+    public var hearers = HearersPrivacy()
+}
+
+/// What telling a change needs of its hearers' privacy, read in the change's own
+/// transaction (`SQLStore.hearers`), so that every road that tells the change
+/// applies R15 as of its commit and no one looks users up after it: the app's
+/// reciprocal read receipts, and of the hearers those who hide their reads (R10).
+public struct HearersPrivacy: Sendable, Equatable {
+    /// The app's reciprocal read receipts (R15) as the change's transaction saw them.
+    public var reciprocal = false
+    /// Of the change's hearers, those whose `privacy_settings.read_receipts` is off;
+    /// read only when `reciprocal` (nothing else needs it), so empty when it is off.
+    public var hidingReads: Set<String> = []
+
+    public init(reciprocal: Bool = false, hidingReads: Set<String> = []) {
+        self.reciprocal = reciprocal
+        self.hidingReads = reciprocal ? hidingReads : []
+    }
 }
 
 /// The newest message of `author` that became read by all (or delivered to
@@ -355,6 +379,8 @@ public struct ThreadRead: Sendable {
     public var parent: MessageRecord
     public var readAt: Timestamp
     public var lastReadMessageID: String?
+    /// The members' privacy that R15 needs, read in the thread read's transaction.
+    public var hearers = HearersPrivacy()
 }
 
 /// A thread marked unread (`markThreadUnread`): every reply in it is

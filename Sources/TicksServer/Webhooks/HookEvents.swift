@@ -6,18 +6,16 @@ import TicksReceipts
 /// (`reads(for:wanted:)`), so the outbox holds them before the commit
 /// (docs/webhooks.md). Pure functions: the store does every read. `user` is
 /// whom the event is about: the author, the reader, the member. Receipts
-/// follow the same privacy rules as for other members (`CursorNotice`): a
-/// private read is never sent.
+/// are the `Telling`'s webhook half, the same rules as for other members
+/// live: a private read is never sent.
 enum HookEvents {
     /// What the events `change` owes whose kinds are `wanted` need read; nil when it owes none.
     static func reads(for change: StoreChange, wanted: (EventType) -> Bool) -> ChangeReads? {
         switch change {
         case .messageSent(let outcome, _):
-            let reached = outcome.reachedAll.filter { wanted(kind(of: $0)) }
-            let authors = readByAllAuthors(reached)
             let new = outcome.created && wanted(.messageNew)
-            guard new || !reached.isEmpty else { return nil }
-            return ChangeReads(users: (new ? [outcome.message.userID] : []) + authors, appOptions: !authors.isEmpty)
+            guard new || outcome.reachedAll.contains(where: { wanted(kind(of: $0)) }) else { return nil }
+            return ChangeReads(users: new ? [outcome.message.userID] : [])
         case .messageUpdated(let record):
             return wanted(.messageUpdated) ? ChangeReads(users: [record.userID]) : nil
         case .messageDeleted(let record, _):
@@ -30,12 +28,10 @@ enum HookEvents {
             return !states.isEmpty && wanted(.memberAdded) ? ChangeReads(users: states.map(\.userID)) : nil
         case .membersRemoved(let userIDs, _, _):
             return !userIDs.isEmpty && wanted(.memberRemoved) ? ChangeReads(users: userIDs) : nil
-        case .cursorsMoved(let outcomes):
-            // Every receipt comes this way: read only when a receiver wants one of its events.
+        case .cursorsMoved:
+            // Every receipt comes this way: the outcome carries all its events need (its hearers' privacy too).
             let kinds: [EventType] = [.messageRead, .messageDelivered, .messageReadByAll, .messageDeliveredToAll]
-            guard kinds.contains(where: wanted) else { return nil }
-            let authors = readByAllAuthors(outcomes.flatMap(\.reachedAll))
-            return ChangeReads(users: authors, appOptions: !authors.isEmpty)
+            return kinds.contains(where: wanted) ? ChangeReads() : nil
         case .markedUnread:
             return wanted(.notificationMarkUnread) ? ChangeReads() : nil
         case .messagePlayed:
@@ -55,7 +51,7 @@ enum HookEvents {
         case .channelDeleted(let record, let at): channel(.channelDeleted, record, at: at, context)
         case .membersAdded(let states, let record, let at): membersAdded(states, to: record, at: at, context)
         case .membersRemoved(let userIDs, let record, let at): membersRemoved(userIDs, from: record, at: at, context)
-        case .cursorsMoved(let outcomes): cursors(outcomes, context)
+        case .cursorsMoved(let outcomes): cursors(outcomes)
         case .markedUnread(let outcome):
             CursorNotice.markedUnreadToOthers(outcome).map { [HookEvent(event: $0, channel: outcome.channel.cid)] }
                 ?? []
@@ -65,18 +61,6 @@ enum HookEvents {
 
     private static func kind(of reached: ReachedAll) -> EventType {
         reached.kind == .read ? .messageReadByAll : .messageDeliveredToAll
-    }
-
-    /// The authors told "read by all": whose privacy R15 needs.
-    private static func readByAllAuthors(_ reached: [ReachedAll]) -> [String] {
-        reached.filter { $0.kind == .read }.map(\.author)
-    }
-
-    /// R15: those of the users read who see the others' reads only as deliveries.
-    private static func seesReadsAsDeliveries(_ context: ChangeContext) -> Set<String> {
-        let reciprocal = context.options.reciprocalReadReceipts
-        let users = context.users.values.filter { ReceiptVisibility.seesReadsAsDeliveries($0, reciprocal: reciprocal) }
-        return Set(users.map(\.id))
     }
 
     private static func channelReads(_ type: EventType, _ record: ChannelRecord, _ wanted: (EventType) -> Bool)
@@ -94,14 +78,9 @@ enum HookEvents {
         _ outcome: SendOutcome, in channel: ChannelRecord, _ context: ChangeContext, _ wanted: (EventType) -> Bool
     ) -> [HookEvent] {
         let message = outcome.message
-        let readsAsDeliveries = seesReadsAsDeliveries(context)
-        let reached = outcome.reachedAll.filter { wanted(kind(of: $0)) }
-            .filter { $0.kind != .read || !readsAsDeliveries.contains($0.author) }
-            .map { reached in
-                HookEvent(
-                    event: ChangeEvents.reachedAll(reached, in: channel.cid, at: message.createdAt),
-                    channel: channel.cid)
-            }
+        let reached = Telling(reachedBy: outcome, in: channel.cid).toOthers.filter { wanted($0.type) }.map {
+            HookEvent(event: $0, channel: channel.cid)
+        }
         guard outcome.created, wanted(.messageNew) else { return reached }
         let threadOnly = message.parentID != nil && !message.showInChannel
         let push = threadOnly ? [] : outcome.recipients.filter { $0.userID != message.userID }
@@ -110,13 +89,10 @@ enum HookEvents {
         return [new] + reached
     }
 
-    /// `message.read` / `message.delivered` as the other members may see them.
-    private static func cursors(_ outcomes: [CursorOutcome], _ context: ChangeContext) -> [HookEvent] {
-        let readsAsDeliveries = seesReadsAsDeliveries(context)
-        return outcomes.flatMap { outcome in
-            CursorNotice(outcome).toOthers(seesReadsAsDeliveries: readsAsDeliveries).map {
-                HookEvent(event: $0, channel: outcome.channel.cid)
-            }
+    /// `message.read` / `message.delivered` as the other members may see them (`Telling`).
+    private static func cursors(_ outcomes: [CursorOutcome]) -> [HookEvent] {
+        outcomes.flatMap { outcome in
+            Telling(outcome).toOthers.map { HookEvent(event: $0, channel: outcome.channel.cid) }
         }
     }
 

@@ -100,19 +100,23 @@ struct HearingCase: Decodable, Sendable, CustomTestStringConvertible {
                 audience.recipients(authors ?? [], from: .authors(after: after, through: through), reader: reader)
             case nil: []
             }
+        let reached = (reachedAll ?? []).map {
+            ReachedAll(kind: $0.kind == "read" ? .read : .delivered, author: $0.author, messageID: "m5", seq: 5)
+        }
+        // As the store reads it in the move's transaction: the setting, and which hearers hide their reads.
+        let hiding = users.values.filter { !$0.sharesReadReceipts }.map(\.id)
+        let hearers = HearersPrivacy(reciprocal: reciprocal ?? false, hidingReads: Set(hiding))
+            .among(recipients + reached.map(\.author))
         return CursorOutcome(
             channel: channel, config: config, reader: users[reader] ?? User(id: reader), update: update, state: state,
-            totals: UnreadTotals(messages: 0, channels: 0), at: Self.at, recipients: recipients,
-            reachedAll: (reachedAll ?? []).map {
-                ReachedAll(kind: $0.kind == "read" ? .read : .delivered, author: $0.author, messageID: "m5", seq: 5)
-            })
+            totals: UnreadTotals(messages: 0, channels: 0), at: Self.at, recipients: recipients, reachedAll: reached,
+            hearers: hearers)
     }
 
-    /// Those who see the others' reads only as deliveries (R15).
-    var seesReadsAsDeliveries: Set<String> {
-        Set(
-            users.values.filter { ReceiptVisibility.seesReadsAsDeliveries($0, reciprocal: reciprocal ?? false) }.map(
-                \.id))
+    /// Whether `viewer` sees the others' reads only as deliveries (R15), as `POST /sync` asks it.
+    func seesReadsAsDeliveries(_ viewer: String) -> Bool {
+        let sharesReads = users[viewer]?.sharesReadReceipts ?? true
+        return ReceiptVisibility.seesReadsAsDeliveries(sharesReads: sharesReads, reciprocal: reciprocal ?? false)
     }
 }
 
@@ -123,19 +127,14 @@ struct HearingCase: Decodable, Sendable, CustomTestStringConvertible {
 struct ReceiptHearingTableTests {
     @Test("the live events and their recipients", arguments: try HearingCase.all())
     func live(_ testCase: HearingCase) {
-        let outcome = testCase.outcome
-        let sends = CursorNotice(outcome).live(
-            to: outcome.recipients, seesReadsAsDeliveries: testCase.seesReadsAsDeliveries)
+        let sends = Telling(testCase.outcome).live
         let told = sends.map { HearingCase.Send(event: $0.event.type.rawValue, to: $0.to.sorted()) }
         #expect(told == testCase.live)
     }
 
     @Test("the webhooks' events", arguments: try HearingCase.all())
     func webhooks(_ testCase: HearingCase) {
-        let notice = CursorNotice(testCase.outcome)
-        #expect(
-            notice.toOthers(seesReadsAsDeliveries: testCase.seesReadsAsDeliveries).map(\.type.rawValue)
-                == testCase.webhooks)
+        #expect(Telling(testCase.outcome).toOthers.map(\.type.rawValue) == testCase.webhooks)
     }
 
     @Test("what POST /sync tells each member", arguments: try HearingCase.all())
@@ -146,7 +145,7 @@ struct ReceiptHearingTableTests {
         for viewer in testCase.members.keys {
             let visibility = ReceiptVisibility(
                 config: outcome.config, users: users, viewer: viewer,
-                seesReadsAsDeliveries: testCase.seesReadsAsDeliveries.contains(viewer))
+                seesReadsAsDeliveries: testCase.seesReadsAsDeliveries(viewer))
             let synced = SyncedCursors(
                 outcome.state, in: outcome.channel, visibility: visibility, since: HearingCase.before)
             told[viewer] = (synced.read ? ["read"] : []) + (synced.delivered ? ["delivered"] : [])

@@ -518,45 +518,32 @@ struct InterleavingTests {
         }
     }
 
-    /// A recorder that asks for the app's settings with every receipt and keeps what the store read.
-    final class ContextRecorder: ChangeRecorder {
-        let read = Mutex<[ChangeContext]>([])
-        func reads(for change: StoreChange) -> ChangeReads? {
-            guard case .cursorsMoved = change else { return nil }
-            return ChangeReads(appOptions: true)
-        }
-        func entries(for change: StoreChange, context: ChangeContext) throws -> [OutboxEntry] {
-            read.withLock { $0.append(context) }
-            return []
-        }
-        func committed() {}
-    }
-
-    /// The webhooks' reads (`ChangeRecorder.reads(for:)`) shape only the events' content and feed
-    /// no count, so they need no lock; what matters is that they are the change's own statements:
-    /// a setting committed before them is the one a webhook follows (no node's cached copy).
+    /// The hearers' privacy a change is told with (`HearersPrivacy`, R15) shapes only whom its
+    /// events go to and feeds no count, so it needs no lock; what matters is that it is read by
+    /// the change's own statements: a setting committed before them is the one both roads follow.
     @Test(
-        "the app setting a receipt's webhooks follow is read in the receipt's own transaction",
+        "the hearers' privacy a receipt is told with is read in the receipt's own transaction",
         arguments: StoreKind.all)
-    func webhookContextAgainstSettingChange(kind: StoreKind) async throws {
+    func hearersPrivacyAgainstSettingChange(kind: StoreKind) async throws {
         try await kind.withStore { store in
             let now = Timestamp.now()
-            _ = try await store.upsertUsers([User(id: "alice"), User(id: "bob")], now: now)
+            let hiding = User(id: "alice", privacySettings: PrivacySettings(readReceipts: .init(enabled: false)))
+            _ = try await store.upsertUsers([hiding, User(id: "bob")], now: now)
             let (channel, _) = try await store.createChannel(
-                ChannelID(type: "messaging", id: "hooks"), createdBy: "alice", memberIDs: ["alice", "bob"],
+                ChannelID(type: "messaging", id: "hearers"), createdBy: "alice", memberIDs: ["alice", "bob"],
                 custom: [:], now: now)
             _ = try await store.sendMessage(
-                NewMessage(id: "hooks1", userID: "alice", text: "t", custom: [:]), to: channel, now: now)
-            let recorder = ContextRecorder()
-            store.recordChanges(with: recorder)
-            // Held before the settings are read, after bob's cursor moved, while the app turns R15 on.
-            _ = try await Self.interleave(
-                kind, store, at: Pause(before: { $0.hasPrefix("SELECT name, value FROM app_setting") }),
+                NewMessage(id: "hearers1", userID: "alice", text: "t", custom: [:]), to: channel, now: now)
+            // Held before the setting is read, after bob's cursor moved, while the app turns R15 on.
+            let outcomes = try await Self.interleave(
+                kind, store, at: Pause(before: { $0.hasPrefix("SELECT value FROM app_setting") }),
                 { try await store.markAllRead("bob", audience: ReceiptAudience(fullChannelLimit: 100), now: .now()) },
                 against: { _ = try await store.updateAppOptions(.init(reciprocalReadReceipts: true)) },
                 waitingOn: [])
             // PostgreSQL: the setting committed while the receipt was held; SQLite ran the receipt first.
-            #expect(recorder.read.withLock { $0.map(\.options.reciprocalReadReceipts) } == [kind == .postgres])
+            let expected =
+                kind == .postgres ? HearersPrivacy(reciprocal: true, hidingReads: ["alice"]) : HearersPrivacy()
+            #expect(outcomes.map(\.hearers) == [expected])
         }
     }
 }

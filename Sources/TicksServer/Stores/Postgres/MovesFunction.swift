@@ -21,6 +21,11 @@ import TicksReceipts
 ///    committed before the lock), `AllMembers.reached` in SQL, and the newest
 ///    message of each author it reached — one row each, as JSON.
 ///
+/// 5. where the schema has `v12-app-settings` and the app's reciprocal read
+///    receipts are on (R15), for each move the members who hide their reads
+///    among those who may hear it — as JSON, one row each; none when it is
+///    off (`SQLStore.withHearers` reads the same step by step).
+///
 /// `OneStatementMove` checks step 4 against `AllMembers` on every call, as it
 /// checks step 2 against `ReceiptRules`.
 ///
@@ -34,8 +39,10 @@ import TicksReceipts
 /// The function is created at start (`install`) under a name carrying a hash
 /// of its text, so nodes of two releases sharing a database each call their
 /// own. It is not a migration: it holds no data, and a node held at an older
-/// migration (`--migrations-up-to`) needs it too; step 4 runs only where the
-/// schema has `v11-all-members`.
+/// migration (`--migrations-up-to`) needs it too; steps 3 and 4 run only where the
+/// schema has `v11-all-members`, step 5 only where it has `v12-app-settings`
+/// (PL/pgSQL plans a statement when it first runs it, so one that names a
+/// table a held schema lacks never fails there).
 enum MovesFunction {
     /// The function's text, without its name.
     private static let signatureAndBody: String = {
@@ -46,8 +53,9 @@ enum MovesFunction {
             StoreSQL.countedSeq(kind, deliveryEvents: deliveryEvents)
         }
         let notCounted = StoreSQL.notCounted
+        let reciprocal = AppOptions.Change.CodingKeys.reciprocalReadReceipts.rawValue
         return """
-            (BIGINT[], TEXT[], TEXT[], TEXT[], TEXT[], BIGINT[], BIGINT[], BIGINT[], BIGINT)
+            (BIGINT[], TEXT[], TEXT[], TEXT[], TEXT[], BIGINT[], BIGINT[], BIGINT[], BIGINT, BIGINT)
             RETURNS TABLE (\(columns))
             LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $ticks$
             #variable_conflict use_column
@@ -65,7 +73,8 @@ enum MovesFunction {
               -- 2. The moves: one row each, in order.
               RETURN QUERY
             \(statement);
-              IF $9 = 0 OR o IS NULL THEN RETURN; END IF;
+              IF o IS NULL THEN RETURN; END IF;
+              IF $9 <> 0 THEN
               -- 3. R13: the advisory lock of each channel where a cursor moved, in pk order.
               PERFORM pg_advisory_xact_lock(hashtextextended(current_schema() || '/' || x.pk::text, 0))
               FROM (SELECT DISTINCT b.pk FROM unnest(o, p, rs, ds) AS b(ord, pk, read_before, delivered_before)
@@ -143,6 +152,25 @@ enum MovesFunction {
                           AND EXISTS (SELECT 1 FROM member e WHERE e.channel_pk = g.channel_pk AND e.user_id = g.user_id)
                        ) n WHERE n.r = 1), '[]'))::text
               FROM reach ORDER BY reach.ord, reach.kind DESC;
+              END IF;
+              -- 5. R15: with the app's reciprocal read receipts on, the members who hide their reads among
+              -- those who may hear each move (every member, or in a large channel the authors of what it
+              -- covered), one row per move. No rows: the setting is off.
+              -- (Apart: PL/pgSQL plans a condition whole, and a held schema has no app_setting.) Narrowing
+              -- to the hearers only saves work: the store keeps those of the move's hearers alone.
+              IF $10 = 0 THEN RETURN; END IF;
+              IF EXISTS (SELECT 1 FROM app_setting WHERE name = '\(reciprocal)' AND value = 'true') THEN
+              RETURN QUERY
+              SELECT \(nulls), b.ord, json_build_object('hiding', COALESCE((
+                  SELECT json_agg(h.user_id) FROM member h WHERE h.channel_pk = b.pk AND h.reads_shared = 0
+                    AND (c.member_count <= ($8)[b.ord] OR h.user_id IN (
+                      SELECT g.user_id FROM message g WHERE g.channel_pk = b.pk
+                        AND g.seq > LEAST(b.read_before, b.delivered_before)
+                        AND g.seq <= GREATEST(m.read_seq, m.delivered_seq)))), '[]'))::text
+              FROM unnest(o, p, rs, ds) AS b(ord, pk, read_before, delivered_before)
+              JOIN member m ON m.channel_pk = b.pk AND m.user_id = ($2)[b.ord]
+              JOIN channel c ON c.pk = b.pk ORDER BY b.ord;
+              END IF;
             END
             $ticks$
             """

@@ -31,7 +31,7 @@ extension PreparedShape {
 
 /// `StoreSQL.moves`: a batch of marks read and delivered, the call of `MovesFunction`.
 enum Moves: PreparedShape {
-    private static let shape = shape(of: StoreSQL.moves([MovesFunction.sampleMove], allMembers: true))
+    private static let shape = shape(of: StoreSQL.moves([MovesFunction.sampleMove], schema: .newest))
     static var sql: String { shape.sql }
     static var bindingDataTypes: [PostgresDataType] { shape.types }
 }

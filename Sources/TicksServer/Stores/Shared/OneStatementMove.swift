@@ -22,10 +22,11 @@ struct BatchedMove: Sendable {
 /// what the moves made read by all (R13), checked against `AllMembers`.
 enum OneStatementMove {
     /// The batch in one round trip: one outcome (or refusal) per move, in order.
-    static func program(_ moves: [BatchedMove], allMembers: Bool)
+    static func program(_ moves: [BatchedMove], schema: SchemaLevel)
         -> StoreProgram<[Result<CursorOutcome?, any Error>]>
     {
-        Step.rows(StoreSQL.moves(moves, allMembers: allMembers)).map { rows in
+        let allMembers = schema.has(.allMembers)
+        return Step.rows(StoreSQL.moves(moves, schema: schema)).map { rows in
             guard rows.count >= moves.count else {
                 throw StoreError.inconsistent("\(rows.count) rows for a batch of \(moves.count) moves")
             }
@@ -37,15 +38,25 @@ enum OneStatementMove {
                 return Result { try outcome(row, of: move) }
             }
             var reported: [Int: [(kind: CursorKind, from: Seq, to: Seq)]] = [:]
+            var hiding: [Int: Set<String>] = [:]
             for row in rows.dropFirst(moves.count) {
                 let index = Int(try row.int(32)) - 1
-                guard case .success(var outcome?)? = results.indices.contains(index) ? results[index] : nil else {
-                    throw StoreError.inconsistent("what move \(index + 1) reached, for a move that did not commit")
+                let found = results.indices.contains(index) ? results[index] : nil
+                switch try MoveAfterword.decode(try row.text(33)) {
+                case .hearing(let hidingReads):
+                    // Every member the batch locked has one, whether or not their move told anything.
+                    guard found != nil else {
+                        throw StoreError.inconsistent("the hearers of move \(index + 1), of no move")
+                    }
+                    hiding[index] = hidingReads
+                case .reaching(let reaching):
+                    guard case .success(var outcome?)? = found else {
+                        throw StoreError.inconsistent("what move \(index + 1) reached, for a move that did not commit")
+                    }
+                    outcome.reachedAll += try reaching.checked(by: outcome)
+                    reported[index, default: []].append((reaching.kind, reaching.from, reaching.to))
+                    results[index] = .success(outcome)
                 }
-                let reaching = try Reaching.decode(try row.text(33))
-                outcome.reachedAll += try reaching.checked(by: outcome)
-                reported[index, default: []].append((reaching.kind, reaching.from, reaching.to))
-                results[index] = .success(outcome)
             }
             // Every move that raised its mover's counted position was asked about, and no other.
             for index in results.indices {
@@ -57,7 +68,24 @@ enum OneStatementMove {
                         "move \(index + 1) raised \(expected) for R13 by AllMembers; the function asked for \(asked)")
                 }
             }
-            return Self.toldOnceEach(results)
+            return try Self.withHearers(Self.toldOnceEach(results), hiding: hiding)
+        }
+    }
+
+    /// Each committed move with its hearers' privacy (R15): the function tells it for every move
+    /// when the app's reciprocal read receipts are on, and for none when they are off.
+    private static func withHearers(_ results: [Result<CursorOutcome?, any Error>], hiding: [Int: Set<String>])
+        throws -> [Result<CursorOutcome?, any Error>]
+    {
+        guard !hiding.isEmpty else { return results }
+        return try results.indices.map { index in
+            guard case .success(var outcome?) = results[index] else { return results[index] }
+            guard let hidingReads = hiding[index] else {
+                throw StoreError.inconsistent("move \(index + 1) committed without its hearers' privacy")
+            }
+            outcome.hearers = HearersPrivacy(reciprocal: true, hidingReads: hidingReads)
+                .among(outcome.recipients + outcome.reachedAll.map(\.author))
+            return .success(outcome)
         }
     }
 
@@ -126,6 +154,35 @@ enum OneStatementMove {
     }
 }
 
+/// A row of `MovesFunction` after the moves' own: what a move reached (step 4) or its hearers' privacy (step 5).
+enum MoveAfterword: Decodable {
+    case reaching(Reaching)
+    /// The members who may hear the move and hide their reads (R15 is on).
+    case hearing(Set<String>)
+
+    private enum CodingKeys: String, CodingKey { case hiding }
+
+    init(from decoder: any Decoder) throws {
+        let keyed = try decoder.container(keyedBy: CodingKeys.self)
+        if let hiding = try keyed.decodeIfPresent(Set<String>.self, forKey: .hiding) {
+            self = .hearing(hiding)
+        } else {
+            self = .reaching(try Reaching(from: decoder))
+        }
+    }
+
+    /// One for every row: it keeps no state between calls.
+    private static let decoder = JSONDecoder()
+
+    static func decode(_ text: String) throws -> MoveAfterword {
+        do {
+            return try decoder.decode(MoveAfterword.self, from: Data(text.utf8))
+        } catch {
+            throw StoreError.inconsistent("a moves row after the moves is not readable: \(error)")
+        }
+    }
+}
+
 /// What one move made read by all for one kind, as `MovesFunction` found it
 /// (JSON, one object per move and kind).
 struct Reaching: Decodable {
@@ -163,17 +220,6 @@ struct Reaching: Decodable {
         case lowestOther = "lowest_other"
         case upTo = "up_to"
         case upToForLowest = "up_to_for_lowest"
-    }
-
-    /// One for every row: it keeps no state between calls.
-    private static let decoder = JSONDecoder()
-
-    static func decode(_ text: String) throws -> Reaching {
-        do {
-            return try decoder.decode(Reaching.self, from: Data(text.utf8))
-        } catch {
-            throw StoreError.inconsistent("what a move reached is not readable: \(error)")
-        }
     }
 
     /// The messages it reached, once `AllMembers.reached` of the same

@@ -10,20 +10,23 @@ extension StoreSQL {
     /// and committed together (SQLite runs `SQLStore`'s steps one by one, in
     /// process, and groups its commits in `GroupCommitter`). One statement,
     /// the call of `MovesFunction`: committed on its own when nothing else
-    /// joins its transaction. `allMembers`: whether it also works out
-    /// what the moves made read by all (R13; a schema held before
-    /// `v11-all-members` has no columns for it).
+    /// joins its transaction. It works out what the moves made read by all
+    /// (R13) where `schema` has `v11-all-members` (an older one has no
+    /// columns for it), and the hearers' privacy (R15) where it has
+    /// `v12-app-settings`.
     ///
     /// Rows: first one per move, in order (`movesStatement`'s columns 0–32,
     /// 33 null), then one per move and kind of "all" the move raised the
     /// mover's counted position for: null but 32 (the move's number, from 1)
-    /// and 33 (`MovesFunction`'s JSON of what it reached).
-    static func moves(_ moves: [BatchedMove], allMembers: Bool) -> StoreQuery {
+    /// and 33 (`MovesFunction`'s JSON of what it reached); then, with R15 on,
+    /// one per move: null but 32 and 33 (JSON: `hiding`, those who hide their reads).
+    static func moves(_ moves: [BatchedMove], schema: SchemaLevel) -> StoreQuery {
         let query: StoreQuery = """
             SELECT * FROM \(raw: MovesFunction.name)(\(array: moves.map { Int64($0.kind.rawValue) }), \(array: moves.map(\.userID)),
               \(array: moves.map(\.channel.type)), \(array: moves.map(\.channel.id)), \(array: moves.map { $0.messageID ?? "" }),
               \(array: moves.map { $0.messageID == nil ? 1 as Int64 : 0 }), \(array: moves.map(\.at.microseconds)),
-              \(array: moves.map { Int64($0.audience.fullChannelLimit) }), \(allMembers ? 1 : 0))
+              \(array: moves.map { Int64($0.audience.fullChannelLimit) }), \(schema.has(.allMembers) ? 1 : 0),
+              \(schema.has(.appSettings) ? 1 : 0))
             """
         return query.prepared(as: .moves)
     }
