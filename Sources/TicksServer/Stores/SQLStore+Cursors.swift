@@ -182,9 +182,8 @@ extension SQLStore {
             let heard = audience.flatMap { audience in audience.source(of: update, in: channel).map { (audience, $0) } }
             let ids: StoreProgram<[String]> = heard.map { Fetch.texts(StoreSQL.audience($0.1, in: channel.pk)) } ?? .done([])
             return ids.map { ids in
-                CursorOutcome(
-                    channel: channel, config: config, reader: reader.reader, update: update,
-                    state: reader.state, totals: reader.totals, at: now,
+                reader.outcome(
+                    of: update, in: channel, config: config, at: now,
                     recipients: heard.map { $0.0.recipients(ids, from: $0.1, reader: userID) } ?? [])
             }
         }

@@ -188,11 +188,16 @@ enum MovesFunction {
     /// number, and what it reached.
     static let resultColumns: [(name: String, type: String)] =
         [
+            // The channel (0–12).
             "BIGINT", "TEXT", "TEXT", "TEXT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "TEXT",
-            "BIGINT",
-            "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "BIGINT", "TEXT",
-            "TEXT",
-            "BIGINT", "TEXT", "TEXT", "BIGINT", "BIGINT", "TEXT", "TEXT", "BOOLEAN",
+            "BIGINT", "BIGINT",
+            // The target, the cursors before and after (13–17).
+            "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT",
+            // `ReaderRow` (18–32).
+            "TEXT", "BIGINT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "TEXT", "BIGINT", "TEXT", "TEXT",
+            "TEXT", "BIGINT", "BIGINT",
+            // The audience's ids, the row's staleness (33–35).
+            "TEXT", "TEXT", "BOOLEAN",
         ].enumerated().map { ("c\($0.offset)", $0.element) } + [("move", "BIGINT"), ("reached", "TEXT")]
 
     /// A move that gives the statement its text (its values are bound, never part of it).

@@ -100,17 +100,8 @@ enum Fetch {
     }
 
     /// A member's read state, user and unread totals (`StoreSQL.readerState`); nil when not a member.
-    static func readerState(_ userID: String, in channelPK: Int64)
-        -> StoreProgram<(state: MemberState, reader: User, totals: UnreadTotals)?>
-    {
-        Step.row(StoreSQL.readerState(userID, in: channelPK)).map { row in
-            guard let row else { return nil }
-            let reader = try row.optionalText(12).map { try StoredJSON.user($0) } ?? User(id: userID)
-            // No user row, no totals kept: none unread (as `unreadTotals`).
-            let kept = try row.optionalInt(13) != nil
-            let totals = kept ? try StoreRows.totals(row, at: 13) : UnreadTotals(messages: 0, channels: 0)
-            return (try StoreRows.memberState(row), reader, totals)
-        }
+    static func readerState(_ userID: String, in channelPK: Int64) -> StoreProgram<ReaderRow?> {
+        Step.row(StoreSQL.readerState(userID, in: channelPK)).map { row in try row.map { try ReaderRow($0) } }
     }
 
     /// The user's cursors in `channel` and the unread count kept with them; not a member, not allowed.

@@ -32,7 +32,7 @@ enum OneStatementMove {
             }
             var results = try zip(rows, moves).enumerated().map { index, pair in
                 let (row, move) = pair
-                guard try row.int(32) == index + 1 else {
+                guard try row.int(36) == index + 1 else {
                     throw StoreError.inconsistent("the moves' rows came out of order")
                 }
                 return Result { try outcome(row, of: move) }
@@ -40,9 +40,9 @@ enum OneStatementMove {
             var reported: [Int: [(kind: CursorKind, from: Seq, to: Seq)]] = [:]
             var hiding: [Int: Set<String>] = [:]
             for row in rows.dropFirst(moves.count) {
-                let index = Int(try row.int(32)) - 1
+                let index = Int(try row.int(36)) - 1
                 let found = results.indices.contains(index) ? results[index] : nil
-                switch try MoveAfterword.decode(try row.text(33)) {
+                switch try MoveAfterword.decode(try row.text(37)) {
                 case .hearing(let hidingReads):
                     // Every member the batch locked has one, whether or not their move told anything.
                     guard found != nil else {
@@ -111,7 +111,7 @@ enum OneStatementMove {
                 : StoreError.unknownChannel(move.channel)
         }
         // The function locked the row before the statement's snapshot: it cannot have changed between them.
-        if try row.bool(31) { throw StoreError.inconsistent("a member row changed under its lock") }
+        if try row.bool(35) { throw StoreError.inconsistent("a member row changed under its lock") }
         let found = try StoreRows.channel(row)
         let channel = found.channel
         let config = try StoreRules.requireConfig(found)
@@ -135,22 +135,17 @@ enum OneStatementMove {
                 "the one-statement \(kind) moved \(before) to \(after); ReceiptRules say \(update.cursors)")
         }
         guard kind == .read || update.changed else { return nil }
-        let state = MemberState(
-            userID: userID, joinedAt: Timestamp(microseconds: try row.int(18)),
-            channelRole: ChannelRole(rawValue: try row.text(19)) ?? .member, cursors: after,
-            readAt: Timestamp(microseconds: try row.int(20)), deliveredAt: Timestamp(microseconds: try row.int(21)),
-            lastReadMessageID: try row.optionalText(22), lastDeliveredMessageID: try row.optionalText(23),
-            unread: Int(try row.int(24)), firstUnreadMessageID: try row.optionalText(25))
+        let readerRow = try ReaderRow(row, at: 18)
+        guard readerRow.state.userID == userID, readerRow.state.cursors == after else {
+            throw StoreError.inconsistent("the reader's row after the move is not the move's")
+        }
         var recipients: [String] = []
         if let source = move.audience.source(of: update, in: channel) {
-            let column = source == .members ? 29 : 30
+            let column = source == .members ? 33 : 34
             let ids = try row.optionalText(column).map { $0.split(separator: ",").map(String.init) } ?? []
             recipients = move.audience.recipients(ids, from: source, reader: userID)
         }
-        return CursorOutcome(
-            channel: channel, config: config, reader: try row.optionalText(26).map(StoredJSON.user) ?? User(id: userID),
-            update: update, state: state, totals: try StoreRows.totals(row, at: 27), at: move.at,
-            recipients: recipients)
+        return readerRow.outcome(of: update, in: channel, config: config, at: move.at, recipients: recipients)
     }
 }
 

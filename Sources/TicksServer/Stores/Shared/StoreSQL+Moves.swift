@@ -15,11 +15,11 @@ extension StoreSQL {
     /// columns for it), and the hearers' privacy (R15) where it has
     /// `v12-app-settings`.
     ///
-    /// Rows: first one per move, in order (`movesStatement`'s columns 0–32,
-    /// 33 null), then one per move and kind of "all" the move raised the
-    /// mover's counted position for: null but 32 (the move's number, from 1)
-    /// and 33 (`MovesFunction`'s JSON of what it reached); then, with R15 on,
-    /// one per move: null but 32 and 33 (JSON: `hiding`, those who hide their reads).
+    /// Rows: first one per move, in order (`movesStatement`'s columns 0–36,
+    /// 37 null), then one per move and kind of "all" the move raised the
+    /// mover's counted position for: null but 36 (the move's number, from 1)
+    /// and 37 (`MovesFunction`'s JSON of what it reached); then, with R15 on,
+    /// one per move: null but 36 and 37 (JSON: `hiding`, those who hide their reads).
     static func moves(_ moves: [BatchedMove], schema: SchemaLevel) -> StoreQuery {
         let query: StoreQuery = """
             SELECT * FROM \(raw: MovesFunction.name)(\(array: moves.map { Int64($0.kind.rawValue) }), \(array: moves.map(\.userID)),
@@ -47,16 +47,15 @@ extension StoreSQL {
     /// One row per move, in order. Columns: the channel (0–12; null when it
     /// does not exist); the target's seq (13, null when the message is not in
     /// the channel); the cursors before (14, 15; null when not a member) and
-    /// after (16, 17; null when R9 ignored the move); the member's joined time
-    /// and role (18, 19), read_at and delivered_at after (20, 21), the ids at
-    /// the cursors (22, 23), unread and first unread (24, 25); the reader as
-    /// JSON (26); their unread totals after the batch (27, 28); the member ids
-    /// when the channel has at most the move's `fullChannelLimit` members
-    /// (29), and the authors of the messages the read move (else the delivered
-    /// move) covered (30), comma-separated; whether the member's row changed
-    /// between the statement's snapshot and its lock (31: never, as the
-    /// function locks the rows in a statement before, and the move is refused
-    /// as inconsistent if it did); the move's number, from 1 (32); null (33).
+    /// after (16, 17; null when R9 ignored the move); the member's row after
+    /// the batch as `readerState` reads it (18–32, `ReaderRow`: the read state,
+    /// the user as JSON, their unread totals); the member ids when the channel
+    /// has at most the move's `fullChannelLimit` members (33), and the authors
+    /// of the messages the read move (else the delivered move) covered (34),
+    /// comma-separated; whether the member's row changed between the
+    /// statement's snapshot and its lock (35: never, as the function locks the
+    /// rows in a statement before, and the move is refused as inconsistent if
+    /// it did); the move's number, from 1 (36); null (37).
     ///
     /// The statement reads the channel's last message and the messages'
     /// hidden flags from its snapshot: taken once the member rows are locked,
@@ -83,7 +82,7 @@ extension StoreSQL {
           FROM ch JOIN req r ON r.ord = ch.ord
         ), old AS (
           SELECT r.ord, r.kind, r.user_id, r.at, m.channel_pk, m.read_seq, m.delivered_seq, m.read_at,
-                 m.delivered_at, m.created_at, m.channel_role, m.unread,
+                 m.delivered_at, m.created_at, m.channel_role, m.unread, m.custom,
                  (SELECT s.xmin::text FROM member s WHERE s.channel_pk = m.channel_pk AND s.user_id = m.user_id)
                    IS DISTINCT FROM m.xmin::text AS stale
           FROM req r JOIN ch ON ch.ord = r.ord JOIN member m ON m.channel_pk = ch.pk AND m.user_id = r.user_id
@@ -147,12 +146,14 @@ extension StoreSQL {
           ch.created_at, ch.updated_at, ch.config, ch.truncated_at, ch.truncated_seq,
           tgt.seq, counts.read_seq, counts.delivered_seq,
           CASE WHEN counts.decided THEN counts.read_to END, CASE WHEN counts.decided THEN counts.delivered_to END,
-          counts.created_at, counts.channel_role, counts.read_at_to, counts.delivered_at_to,
+          counts.user_id, counts.created_at, counts.channel_role, counts.read_to, counts.read_at_to,
+          counts.delivered_to, counts.delivered_at_to,
           (SELECT id FROM message WHERE channel_pk = ch.pk AND seq = counts.read_to),
           (SELECT id FROM message WHERE channel_pk = ch.pk AND seq = counts.delivered_to),
           counts.unread_to,
           (SELECT id FROM message g WHERE g.channel_pk = ch.pk AND g.seq > counts.read_to AND g.user_id <> r.user_id
              AND g.hidden = 0 ORDER BY g.seq LIMIT 1),
+          counts.custom,
           (SELECT body FROM app_user WHERE id = r.user_id),
           COALESCE((SELECT unread_messages FROM tot WHERE tot.id = r.user_id),
                    (SELECT unread_messages FROM app_user WHERE id = r.user_id)),

@@ -267,7 +267,8 @@ enum StoreSQL {
 
     /// A member's read state (`memberStateColumns`, 0–11), then their user
     /// (12: the body, null when there is none) and unread totals (13, 14):
-    /// what a cursor move's outcome reads back, in one statement.
+    /// what a cursor move's outcome reads back, in one statement (`ReaderRow`;
+    /// PostgreSQL's batched moves return the same columns, `movesStatement`).
     static func readerState(_ userID: String, in channelPK: Int64) -> StoreQuery {
         """
         SELECT \(raw: memberStateColumns), u.body, u.unread_messages, u.unread_channels
@@ -527,16 +528,18 @@ enum StoreRows {
             attachments: attachments)
     }
 
-    /// `StoreSQL.memberStateColumns`.
-    static func memberState(_ row: some StoreRow) throws -> MemberState {
+    /// `StoreSQL.memberStateColumns`, from column `offset`.
+    static func memberState(_ row: some StoreRow, at offset: Int = 0) throws -> MemberState {
         MemberState(
-            userID: try row.text(0), joinedAt: Timestamp(microseconds: try row.int(1)),
-            channelRole: ChannelRole(rawValue: try row.text(2)) ?? .member,
-            cursors: Cursors(read: try row.int(3), delivered: try row.int(5)),
-            readAt: Timestamp(microseconds: try row.int(4)), deliveredAt: Timestamp(microseconds: try row.int(6)),
-            lastReadMessageID: try row.optionalText(7), lastDeliveredMessageID: try row.optionalText(8),
-            unread: Int(try row.int(9)), firstUnreadMessageID: try row.optionalText(10),
-            custom: try StoredJSON.customFields(try row.text(11)))
+            userID: try row.text(offset), joinedAt: Timestamp(microseconds: try row.int(offset + 1)),
+            channelRole: ChannelRole(rawValue: try row.text(offset + 2)) ?? .member,
+            cursors: Cursors(read: try row.int(offset + 3), delivered: try row.int(offset + 5)),
+            readAt: Timestamp(microseconds: try row.int(offset + 4)),
+            deliveredAt: Timestamp(microseconds: try row.int(offset + 6)),
+            lastReadMessageID: try row.optionalText(offset + 7),
+            lastDeliveredMessageID: try row.optionalText(offset + 8),
+            unread: Int(try row.int(offset + 9)), firstUnreadMessageID: try row.optionalText(offset + 10),
+            custom: try StoredJSON.customFields(try row.text(offset + 11)))
     }
 
     static func totals(_ row: some StoreRow, at offset: Int = 0) throws -> UnreadTotals {
@@ -553,5 +556,37 @@ enum StoreRows {
     /// `StoreSQL.message(id:)`: the message, in the channel its last two columns name.
     static func messageWithChannel(_ row: some StoreRow) throws -> MessageRecord {
         try message(row, cid: ChannelID(type: try row.text(15), id: try row.text(16)))
+    }
+}
+
+/// A member's row as a cursor move reads it back after moving it: their read
+/// state, their user and their unread totals. Both dialects decode it here —
+/// SQLite from `StoreSQL.readerState`, PostgreSQL's batch from columns 18–32
+/// of `StoreSQL.movesStatement`, the same columns in the same order — and
+/// make the move's outcome of it (`outcome(of:in:config:at:recipients:)`).
+struct ReaderRow {
+    var state: MemberState
+    var reader: User
+    var totals: UnreadTotals
+
+    /// How many columns it takes.
+    static let width = 15
+
+    /// The row's `width` columns from `offset`.
+    init(_ row: some StoreRow, at offset: Int = 0) throws {
+        state = try StoreRows.memberState(row, at: offset)
+        reader = try row.optionalText(offset + 12).map { try StoredJSON.user($0) } ?? User(id: state.userID)
+        // No user row, no totals kept: none unread (as `unreadTotals`).
+        let kept = try row.optionalInt(offset + 13) != nil
+        totals = kept ? try StoreRows.totals(row, at: offset + 13) : UnreadTotals(messages: 0, channels: 0)
+    }
+
+    /// The outcome of `update`, the move that left the row so.
+    func outcome(
+        of update: CursorUpdate, in channel: ChannelRecord, config: ChannelConfig, at: Timestamp, recipients: [String]
+    ) -> CursorOutcome {
+        CursorOutcome(
+            channel: channel, config: config, reader: reader, update: update, state: state, totals: totals, at: at,
+            recipients: recipients)
     }
 }
