@@ -77,7 +77,7 @@ extension ChatClient {
     /// they are applied again (cursor moves are forward-only, so this is
     /// safe; their receipts were already reported).
     func absorb(_ state: ChannelState, session: Session, replaying events: [Event] = [], pageSize: Int? = nil) async {
-        guard let cid = ChannelID(cid: state.channel.cid) else { return }
+        let cid = state.channel.cid
         typeConfigs[cid.type] = state.channel.config
         var model = models[cid] ?? ChannelModel(cid: cid)
         let missed = model.load(state, currentUserID: session.userID)

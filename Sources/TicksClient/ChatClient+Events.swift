@@ -29,7 +29,7 @@ extension ChatClient {
                     totalUnreadCount: total, unreadChannels: event.unreadChannels ?? totals.unreadChannels,
                     unreadThreads: event.unreadThreads ?? totals.unreadThreads))
         }
-        guard let cid = event.cid.flatMap(ChannelID.init(cid:)) else { return }
+        guard let cid = event.cid else { return }
         if event.type == .messageNew, let message = event.message, message.user.id == session.userID,
             local[message.id] != nil
         {

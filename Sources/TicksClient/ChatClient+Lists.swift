@@ -74,7 +74,7 @@ extension ChatClient {
             await absorb(state, session: session, pageSize: configuration.channelListMessageLimit)
         }
         list = lists[query] ?? ChannelListState()
-        let page = states.compactMap { ChannelID(cid: $0.channel.cid) }
+        let page = states.map(\.channel.cid)
         list.cids = more ? list.cids + page.filter { !list.cids.contains($0) } : page
         list.hasMore = states.count == pageSize
         list.isLoaded = true
@@ -173,7 +173,9 @@ extension ChatClient {
     public func markAllThreadsRead() async throws -> Int {
         guard let session else { throw TicksClientError.notConnected }
         let marked = try await session.api.markAllThreadsRead()
-        setTotals(ChatUnreadTotals(totalUnreadCount: totals.totalUnreadCount, unreadChannels: totals.unreadChannels, unreadThreads: 0))
+        setTotals(
+            ChatUnreadTotals(
+                totalUnreadCount: totals.totalUnreadCount, unreadChannels: totals.unreadChannels, unreadThreads: 0))
         return marked
     }
 

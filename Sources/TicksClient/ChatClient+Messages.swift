@@ -85,7 +85,7 @@ extension ChatClient {
         event.message = message
         await handle(event)
         let me = try connectedUserID()
-        if let cid = ChannelID(cid: message.cid), let shown = try? state(of: cid).message(withID: message.id) {
+        if let shown = try? state(of: message.cid).message(withID: message.id) {
             return shown
         }
         return ChatMessage(thread: message, currentUserID: me)
@@ -144,7 +144,7 @@ extension ChatMessage {
     /// A message outside a loaded channel's list (a thread reply): no statuses.
     init(thread message: Message, currentUserID: String) {
         self.init(
-            id: message.id, cid: ChannelID(cid: message.cid) ?? ChannelID(type: "", id: ""), text: message.text,
+            id: message.id, cid: message.cid, text: message.text,
             author: ChatUser(message.user), createdAt: message.createdAt.date, extraData: message.custom,
             isSentByCurrentUser: message.user.id == currentUserID, localState: nil, deliveryStatus: nil, readCount: 0,
             deliveredCount: 0, isDeleted: message.deletedAt != nil, editedAt: message.textUpdatedAt?.date,

@@ -54,7 +54,7 @@ extension ChatClient {
     public func receipts(for messageId: String) async throws -> MessageReceipts {
         guard let session else { throw TicksClientError.notConnected }
         let response = try await session.api.receipts(for: messageId)
-        guard let cid = response.cid.flatMap(ChannelID.init(cid:)) ?? models.values.first(where: { $0.hasMessage(messageId) })?.cid
+        guard let cid = response.cid ?? models.values.first(where: { $0.hasMessage(messageId) })?.cid
         else { throw TicksClientError.invalidResponse("the receipts of '\(messageId)' name no channel") }
         return MessageReceipts(
             receipts: response.receipts.map { receipt in
@@ -165,9 +165,9 @@ extension ChatClient {
             for state in states {
                 typeConfigs[state.channel.type] = state.channel.config
                 guard state.channel.config.deliveryEvents, let newest = state.messages.last,
-                    newest.user.id != session.userID,
-                    let cid = ChannelID(cid: state.channel.cid)
+                    newest.user.id != session.userID
                 else { continue }
+                let cid = state.channel.cid
                 let own = state.read.first { $0.user.id == session.userID }
                 if own?.lastDeliveredMessageID == newest.id || own?.lastReadMessageID == newest.id { continue }
                 noteArrived(newest, in: cid)

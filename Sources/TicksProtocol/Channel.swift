@@ -174,7 +174,9 @@ public struct Policy: Codable, Sendable, Equatable {
     /// every channel type; see docs/concepts.md, "Who may do what"; the
     /// server applies them with `ChannelPermissions`).
     public static let ticksRules: [Policy] = [
-        Policy(name: "Admin members can perform any action in their channels", action: "Allow", resources: ["*"], roles: ["admin"], owner: false, priority: 999),
+        Policy(
+            name: "Admin members can perform any action in their channels", action: "Allow", resources: ["*"],
+            roles: ["admin"], owner: false, priority: 999),
         Policy(
             name: "Channel owners and moderators manage the channel", action: "Allow",
             resources: ["UpdateChannel", "UpdateChannelMembers", "TruncateChannel", "DeleteChannel", "DeleteMessage"],
@@ -186,7 +188,8 @@ public struct Policy: Codable, Sendable, Equatable {
             name: "Channel members read, send and mark read", action: "Allow",
             resources: ["ReadChannel", "CreateMessage", "CreateReply", "MarkRead"],
             roles: ["channel_member"], owner: false, priority: 50),
-        Policy(name: "Deny all other actions", action: "Deny", resources: ["*"], roles: ["*"], owner: false, priority: 1),
+        Policy(
+            name: "Deny all other actions", action: "Deny", resources: ["*"], roles: ["*"], owner: false, priority: 1),
     ]
 }
 
@@ -194,7 +197,7 @@ public struct Policy: Codable, Sendable, Equatable {
 public struct Channel: Codable, Sendable, Equatable {
     public var id: String
     public var type: String
-    public var cid: String
+    public var cid: ChannelID
     public var createdAt: Timestamp
     public var updatedAt: Timestamp
     public var createdBy: User?
@@ -215,7 +218,7 @@ public struct Channel: Codable, Sendable, Equatable {
     ) {
         self.id = id
         self.type = type
-        self.cid = "\(type):\(id)"
+        self.cid = ChannelID(type: type, id: id)
         self.createdAt = createdAt
         self.updatedAt = updatedAt
         self.createdBy = createdBy
@@ -237,7 +240,7 @@ public struct Channel: Codable, Sendable, Equatable {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         id = try c.decode(String.self, forKey: AnyCodingKey("id"))
         type = try c.decode(String.self, forKey: AnyCodingKey("type"))
-        cid = try c.decode(String.self, forKey: AnyCodingKey("cid"))
+        cid = try c.decode(ChannelID.self, forKey: AnyCodingKey("cid"))
         createdAt = try c.decode(Timestamp.self, forKey: AnyCodingKey("created_at"))
         updatedAt = try c.decode(Timestamp.self, forKey: AnyCodingKey("updated_at"))
         createdBy = try c.decodeIfPresent(User.self, forKey: AnyCodingKey("created_by"))
@@ -486,7 +489,7 @@ public struct Receipt: Codable, Sendable, Equatable {
 
 public struct ReceiptsResponse: Codable, Sendable, Equatable {
     /// The message's channel (absent from answers of servers before it was added).
-    public var cid: String?
+    public var cid: ChannelID?
     public var receipts: [Receipt]
     public var readCount: Int
     public var deliveredCount: Int
@@ -498,7 +501,7 @@ public struct ReceiptsResponse: Codable, Sendable, Equatable {
     public var playedCount: Int?
 
     public init(
-        cid: String?, receipts: [Receipt], readCount: Int, deliveredCount: Int, readByAll: Bool? = nil,
+        cid: ChannelID?, receipts: [Receipt], readCount: Int, deliveredCount: Int, readByAll: Bool? = nil,
         deliveredToAll: Bool? = nil, playedCount: Int? = nil
     ) {
         self.playedCount = playedCount

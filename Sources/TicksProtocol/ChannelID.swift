@@ -20,4 +20,20 @@ public struct ChannelID: Hashable, Sendable, Codable, CustomStringConvertible {
 
     public var rawValue: String { "\(type):\(id)" }
     public var description: String { rawValue }
+
+    /// On the wire a cid is one string, `"type:id"` (Stream's `cid`); text that is not one is refused.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let cid = ChannelID(cid: text) else {
+            throw DecodingError.dataCorruptedError(
+                in: container, debugDescription: "'\(text)' is not a channel's type:id")
+        }
+        self = cid
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
 }

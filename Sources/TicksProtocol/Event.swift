@@ -68,7 +68,7 @@ public struct OwnUser: Codable, Sendable, Equatable {
 public struct Event: Codable, Sendable, Equatable {
     public var type: EventType
     public var createdAt: Timestamp
-    public var cid: String?
+    public var cid: ChannelID?
     public var channelType: String?
     public var channelID: String?
     public var user: User?
@@ -104,18 +104,13 @@ public struct Event: Codable, Sendable, Equatable {
     /// `message.played`: when the member first played the message (R14).
     public var playedAt: Timestamp?
 
-    public init(type: EventType, createdAt: Timestamp, cid: String? = nil, user: User? = nil) {
+    public init(type: EventType, createdAt: Timestamp, cid: ChannelID? = nil, user: User? = nil) {
         self.type = type
         self.createdAt = createdAt
         self.user = user
-        if let cid {
-            self.cid = cid
-            let parts = cid.split(separator: ":", maxSplits: 1)
-            if parts.count == 2 {
-                channelType = String(parts[0])
-                channelID = String(parts[1])
-            }
-        }
+        self.cid = cid
+        channelType = cid?.type
+        channelID = cid?.id
     }
 
     enum CodingKeys: String, CodingKey {
@@ -156,7 +151,9 @@ public struct MessageThread: Codable, Sendable, Equatable {
     public var replyCount: Int
     public var createdAt: Timestamp
 
-    public init(parentMessageID: String, channelCID: String, createdByUserID: String, replyCount: Int, createdAt: Timestamp) {
+    public init(
+        parentMessageID: String, channelCID: String, createdByUserID: String, replyCount: Int, createdAt: Timestamp
+    ) {
         self.parentMessageID = parentMessageID
         self.channelCID = channelCID
         self.createdByUserID = createdByUserID

@@ -1,7 +1,7 @@
 /// A message as it travels on the wire (Stream's shape).
 public struct Message: Codable, Sendable, Equatable {
     public var id: String
-    public var cid: String
+    public var cid: ChannelID
     public var text: String
     public var user: User
     public var createdAt: Timestamp
@@ -45,7 +45,7 @@ public struct Message: Codable, Sendable, Equatable {
     }
 
     public init(
-        id: String, cid: String, text: String, user: User, createdAt: Timestamp,
+        id: String, cid: ChannelID, text: String, user: User, createdAt: Timestamp,
         updatedAt: Timestamp, custom: [String: JSONValue] = [:], channel: Channel? = nil,
         deletedAt: Timestamp? = nil, textUpdatedAt: Timestamp? = nil
     ) {
@@ -75,7 +75,7 @@ public struct Message: Codable, Sendable, Equatable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         id = try c.decode(String.self, forKey: AnyCodingKey("id"))
-        cid = try c.decode(String.self, forKey: AnyCodingKey("cid"))
+        cid = try c.decode(ChannelID.self, forKey: AnyCodingKey("cid"))
         text = try c.decodeIfPresent(String.self, forKey: AnyCodingKey("text")) ?? ""
         user = try c.decode(User.self, forKey: AnyCodingKey("user"))
         createdAt = try c.decode(Timestamp.self, forKey: AnyCodingKey("created_at"))

@@ -23,7 +23,8 @@ struct ReadIndicatorTests {
         let users = Dictionary(uniqueKeysWithValues: members.map { ($0, User(id: $0, name: $0.capitalized)) })
         let messages = (1...3).map { index in
             Message(
-                id: "m\(index)", cid: "messaging:g", text: "text \(index)", user: users["alice"]!,
+                id: "m\(index)", cid: ChannelID(type: "messaging", id: "g"), text: "text \(index)",
+                user: users["alice"]!,
                 createdAt: Timestamp(microseconds: start + Int64(index)), updatedAt: now)
         }
         var readStates = [
@@ -56,16 +57,20 @@ struct ReadIndicatorTests {
     static func entry(_ id: String, _ state: OutboxEntry.State) -> OutboxEntry {
         OutboxEntry(
             id: id, userID: "alice", cid: "messaging:g", text: "local", custom: "{}", createdAt: start + 10,
-            state: state, attempts: state == .failed ? 4 : 0, lastError: state == .failed ? "the server could not be reached" : nil)
+            state: state, attempts: state == .failed ? 4 : 0,
+            lastError: state == .failed ? "the server could not be reached" : nil)
     }
 
-    func indicator(_ channel: ChatChannel, _ id: String, options: ReadIndicatorOptions = .default) throws -> ReadIndicator {
+    func indicator(_ channel: ChatChannel, _ id: String, options: ReadIndicatorOptions = .default) throws
+        -> ReadIndicator
+    {
         channel.readIndicator(for: try #require(channel.message(withID: id)), options: options)
     }
 
     @Test("pending and failed come from the outbox: a clock, and an error mark")
     func localStates() throws {
-        let channel = Self.channel(members: ["alice", "bob"], outbox: [Self.entry("p1", .pending), Self.entry("f1", .failed)])
+        let channel = Self.channel(
+            members: ["alice", "bob"], outbox: [Self.entry("p1", .pending), Self.entry("f1", .failed)])
         let pending = try indicator(channel, "p1")
         #expect((pending.state, pending.checkmarks, pending.symbol) == (.pending, 0, "…"))
         #expect(pending.accessibilityLabel == "Sending")

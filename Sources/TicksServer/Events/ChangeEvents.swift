@@ -15,7 +15,7 @@ enum ChangeEvents {
     /// `message.new`.
     static func messageNew(_ message: MessageRecord, users: [String: User]) -> Event {
         var event = Event(
-            type: .messageNew, createdAt: message.createdAt, cid: message.cid.rawValue,
+            type: .messageNew, createdAt: message.createdAt, cid: message.cid,
             user: Presenter.user(message.userID, users))
         event.message = Presenter.message(message, users: users)
         return event
@@ -29,7 +29,7 @@ enum ChangeEvents {
     ) -> Event {
         assert(type == .messageUpdated || type == .messageDeleted)
         var event = Event(
-            type: type, createdAt: at ?? message.deletedAt ?? message.updatedAt ?? message.createdAt, cid: message.cid.rawValue,
+            type: type, createdAt: at ?? message.deletedAt ?? message.updatedAt ?? message.createdAt, cid: message.cid,
             user: actor.map { Presenter.user($0, users) })
         event.message = Presenter.message(message, users: users)
         event.messageID = message.id
@@ -40,7 +40,7 @@ enum ChangeEvents {
     /// `member.added`, `member.updated`, `member.removed` and the
     /// `notification.*_channel` the member concerned gets: the event is about them.
     static func member(_ type: EventType, _ member: Member, in cid: ChannelID, at: Timestamp) -> Event {
-        var event = Event(type: type, createdAt: at, cid: cid.rawValue, user: member.user)
+        var event = Event(type: type, createdAt: at, cid: cid, user: member.user)
         event.member = member
         return event
     }
@@ -63,14 +63,15 @@ enum ChangeEvents {
             channel.truncatedAt = at
             channel.memberCount = 0
         }
-        var event = Event(type: type, createdAt: at, cid: record.cid.rawValue, user: actor.map { Presenter.user($0, users) })
+        var event = Event(type: type, createdAt: at, cid: record.cid, user: actor.map { Presenter.user($0, users) })
         event.channel = channel
         return event
     }
 
     /// `message.read`: `reader` has read up to `lastReadMessageID`.
-    static func messageRead(by reader: User, in cid: ChannelID, at: Timestamp, upTo lastReadMessageID: String?) -> Event {
-        var event = Event(type: .messageRead, createdAt: at, cid: cid.rawValue, user: reader)
+    static func messageRead(by reader: User, in cid: ChannelID, at: Timestamp, upTo lastReadMessageID: String?) -> Event
+    {
+        var event = Event(type: .messageRead, createdAt: at, cid: cid, user: reader)
         event.lastReadMessageID = lastReadMessageID
         return event
     }
@@ -98,7 +99,7 @@ enum ChangeEvents {
     static func markedThreadUnread(_ unread: ThreadMarkedUnread, by reader: User, in cid: ChannelID, at: Timestamp)
         -> Event
     {
-        var event = Event(type: .notificationMarkUnread, createdAt: at, cid: cid.rawValue, user: reader)
+        var event = Event(type: .notificationMarkUnread, createdAt: at, cid: cid, user: reader)
         event.threadID = unread.parentID
         event.unreadThreadMessages = unread.unread
         event.unreadThreads = unread.unreadThreads
@@ -109,7 +110,7 @@ enum ChangeEvents {
     static func messageDelivered(
         by reader: User, in cid: ChannelID, at: Timestamp, deliveredAt: Timestamp, upTo lastDeliveredMessageID: String?
     ) -> Event {
-        var event = Event(type: .messageDelivered, createdAt: at, cid: cid.rawValue, user: reader)
+        var event = Event(type: .messageDelivered, createdAt: at, cid: cid, user: reader)
         event.lastDeliveredAt = deliveredAt
         event.lastDeliveredMessageID = lastDeliveredMessageID
         return event
@@ -120,7 +121,7 @@ enum ChangeEvents {
     static func markedRead(
         by reader: User, in cid: ChannelID, at: Timestamp, state: MemberState, totals: UnreadTotals?
     ) -> Event {
-        var event = Event(type: .notificationMarkRead, createdAt: at, cid: cid.rawValue, user: reader)
+        var event = Event(type: .notificationMarkRead, createdAt: at, cid: cid, user: reader)
         event.lastReadMessageID = state.lastReadMessageID
         event.unreadCount = state.unread
         event.totalUnreadCount = totals?.messages
@@ -131,7 +132,8 @@ enum ChangeEvents {
     /// `message.read_by_all` / `message.delivered_to_all`: every member but
     /// the author has reached the author's messages up to `messageID` (R13).
     static func reachedAll(_ reached: ReachedAll, in cid: ChannelID, at: Timestamp) -> Event {
-        var event = Event(type: reached.kind == .read ? .messageReadByAll : .messageDeliveredToAll, createdAt: at, cid: cid.rawValue)
+        var event = Event(
+            type: reached.kind == .read ? .messageReadByAll : .messageDeliveredToAll, createdAt: at, cid: cid)
         event.messageID = reached.messageID
         return event
     }
@@ -139,7 +141,7 @@ enum ChangeEvents {
     /// `notification.mark_unread`, which tells the reader's new read position.
     static func markedUnread(_ outcome: CursorOutcome) -> Event {
         var event = Event(
-            type: .notificationMarkUnread, createdAt: outcome.at, cid: outcome.channel.cid.rawValue, user: outcome.reader)
+            type: .notificationMarkUnread, createdAt: outcome.at, cid: outcome.channel.cid, user: outcome.reader)
         event.firstUnreadMessageID = outcome.state.firstUnreadMessageID
         event.lastReadAt = outcome.state.readAt
         event.lastReadMessageID = outcome.state.lastReadMessageID

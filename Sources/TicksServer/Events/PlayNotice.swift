@@ -12,7 +12,7 @@ struct PlayNotice {
 
     init(_ play: PlayOutcome) {
         var event = Event(
-            type: .messagePlayed, createdAt: play.playedAt, cid: play.channel.cid.rawValue,
+            type: .messagePlayed, createdAt: play.playedAt, cid: play.channel.cid,
             user: Presenter.user(play.player.id, [play.player.id: play.player]))
         event.messageID = play.message.id
         event.playedAt = play.playedAt

@@ -9,7 +9,7 @@ enum Presenter {
 
     static func message(_ record: MessageRecord, users: [String: User]) -> Message {
         var message = Message(
-            id: record.id, cid: record.cid.rawValue, text: record.text, user: user(record.userID, users),
+            id: record.id, cid: record.cid, text: record.text, user: user(record.userID, users),
             createdAt: record.createdAt, updatedAt: record.updatedAt ?? record.createdAt, custom: record.custom,
             deletedAt: record.deletedAt, textUpdatedAt: record.textUpdatedAt)
         message.parentID = record.parentID
@@ -96,7 +96,7 @@ enum Presenter {
             return left != right ? left > right : lhs.user.id < rhs.user.id
         }
         return ReceiptsResponse(
-            cid: receipts.channel.cid.rawValue, receipts: entries, readCount: entries.count { $0.readAt != nil },
+            cid: receipts.channel.cid, receipts: entries, readCount: entries.count { $0.readAt != nil },
             deliveredCount: entries.count { $0.deliveredAt != nil },
             readByAll: receipts.readByAll && !visibility.seesReadsAsDeliveries,
             deliveredToAll: receipts.deliveredToAll, playedCount: entries.count { $0.playedAt != nil })

@@ -17,10 +17,10 @@ struct SyncEvents {
         switch changes.access {
         case .gone:
             // Nothing of a channel the user cannot read is told, not even whether it exists.
-            return [Event(type: .notificationRemovedFromChannel, createdAt: now, cid: cid.rawValue)]
+            return [Event(type: .notificationRemovedFromChannel, createdAt: now, cid: cid)]
         case .deleted(let at):
             let deleter = changes.actors.deletedBy.map { Presenter.user($0, changes.users) }
-            return [Event(type: .channelDeleted, createdAt: at, cid: cid.rawValue, user: deleter)]
+            return [Event(type: .channelDeleted, createdAt: at, cid: cid, user: deleter)]
         case .member:
             guard !changes.tooMany, let record = changes.channel, let config = changes.config else { return nil }
             let events = memberEvents(changes, record: record, config: config)
@@ -90,7 +90,8 @@ struct SyncEvents {
             events.append(
                 ChangeEvents.messageRead(by: member, in: record.cid, at: state.readAt, upTo: state.lastReadMessageID))
             if state.userID == userID {
-                events.append(ChangeEvents.markedRead(by: member, in: record.cid, at: state.readAt, state: state, totals: nil))
+                events.append(
+                    ChangeEvents.markedRead(by: member, in: record.cid, at: state.readAt, state: state, totals: nil))
             }
         }
         if shown.delivered {
@@ -115,6 +116,7 @@ struct SyncEvents {
     /// Oldest first; events of the same time keep their order (a member
     /// added before the read that joining gave them).
     static func inTimeOrder(_ events: [Event]) -> [Event] {
-        events.enumerated().sorted { ($0.element.createdAt, $0.offset) < ($1.element.createdAt, $1.offset) }.map(\.element)
+        events.enumerated().sorted { ($0.element.createdAt, $0.offset) < ($1.element.createdAt, $1.offset) }.map(
+            \.element)
     }
 }

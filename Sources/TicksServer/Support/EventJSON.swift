@@ -27,7 +27,7 @@ enum EventJSON {
         writer.raw(",")
         writer.key("created_at")
         writer.string(event.createdAt.rfc3339)
-        writer.field("cid", event.cid)
+        writer.field("cid", event.cid?.rawValue)
         writer.field("channel_type", event.channelType)
         writer.field("channel_id", event.channelID)
         if let user = event.user {
@@ -110,7 +110,8 @@ enum EventJSON {
         mutating func string(_ text: String) {
             out.append(UInt8(ascii: "\""))
             // Most text (ids, times) has nothing to escape: copied whole.
-            guard text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+            guard text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") })
+            else {
                 out.append(contentsOf: text.utf8)
                 out.append(UInt8(ascii: "\""))
                 return

@@ -55,7 +55,7 @@ struct WebhookRecorder: ChangeRecorder {
             let push = type == .messageNew ? settings.pushURL : nil
             guard !wanting.isEmpty || push != nil else { continue }
             let payload = try JSONCoding.string(event)
-            let cid = event.cid ?? ""
+            let cid = hook.channel.rawValue
             for webhook in wanting {
                 entries.append(
                     OutboxEntry(

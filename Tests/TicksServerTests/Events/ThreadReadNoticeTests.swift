@@ -20,7 +20,8 @@ struct ThreadReadNoticeTests {
         readAt: start + .seconds(5), lastReadMessageID: "r2")
 
     static func config(readEvents: Bool) -> ChannelConfig {
-        ChannelConfig(name: "messaging", readEvents: readEvents, deliveryEvents: true, createdAt: start, updatedAt: start)
+        ChannelConfig(
+            name: "messaging", readEvents: readEvents, deliveryEvents: true, createdAt: start, updatedAt: start)
     }
 
     static let privateReads = PrivacySettings(readReceipts: .init(enabled: false))
@@ -45,7 +46,8 @@ struct ThreadReadNoticeTests {
         ])
     func audience(privacy: PrivacySettings?, readEvents: Bool, expected: [String]) async {
         let reader = User(id: "bob", privacySettings: privacy)
-        let notice = ThreadReadNotice(Self.read, by: reader, in: Self.channel, config: Self.config(readEvents: readEvents))
+        let notice = ThreadReadNotice(
+            Self.read, by: reader, in: Self.channel, config: Self.config(readEvents: readEvents))
         let (ids, asked) = await Self.recipients(of: notice)
         #expect(ids == expected)
         // The member list is read only when the others hear it.
@@ -55,9 +57,10 @@ struct ThreadReadNoticeTests {
 
     @Test("the event is message.read with the thread, at the thread's read time and reply")
     func event() {
-        let notice = ThreadReadNotice(Self.read, by: User(id: "bob"), in: Self.channel, config: Self.config(readEvents: true))
+        let notice = ThreadReadNotice(
+            Self.read, by: User(id: "bob"), in: Self.channel, config: Self.config(readEvents: true))
         #expect(notice.event.type == .messageRead)
-        #expect(notice.event.cid == "messaging:t")
+        #expect(notice.event.cid == ChannelID(type: "messaging", id: "t"))
         #expect(notice.event.createdAt == Self.read.readAt)
         #expect(notice.event.lastReadMessageID == "r2")
         #expect(notice.event.thread?.parentMessageID == "p1")

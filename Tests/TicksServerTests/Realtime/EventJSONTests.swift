@@ -16,7 +16,10 @@ struct EventJSONTests {
     /// A small deterministic generator, seeded by the property's input.
     typealias SplitMix = SQLiteStoreTests.SplitMix
 
-    static let pieces: [String] = ["a", "Z", "9", "\"", "\\", "/", "\n", "\t", "\r", "\u{8}", "\u{c}", "\u{0}", "\u{1f}", "\u{7f}", "é", "😀", "\u{2028}", " ", ":", "-"]
+    static let pieces: [String] = [
+        "a", "Z", "9", "\"", "\\", "/", "\n", "\t", "\r", "\u{8}", "\u{c}", "\u{0}", "\u{1f}", "\u{7f}", "é", "😀",
+        "\u{2028}", " ", ":", "-",
+    ]
 
     static func text(_ rng: inout SplitMix) -> String {
         (0..<Int.random(in: 0...12, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined()
@@ -38,7 +41,10 @@ struct EventJSONTests {
         case 3, 4: .string(text(&rng))
         case 5: .array((0..<Int.random(in: 0...3, using: &rng)).map { _ in json(&rng, depth: depth + 1) })
         default:
-            .object(Dictionary((0..<Int.random(in: 0...3, using: &rng)).map { _ in (text(&rng), json(&rng, depth: depth + 1)) }) { a, _ in a })
+            .object(
+                Dictionary(
+                    (0..<Int.random(in: 0...3, using: &rng)).map { _ in (text(&rng), json(&rng, depth: depth + 1)) }
+                ) { a, _ in a })
         }
     }
 
@@ -65,9 +71,17 @@ struct EventJSONTests {
 
     static func event(seed: UInt64, custom: Bool) -> Event {
         var rng = SplitMix(state: seed)
-        let types: [EventType] = [.messageRead, .messageDelivered, .notificationMarkRead, .messageReadByAll, .messageDeliveredToAll, .messagePlayed, .healthCheck]
-        let cid = maybe(&rng) { rng in Bool.random(using: &rng) ? "messaging:" + text(&rng) : text(&rng) }
-        var event = Event(type: types.randomElement(using: &rng)!, createdAt: time(&rng), cid: cid, user: maybe(&rng) { user(&$0, custom: custom) })
+        let types: [EventType] = [
+            .messageRead, .messageDelivered, .notificationMarkRead, .messageReadByAll, .messageDeliveredToAll,
+            .messagePlayed, .healthCheck,
+        ]
+        // Any text either side: the writer escapes a cid's type and id as the encoder does.
+        let cid = maybe(&rng) { rng in
+            ChannelID(type: Bool.random(using: &rng) ? "messaging" : text(&rng), id: text(&rng))
+        }
+        var event = Event(
+            type: types.randomElement(using: &rng)!, createdAt: time(&rng), cid: cid,
+            user: maybe(&rng) { user(&$0, custom: custom) })
         func number(_ rng: inout SplitMix) -> Int { Int.random(in: -5...Int.max, using: &rng) }
         event.connectionID = maybe(&rng, text)
         event.watcherCount = maybe(&rng, number)
@@ -83,7 +97,9 @@ struct EventJSONTests {
         event.hardDelete = maybe(&rng) { Bool.random(using: &$0) }
         event.messageID = maybe(&rng, text)
         event.thread = maybe(&rng) { rng in
-            MessageThread(parentMessageID: text(&rng), channelCID: text(&rng), createdByUserID: text(&rng), replyCount: number(&rng), createdAt: time(&rng))
+            MessageThread(
+                parentMessageID: text(&rng), channelCID: text(&rng), createdByUserID: text(&rng),
+                replyCount: number(&rng), createdAt: time(&rng))
         }
         event.unreadThreads = maybe(&rng, number)
         event.threadID = maybe(&rng, text)
@@ -94,7 +110,8 @@ struct EventJSONTests {
 
     /// Both as JSON values, to compare.
     static func same(_ written: some DataProtocol, _ encoded: Data) throws -> Bool {
-        try JSONDecoder().decode(JSONValue.self, from: Data(written)) == JSONDecoder().decode(JSONValue.self, from: encoded)
+        try JSONDecoder().decode(JSONValue.self, from: Data(written))
+            == JSONDecoder().decode(JSONValue.self, from: encoded)
     }
 
     @Test("the same JSON as JSONEncoder for random events, fields in the order the type declares them")
@@ -105,13 +122,16 @@ struct EventJSONTests {
             #expect(try Self.same(fast, JSONCoding.data(event)), "\(String(decoding: fast, as: UTF8.self))")
         }
         // The order, and the escapes as JSONEncoder writes them.
-        var event = Event(type: .messageRead, createdAt: Timestamp(microseconds: 1), cid: "messaging:a", user: User(id: "u/\"\\\u{0}\u{1f}\n"))
+        var event = Event(
+            type: .messageRead, createdAt: Timestamp(microseconds: 1), cid: ChannelID(type: "messaging", id: "a"),
+            user: User(id: "u/\"\\\u{0}\u{1f}\n"))
         event.lastReadMessageID = "m"
-        #expect(String(decoding: try #require(EventJSON.bytes(event)), as: UTF8.self) == #"""
-            {"type":"message.read","created_at":"1970-01-01T00:00:00.000001Z","cid":"messaging:a","channel_type":"messaging",\#
-            "channel_id":"a","user":{"id":"u/\"\\\u0000\u001f\n","role":"user","banned":false,"online":false},\#
-            "last_read_message_id":"m"}
-            """#)
+        #expect(
+            String(decoding: try #require(EventJSON.bytes(event)), as: UTF8.self) == #"""
+                {"type":"message.read","created_at":"1970-01-01T00:00:00.000001Z","cid":"messaging:a","channel_type":"messaging",\#
+                "channel_id":"a","user":{"id":"u/\"\\\u0000\u001f\n","role":"user","banned":false,"online":false},\#
+                "last_read_message_id":"m"}
+                """#)
     }
 
     @Test("the same JSON with custom fields on the user")
@@ -126,7 +146,9 @@ struct EventJSONTests {
 
     @Test("what the writer leaves to the encoder goes to it; the answer to mark read keeps its shape")
     func fallsBackToTheEncoder() throws {
-        var event = Event(type: .messageRead, createdAt: Timestamp(microseconds: 1), cid: "messaging:a", user: User(id: "u", custom: ["score": .double(0.5)]))
+        var event = Event(
+            type: .messageRead, createdAt: Timestamp(microseconds: 1), cid: ChannelID(type: "messaging", id: "a"),
+            user: User(id: "u", custom: ["score": .double(0.5)]))
         #expect(EventJSON.bytes(event) == nil)
         #expect(try Self.same(EventJSON.data(event), JSONCoding.data(event)))
         event.user = User(id: "u")
@@ -136,7 +158,10 @@ struct EventJSONTests {
 
         struct Answer: Encodable { var event: Event? }
         for event in [Self.event(seed: 7, custom: false), event, nil] {
-            #expect(try Self.same(EventAnswer.data(event, duration: "1.23ms"), JSONCoding.data(Timed(body: Answer(event: event), duration: "1.23ms"))))
+            #expect(
+                try Self.same(
+                    EventAnswer.data(event, duration: "1.23ms"),
+                    JSONCoding.data(Timed(body: Answer(event: event), duration: "1.23ms"))))
         }
     }
 }

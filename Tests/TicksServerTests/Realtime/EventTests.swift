@@ -55,7 +55,8 @@ struct EventTests {
     func helloComesFirst() async throws {
         try await TestServer.run(.standard, .live) { server in
             try await server.upsert("alice")
-            let event = try JSONCoding.data(Event(type: .channelUpdated, createdAt: .now(), cid: "messaging:busy"))
+            let event = try JSONCoding.data(
+                Event(type: .channelUpdated, createdAt: .now(), cid: ChannelID(type: "messaging", id: "busy")))
             let hub = server.services.hub
             // Events for alice all the while (a channel she was just added to, a busy node on the bus).
             let flood = Task {
@@ -208,7 +209,9 @@ struct EventTests {
             try await server.createChannel("messaging:barrier", members: ["alice", "bob", "carol", "dave"])
             try await server.send("messaging:big", id: "b1", from: "alice")
             try await server.send("messaging:big", id: "b2", from: "carol")
-            let sockets = try await ["alice", "bob", "carol", "dave"].asyncMap { try await TestSocket.connect(server, as: $0) }
+            let sockets = try await ["alice", "bob", "carol", "dave"].asyncMap {
+                try await TestSocket.connect(server, as: $0)
+            }
             defer { sockets.forEach { $0.close() } }
             let (alice, bob, carol, dave) = (sockets[0], sockets[1], sockets[2], sockets[3])
 
@@ -252,13 +255,15 @@ struct EventTests {
         }
     }
 
-    @Test("mark unread by thread_id or message_timestamp: notification.mark_unread to the reader's own connections only")
+    @Test(
+        "mark unread by thread_id or message_timestamp: notification.mark_unread to the reader's own connections only")
     func markUnreadByThreadOrTime() async throws {
         try await TestServer.run(.standard, .live) { server in
             try await setUp(server)
             for id in ["g1", "g2"] { try await server.send("messaging:g", id: id, from: "alice") }
             try await server.ok(
-                .post, "/channels/messaging/g/message", #"{"message": {"id": "g1-r1", "text": "r", "parent_id": "g1", "user_id": "alice"}}"#)
+                .post, "/channels/messaging/g/message",
+                #"{"message": {"id": "g1-r1", "text": "r", "parent_id": "g1", "user_id": "alice"}}"#)
             try await server.markRead("messaging:g", "bob")
             try await server.ok(.post, "/channels/messaging/g/read", #"{"thread_id": "g1", "user_id": "bob"}"#)
             let alice = try await TestSocket.connect(server, as: "alice")
@@ -272,7 +277,8 @@ struct EventTests {
             #expect(try await server.ok(.get, "/unread?user_id=bob")["total_unread_threads_count"].int == 1)
 
             let g2 = try #require(try await server.ok(.get, "/messages/g2")["message"]["created_at"].string)
-            try await server.ok(.post, "/channels/messaging/g/unread", #"{"message_timestamp": "\#(g2)", "user_id": "bob"}"#)
+            try await server.ok(
+                .post, "/channels/messaging/g/unread", #"{"message_timestamp": "\#(g2)", "user_id": "bob"}"#)
             let time = try await bob.next("notification.mark_unread")
             #expect(time["first_unread_message_id"].string == "g2" && time["unread_messages"].int == 1)
             #expect(!time["thread_id"].exists)
@@ -379,7 +385,8 @@ struct EventTests {
         }
     }
 
-    @Test("R10: a private reader's read of an undelivered message shows the others message.delivered, never message.read")
+    @Test(
+        "R10: a private reader's read of an undelivered message shows the others message.delivered, never message.read")
     func privateReaderDelivers() async throws {
         try await TestServer.run(.standard, .live) { server in
             try await setUp(server)
@@ -404,7 +411,8 @@ struct EventTests {
             #expect(try await alice.next("message.read_by_all")["message_id"].string == "g1")
             try await barrier(server, alice, bob)
             #expect(eventsOfG(alice).isEmpty)
-            #expect(!bob.pending.contains { $0["type"].string == "message.delivered" && $0["cid"].string == "messaging:g" })
+            #expect(
+                !bob.pending.contains { $0["type"].string == "message.delivered" && $0["cid"].string == "messaging:g" })
             // A read of what was already delivered moves no delivered cursor: nothing for alice.
             try await server.send("messaging:g", id: "g2", from: "alice")
             _ = try await alice.next("message.new")
