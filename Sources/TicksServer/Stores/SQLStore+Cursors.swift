@@ -21,7 +21,7 @@ extension SQLStore {
                 let current = start.found.channel
                 let update = ReceiptRules.markRead(start.cursors, upTo: start.target, newest: current.lastSeq)
                 return Self.apply(update, of: userID, in: current.pk, unread: start.unread, now: now).then { _ in
-                    Self.outcome(of: update, by: userID, in: start.found, now: now, audience: audience)
+                    self.outcome(of: update, by: userID, in: start.found, now: now, audience: audience)
                 }
             }.then { outcome in self.told([outcome]).map { $0[0] } }
         }, change: { outcome in .cursorsMoved([outcome]) })
@@ -43,7 +43,7 @@ extension SQLStore {
                             .map { update }
                     }
                 }.then { update in
-                    Self.outcome(of: update, by: userID, in: found, now: now, audience: nil)
+                    self.outcome(of: update, by: userID, in: found, now: now, audience: nil)
                 }
             }
         }, change: { outcome in .markedUnread(outcome) })
@@ -64,7 +64,7 @@ extension SQLStore {
                     return Self.applyRead(userID, in: found.channel, target: newest, newest: newest, now: now)
                         .then { update in
                             update.changed
-                                ? Self.outcome(of: update, by: userID, in: found, now: now, audience: audience).map { $0 }
+                                ? self.outcome(of: update, by: userID, in: found, now: now, audience: audience).map { $0 }
                                 : .done(nil)
                         }
                 }
@@ -105,7 +105,7 @@ extension SQLStore {
                         return Self.apply(
                             update, of: userID, in: target.channel.pk, unread: current.unread, now: now
                         ).then { (_: Void) in
-                            Self.outcome(
+                            self.outcome(
                                 of: update, by: userID, in: (target.channel, target.config), now: now, audience: audience
                             ).map { $0 }
                         }
@@ -124,10 +124,7 @@ extension SQLStore {
     /// The committed moves with what they owe the hearers: what they made read by all (R13),
     /// then the hearers' privacy (R15), in the moves' transaction.
     func told(_ outcomes: [CursorOutcome]) -> StoreProgram<[CursorOutcome]> {
-        let schema = schema
-        return Self.withReachedAll(outcomes, kept: schema.has(.allMembers)).then {
-            Self.withHearers($0, schema: schema)
-        }
+        Self.withReachedAll(outcomes, kept: schema.has(.allMembers)).then(Self.withHearers)
     }
 
     /// A mark delivered entry as the store found it: its channel, the message's seq, whether the user is a member.
@@ -169,22 +166,25 @@ extension SQLStore {
         }
     }
 
-    /// What a cursor move's events and answer need, read in the same transaction.
-    static func outcome(
+    /// What a cursor move's events and answer need, read in the same transaction: the app's reciprocal
+    /// read receipts with the reader's row (`withHearers` reads the rest of the hearers' privacy).
+    func outcome(
         of update: CursorUpdate, by userID: String, in found: (channel: ChannelRecord, config: ChannelConfig?),
         now: Timestamp, audience: (any MoveAudience)?
     ) -> StoreProgram<CursorOutcome> {
         let channel = found.channel
-        return Fetch.readerState(userID, in: channel.pk).then { reader in
-            guard let reader else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
+        return Fetch.readerState(userID, in: channel.pk, schema: schema).then { read in
+            guard let (reader, reciprocal) = read else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
             let config = try StoreRules.requireConfig(found)
             // Who may hear of the move (`MoveAudience`); nobody when nothing moved.
             let heard = audience.flatMap { audience in audience.source(of: update, in: channel).map { (audience, $0) } }
             let ids: StoreProgram<[String]> = heard.map { Fetch.texts(StoreSQL.audience($0.1, in: channel.pk)) } ?? .done([])
             return ids.map { ids in
-                reader.outcome(
+                var outcome = reader.outcome(
                     of: update, in: channel, config: config, at: now,
                     recipients: heard.map { $0.0.recipients(ids, from: $0.1, reader: userID) } ?? [])
+                outcome.hearers = HearersPrivacy(reciprocal: reciprocal)
+                return outcome
             }
         }
     }

@@ -3,7 +3,8 @@ import TicksReceipts
 
 /// The hearers' privacy a change's telling needs (`HearersPrivacy`, R15), read
 /// in the change's own transaction after its writes: the app's reciprocal read
-/// receipts, and only when they are on, which hearers hide their reads (the
+/// receipts (a move's with the reader's row, `StoreSQL.readerState`), and only
+/// when they are on, which hearers hide their reads (the
 /// `reads_shared` copy on their rows, `v11-all-members`). A schema held before
 /// `v12-app-settings` has no setting: R15 is off there. PostgreSQL's batched
 /// moves read the same inside `MovesFunction` (step 5), in their one round trip.
@@ -11,13 +12,18 @@ import TicksReceipts
 /// No guard: what is read shapes only whom the change's events go to, no
 /// count or state is derived from it (docs/storage.md, "the hearers' privacy").
 extension SQLStore {
-    /// Each outcome with the privacy of those who may hear it: its recipients and the authors told "read by all".
-    static func withHearers(_ outcomes: [CursorOutcome], schema: SchemaLevel) -> StoreProgram<[CursorOutcome]> {
-        let hearers = Set(outcomes.flatMap { $0.recipients + $0.reachedAll.map(\.author) })
-        return hearersPrivacy(among: hearers, schema: schema).map { privacy in
+    /// Each outcome with the privacy of those who may hear it: its recipients and the authors told "read
+    /// by all". The outcome has the setting already (read with the reader's row, `outcome(of:…)`); the
+    /// hearers who hide their reads are read only for the outcomes that found it on.
+    static func withHearers(_ outcomes: [CursorOutcome]) -> StoreProgram<[CursorOutcome]> {
+        let hearers = Set(outcomes.filter(\.hearers.reciprocal).flatMap { $0.recipients + $0.reachedAll.map(\.author) })
+        guard !hearers.isEmpty else { return .done(outcomes) }
+        return hidingReads(among: hearers).map { hiding in
             outcomes.map { outcome in
+                guard outcome.hearers.reciprocal else { return outcome }
                 var outcome = outcome
-                outcome.hearers = privacy.among(outcome.recipients + outcome.reachedAll.map(\.author))
+                outcome.hearers = HearersPrivacy(reciprocal: true, hidingReads: hiding)
+                    .among(outcome.recipients + outcome.reachedAll.map(\.author))
                 return outcome
             }
         }
@@ -48,11 +54,14 @@ extension SQLStore {
         guard !userIDs.isEmpty else { return .done(HearersPrivacy()) }
         return reciprocal(schema).then { reciprocal in
             guard reciprocal else { return .done(HearersPrivacy()) }
-            let chunks = Array(userIDs).chunked(Fetch.idsPerStatement).map(Array.init)
-            return Step.each(chunks) { Fetch.texts(StoreSQL.usersHidingReads($0)) }.map {
-                HearersPrivacy(reciprocal: true, hidingReads: Set($0.joined()))
-            }
+            return hidingReads(among: userIDs).map { HearersPrivacy(reciprocal: true, hidingReads: $0) }
         }
+    }
+
+    /// Those of `userIDs` who hide their reads (R10).
+    private static func hidingReads(among userIDs: Set<String>) -> StoreProgram<Set<String>> {
+        let chunks = Array(userIDs).chunked(Fetch.idsPerStatement).map(Array.init)
+        return Step.each(chunks) { Fetch.texts(StoreSQL.usersHidingReads($0)) }.map { Set($0.joined()) }
     }
 
     /// The app's reciprocal read receipts as the transaction sees them (off before `v12-app-settings`).

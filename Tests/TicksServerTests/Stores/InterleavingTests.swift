@@ -536,7 +536,7 @@ struct InterleavingTests {
                 NewMessage(id: "hearers1", userID: "alice", text: "t", custom: [:]), to: channel, now: now)
             // Held before the setting is read, after bob's cursor moved, while the app turns R15 on.
             let outcomes = try await Self.interleave(
-                kind, store, at: Pause(before: { $0.hasPrefix("SELECT value FROM app_setting") }),
+                kind, store, at: Pause(before: { $0.contains("FROM app_setting") }),
                 { try await store.markAllRead("bob", audience: ReceiptAudience(fullChannelLimit: 100), now: .now()) },
                 against: { _ = try await store.updateAppOptions(.init(reciprocalReadReceipts: true)) },
                 waitingOn: [])

@@ -99,9 +99,19 @@ enum Fetch {
         }
     }
 
-    /// A member's read state, user and unread totals (`StoreSQL.readerState`); nil when not a member.
-    static func readerState(_ userID: String, in channelPK: Int64) -> StoreProgram<ReaderRow?> {
-        Step.row(StoreSQL.readerState(userID, in: channelPK)).map { row in try row.map { try ReaderRow($0) } }
+    /// A member's read state, user and unread totals (`StoreSQL.readerState`), and the app's reciprocal
+    /// read receipts (R15) where the schema keeps them (off where not); nil when not a member.
+    static func readerState(_ userID: String, in channelPK: Int64, schema: SchemaLevel)
+        -> StoreProgram<(row: ReaderRow, reciprocal: Bool)?>
+    {
+        let name = AppOptions.Change.CodingKeys.reciprocalReadReceipts.rawValue
+        let setting = schema.has(.appSettings) ? name : nil
+        return Step.row(StoreSQL.readerState(userID, in: channelPK, setting: setting)).map { row in
+            guard let row else { return nil }
+            let value = setting == nil ? nil : try row.optionalText(ReaderRow.width)
+            let options = try AppOptions(settings: value.map { [name: $0] } ?? [:])
+            return (try ReaderRow(row), options.reciprocalReadReceipts)
+        }
     }
 
     /// The user's cursors in `channel` and the unread count kept with them; not a member, not allowed.

@@ -269,12 +269,18 @@ enum StoreSQL {
     /// (12: the body, null when there is none) and unread totals (13, 14):
     /// what a cursor move's outcome reads back, in one statement (`ReaderRow`;
     /// PostgreSQL's batched moves return the same columns, `movesStatement`).
-    static func readerState(_ userID: String, in channelPK: Int64) -> StoreQuery {
-        """
-        SELECT \(raw: memberStateColumns), u.body, u.unread_messages, u.unread_channels
-        FROM member m LEFT JOIN app_user u ON u.id = m.user_id
-        WHERE m.channel_pk = \(channelPK) AND m.user_id = \(userID)
-        """
+    /// With `setting`, column 15: that app setting's value (JSON; null when never set), so that a move
+    /// reads what its hearers' privacy needs with no statement more (`SQLStore.withHearers`).
+    static func readerState(_ userID: String, in channelPK: Int64, setting: String? = nil) -> StoreQuery {
+        let query: StoreQuery = """
+            SELECT \(raw: memberStateColumns), u.body, u.unread_messages, u.unread_channels
+            """
+        let from: StoreQuery = """
+             FROM member m LEFT JOIN app_user u ON u.id = m.user_id
+            WHERE m.channel_pk = \(channelPK) AND m.user_id = \(userID)
+            """
+        guard let setting else { return query + from }
+        return query + ", (SELECT value FROM app_setting WHERE name = \(setting))" + from
     }
 
     // MARK: Cursors
