@@ -152,14 +152,21 @@ def check_receipt_audience(calls, live, reciprocal):
     hooked = {(c.type, subject(c.event)) for c in calls if c.type in RECEIPTS}
     to_others = {(e["type"], subject(e)) for person, events in live.items() for e in events
                  if e["type"] in RECEIPTS and e["user"]["id"] != person}
+    def reads_as_deliveries(person):
+        """The deliveries `person` was told where the webhooks were told that move's read."""
+        return {("message.delivered", subject(e)) for e in live[person] if e["type"] == "message.delivered"
+                and e["user"]["id"] != person and ("message.read", subject(e)) in hooked
+                and ("message.delivered", subject(e)) not in hooked}
+
     as_deliveries = set()
     if reciprocal:
         others_reads = [e for e in live["cat"] if e["type"] == "message.read_by_all"
                         or e["type"] == "message.read" and e["user"]["id"] != "cat"]
         assert not others_reads, f"R15: cat hides her reads, yet was told the others': {others_reads}"
-        as_deliveries = {receipt for receipt in to_others if receipt[0] == "message.delivered"
-                         and receipt not in hooked and ("message.read", receipt[1]) in hooked}
+        as_deliveries = reads_as_deliveries("cat")
         assert as_deliveries, "R15 on, yet cat was told no read as a delivery: the history tells nothing of R15"
+    for person in set(PEOPLE) - {"cat"}:
+        assert not reads_as_deliveries(person), f"{person} shares reads, yet was told a read as a delivery"
     assert hooked == to_others - as_deliveries, (f"only to the webhooks: {sorted(hooked - to_others)}; "
                                                  f"only to others live: {sorted(to_others - as_deliveries - hooked)}")
     private = [c.event for c in calls if c.type in {"message.read", "notification.mark_unread"}

@@ -4,8 +4,8 @@ import TicksReceipts
 /// The hearers' privacy a change's telling needs (`HearersPrivacy`, R15), read
 /// in the change's own transaction after its writes: the app's reciprocal read
 /// receipts (a move's with the reader's row, `StoreSQL.readerState`), and only
-/// when they are on, which hearers hide their reads (the
-/// `reads_shared` copy on their rows, `v11-all-members`). A schema held before
+/// when they are on, which hearers hide their reads (`reads_shared`, kept on
+/// users' and members' rows since `v11-all-members`). A schema held before
 /// `v12-app-settings` has no setting: R15 is off there. PostgreSQL's batched
 /// moves read the same inside `MovesFunction` (step 5), in their one round trip.
 ///
@@ -39,12 +39,15 @@ extension SQLStore {
         }
     }
 
-    /// The privacy of `channelPK`'s members, for what every member may hear (a play, a thread read).
-    static func membersPrivacy(of channelPK: Int64, schema: SchemaLevel) -> StoreProgram<HearersPrivacy> {
+    /// The privacy of `channelPK`'s members and of `others` (who may have left: a play's author), for
+    /// what every member may hear (a play, a thread read).
+    static func membersPrivacy(of channelPK: Int64, and others: Set<String> = [], schema: SchemaLevel)
+        -> StoreProgram<HearersPrivacy>
+    {
         reciprocal(schema).then { reciprocal in
             guard reciprocal else { return .done(HearersPrivacy()) }
-            return Fetch.texts(StoreSQL.membersHidingReads(in: channelPK)).map {
-                HearersPrivacy(reciprocal: true, hidingReads: Set($0))
+            return Fetch.texts(StoreSQL.membersHidingReads(in: channelPK)).then { members in
+                hidingReads(among: others).map { HearersPrivacy(reciprocal: true, hidingReads: $0.union(members)) }
             }
         }
     }
@@ -58,8 +61,9 @@ extension SQLStore {
         }
     }
 
-    /// Those of `userIDs` who hide their reads (R10).
+    /// Those of `userIDs` who hide their reads (R10); nothing read when there are none.
     private static func hidingReads(among userIDs: Set<String>) -> StoreProgram<Set<String>> {
+        guard !userIDs.isEmpty else { return .done([]) }
         let chunks = Array(userIDs).chunked(Fetch.idsPerStatement).map(Array.init)
         return Step.each(chunks) { Fetch.texts(StoreSQL.usersHidingReads($0)) }.map { Set($0.joined()) }
     }

@@ -32,7 +32,9 @@ extension SQLStore {
                     }.then { outcome in
                         // Only a first play is told: only it needs its hearers' privacy.
                         guard outcome.created else { return .done(outcome) }
-                        return Self.membersPrivacy(of: message.channelPK, schema: self.schema).map { hearers in
+                        let author: Set = [message.userID]
+                        return Self.membersPrivacy(of: message.channelPK, and: author, schema: self.schema).map {
+                            hearers in
                             var outcome = outcome
                             outcome.hearers = hearers
                             return outcome

@@ -94,7 +94,7 @@ public struct PlayOutcome: Sendable {
     public var playedAt: Timestamp
     /// False when an earlier play was kept (the call changes nothing, and tells nothing).
     public var created: Bool
-    /// The members' privacy that R15 needs (a play is a read), read in the play's transaction.
+    /// The privacy of the members and the author that R15 needs (a play is a read), read in the play's transaction.
     public var hearers = HearersPrivacy()
 }
 
@@ -137,7 +137,7 @@ public struct CursorOutcome: Sendable {
 }
 
 /// What telling a change needs of its hearers' privacy, read in the change's own
-/// transaction (`SQLStore.hearers`), so that every road that tells the change
+/// transaction (`SQLStore.withHearers`), so that every road that tells the change
 /// applies R15 as of its commit and no one looks users up after it: the app's
 /// reciprocal read receipts, and of the hearers those who hide their reads (R10).
 public struct HearersPrivacy: Sendable, Equatable {

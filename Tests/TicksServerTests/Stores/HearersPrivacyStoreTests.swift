@@ -62,7 +62,7 @@ struct HearersPrivacyStoreTests {
     }
 
     @Test(
-        "in a large channel only the hearers count: the authors the move covered, not every member who hides",
+        "in a large channel only the hearers count: the authors the move covered, members or not",
         arguments: StoreKind.all)
     func largeChannel(kind: StoreKind) async throws {
         try await kind.withStore { store in
@@ -73,6 +73,27 @@ struct HearersPrivacyStoreTests {
             let read = try await store.markRead("cat", in: channel.cid, upTo: "m1", audience: large, now: .now())
             #expect(Set(read.recipients) == ["amy", "cat"])
             #expect(read.hearers == HearersPrivacy(reciprocal: true, hidingReads: ["amy"]))
+            // dan writes m3 and leaves; cat reads on: dan, an author of what she read, still hears it.
+            let current = try #require(try await store.channel(channel.cid))
+            _ = try await store.sendMessage(
+                NewMessage(id: "m3", userID: "dan", text: "m3", custom: [:]), to: current, now: .now())
+            _ = try await store.removeMembers(["dan"], from: current, now: .now())
+            let on = try await store.markRead("cat", in: channel.cid, upTo: "m3", audience: large, now: .now())
+            #expect(Set(on.recipients) == ["bob", "cat", "dan"])
+            #expect(on.hearers == HearersPrivacy(reciprocal: true, hidingReads: ["dan"]))
+        }
+    }
+
+    @Test("a play carries the privacy of the members and of its author, who may have left", arguments: StoreKind.all)
+    func play(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let channel = try await Self.seeded(store)
+            _ = try await store.updateAppOptions(.init(reciprocalReadReceipts: true))
+            let current = try #require(try await store.channel(channel.cid))
+            _ = try await store.removeMembers(["amy"], from: current, now: .now())
+            let (m1, _) = try #require(try await store.message(id: "m1"))
+            let play = try await store.markPlayed(m1, by: "bob", now: .now())
+            #expect(play.hearers == HearersPrivacy(reciprocal: true, hidingReads: ["amy", "dan"]))
         }
     }
 

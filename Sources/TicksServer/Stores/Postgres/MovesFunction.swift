@@ -22,9 +22,10 @@ import TicksReceipts
 ///    message of each author it reached — one row each, as JSON.
 ///
 /// 5. where the schema has `v12-app-settings` and the app's reciprocal read
-///    receipts are on (R15), for each move the members who hide their reads
-///    among those who may hear it — as JSON, one row each; none when it is
-///    off (`SQLStore.withHearers` reads the same step by step).
+///    receipts are on (R15), for each move those who hide their reads among
+///    all who may hear it (the channel's members and the authors of what it
+///    covered) — as JSON, one row each; none when it is off
+///    (`SQLStore.withHearers` reads the same step by step).
 ///
 /// `OneStatementMove` checks step 4 against `AllMembers` on every call, as it
 /// checks step 2 against `ReceiptRules`.
@@ -153,23 +154,23 @@ enum MovesFunction {
                        ) n WHERE n.r = 1), '[]'))::text
               FROM reach ORDER BY reach.ord, reach.kind DESC;
               END IF;
-              -- 5. R15: with the app's reciprocal read receipts on, the members who hide their reads among
-              -- those who may hear each move (every member, or in a large channel the authors of what it
-              -- covered), one row per move. No rows: the setting is off.
-              -- (Apart: PL/pgSQL plans a condition whole, and a held schema has no app_setting.) Narrowing
-              -- to the hearers only saves work: the store keeps those of the move's hearers alone.
+              -- 5. R15: with the app's reciprocal read receipts on, for each move those who hide their reads
+              -- among all who may hear it: the channel's members now and the authors of what it covered
+              -- (who may have left). A superset of the move's hearers, who are read from step 2's snapshot:
+              -- the store keeps those of them alone. No rows: the setting is off. (Two IFs: PL/pgSQL plans
+              -- a condition whole, and a held schema has no app_setting.)
               IF $10 = 0 THEN RETURN; END IF;
               IF EXISTS (SELECT 1 FROM app_setting WHERE name = '\(reciprocal)' AND value = 'true') THEN
               RETURN QUERY
               SELECT \(nulls), b.ord, json_build_object('hiding', COALESCE((
-                  SELECT json_agg(h.user_id) FROM member h WHERE h.channel_pk = b.pk AND h.reads_shared = 0
-                    AND (c.member_count <= ($8)[b.ord] OR h.user_id IN (
-                      SELECT g.user_id FROM message g WHERE g.channel_pk = b.pk
+                  SELECT json_agg(u.id) FROM app_user u WHERE u.reads_shared = 0
+                    AND (u.id IN (SELECT h.user_id FROM member h WHERE h.channel_pk = b.pk)
+                      OR u.id IN (SELECT g.user_id FROM message g WHERE g.channel_pk = b.pk
                         AND g.seq > LEAST(b.read_before, b.delivered_before)
                         AND g.seq <= GREATEST(m.read_seq, m.delivered_seq)))), '[]'))::text
               FROM unnest(o, p, rs, ds) AS b(ord, pk, read_before, delivered_before)
               JOIN member m ON m.channel_pk = b.pk AND m.user_id = ($2)[b.ord]
-              JOIN channel c ON c.pk = b.pk ORDER BY b.ord;
+              ORDER BY b.ord;
               END IF;
             END
             $ticks$
