@@ -135,10 +135,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // What the server's and the SDK's tests share: a clock they advance instead of sleeping,
-        // the set-up calls through the HTTP API (WireCalls) and navigation over their JSON answers.
+        // the set-up calls through the HTTP API (WireCalls), navigation over their JSON answers, and
+        // the one helper that runs a real server on a loopback port (LiveServer).
         .target(
             name: "TicksTestSupport",
-            dependencies: ["TicksProtocol"],
+            dependencies: [
+                "TicksProtocol",
+                "TicksServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             path: "Tests/TicksTestSupport",
             swiftSettings: swiftSettings
         ),

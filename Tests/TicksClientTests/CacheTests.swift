@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Testing
 import TicksClient
+import TicksTestSupport
 
 /// The device cache and catching up after being offline, against a real
 /// server that is stopped, changed and started again.

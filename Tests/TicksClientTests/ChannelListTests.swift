@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TicksClient
+import TicksTestSupport
 
 /// Channel lists, unread totals, mark all read and history paging, against a real server.
 @Suite("Channel lists and history")

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TicksClient
+import TicksTestSupport
 
 /// Edited, deleted and threaded messages as a real client sees them from a
 /// real server: the new states, with receipts unchanged.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TicksClient
+import TicksTestSupport
 
 /// Played voice notes and videos (R14) as the SDK shows them, against a live server.
 @Suite("Played voice notes as the sender sees them")

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TicksClient
+import TicksTestSupport
 
 /// Every transition of the status diagram in docs/concepts.md ("Message status"), as the sender's client sees
 /// it with real members acting on a real server.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TicksClient
+import TicksTestSupport
 
 /// Reciprocal read receipts (R15) as the SDK shows them, against a live server:
 /// with the app's setting on, a user who hides their reads sees their own

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Synchronization
 import Testing
+import TicksTestSupport
 @testable import TicksClient
 
 /// The outbox and the send path against a real server: pending → sent,

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TicksClient
+import TicksTestSupport
 
 /// The SDK sends receipts as frames on the socket it holds (Ticks'
 /// extension), HTTP when it may not, and surfaces refusals either way.

@@ -32,7 +32,7 @@ struct MalformedRequestTests {
     @Test("a URL and headers over 80 KiB, alone or behind an answered request, get 400 with Stream's body")
     func oversizedHead() async throws {
         try await TestServer.run(.standard, .live) { server in
-            let port = try #require(server.client.port)
+            let port = try #require(server.livePort)
             let huge = "GET /health?x=\(String(repeating: "a", count: 90_000)) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
             try expectStreamError(try await exchange(huge, port: port), message: "larger than 80 KiB")
             // Pipelined behind a good request: that one is answered first, then the 400.
@@ -47,7 +47,7 @@ struct MalformedRequestTests {
     @Test("a request line or header that is not HTTP gets 400 with Stream's body")
     func garbage() async throws {
         try await TestServer.run(.standard, .live) { server in
-            let port = try #require(server.client.port)
+            let port = try #require(server.livePort)
             try expectStreamError(try await exchange("BLAH\r\n\r\n", port: port), message: "not valid HTTP/1.1")
             try expectStreamError(
                 try await exchange("GET /he alth HTTP/1.1\r\nHost: x\r\n\r\n", port: port), message: "not valid HTTP/1.1")
@@ -60,7 +60,7 @@ struct MalformedRequestTests {
     @Test("a chunked body that breaks HTTP is the client's error (400), not the server's (500)")
     func brokenChunkedBody() async throws {
         try await TestServer.run(.standard, .live) { server in
-            let port = try #require(server.client.port)
+            let port = try #require(server.livePort)
             let request = """
                 POST /users?api_key=\(TestKeys.apiKey) HTTP/1.1\r
                 Host: 127.0.0.1\r
@@ -84,7 +84,7 @@ struct MalformedRequestTests {
     @Test("Upgrade: websocket on a path other than /connect gets 400 with Stream's body")
     func upgradeElsewhere() async throws {
         try await TestServer.run(.standard, .live) { server in
-            let port = try #require(server.client.port)
+            let port = try #require(server.livePort)
             let request = """
                 GET /health HTTP/1.1\r
                 Host: 127.0.0.1\r

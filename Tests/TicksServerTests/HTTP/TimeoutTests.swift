@@ -87,7 +87,7 @@ struct TimeoutTests {
     @Test("a connection that never sends a request is closed after the header timeout")
     func silentConnection() async throws {
         try await TestServer.run(.standard, .live, limits: Self.shortHeaderTimeout) { server in
-            let connection = try RawConnection(port: #require(server.client.port))
+            let connection = try RawConnection(port: #require(server.livePort))
             defer { connection.close() }
             let started = ContinuousClock.now
             #expect(await connection.waitForClose(within: .seconds(50)))
@@ -99,7 +99,7 @@ struct TimeoutTests {
     @Test("a header sent a byte at a time (slowloris) is cut off at the header timeout")
     func slowHeader() async throws {
         try await TestServer.run(.standard, .live, limits: Self.shortHeaderTimeout) { server in
-            let connection = try RawConnection(port: #require(server.client.port))
+            let connection = try RawConnection(port: #require(server.livePort))
             defer { connection.close() }
             var closed = false
             // About 250 bytes 200 ms apart: a head that takes 50 s or more, never 60 s without a byte.
@@ -117,7 +117,7 @@ struct TimeoutTests {
     @Test("a first request slower to arrive whole than the header timeout is answered: its head came in time")
     func slowBodyAfterHead() async throws {
         try await TestServer.run(.standard, .live, limits: Self.shortHeaderTimeout) { server in
-            let connection = try RawConnection(port: #require(server.client.port))
+            let connection = try RawConnection(port: #require(server.livePort))
             defer { connection.close() }
             let body = Array(#"{"users": {"slow-body": {"id": "slow-body"}}}"#.utf8)
             let lines = [
@@ -147,7 +147,7 @@ struct TimeoutTests {
         // Long enough that a loaded machine's pause between two requests does not reach it.
         limits.idleTimeout = .seconds(10)
         try await TestServer.run(.standard, .live, limits: limits) { server in
-            let connection = try RawConnection(port: #require(server.client.port))
+            let connection = try RawConnection(port: #require(server.livePort))
             defer { connection.close() }
             var lastSent = ContinuousClock.now
             for _ in 0..<3 {

@@ -38,7 +38,8 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case .memory:
             return try await body(try SQLStore.memory(deadline: Self.deadline))
         case .disk:
-            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ticks-test-\(UUID().uuidString)")
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "ticks-test-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: folder) }
             return try await body(
@@ -54,19 +55,36 @@ enum TestKeys {
     static let apiSecret = "a-test-secret-that-is-long-enough-for-hs256"
 }
 
+/// How a test reaches the server: through its router in this process (no
+/// socket), or on a loopback port (`LiveServer`, needed for WebSockets and
+/// for anything about connections).
+enum ServerSetup: Sendable {
+    case router
+    case live
+}
+
 /// A running test server and a client for it. The usual set-up of a test
 /// (users, channels, messages, receipts) comes from `WireCalls`, shared with
 /// the SDK's tests.
 struct TestServer: Sendable {
-    let client: any TestClientProtocol
-    /// For `.live`, the server's port: each call opens a connection of its
-    /// own with a read timeout that allows a machine saturated beside the
-    /// tests. HummingbirdTesting's live client gives up after a fixed 20 s
-    /// without a byte, and keeps one connection, which the server's idle
-    /// timeout may close while a test waits on its clock.
-    let livePort: Int?
+    private let road: Road
     let services: TicksServices
     let serverToken: String
+
+    private enum Road: Sendable {
+        case router(any TestClientProtocol)
+        case live(LiveServer)
+    }
+
+    /// For `.live`, the server's port: each call opens a connection of its
+    /// own with a read timeout that allows a machine saturated beside the
+    /// tests. HummingbirdTesting's client gives up after a fixed 20 s
+    /// without a byte, and keeps one connection, which the server's idle
+    /// timeout may close while a test waits on its clock.
+    var livePort: Int? {
+        guard case .live(let server) = road else { return nil }
+        return server.port
+    }
 
     /// How long a live call may wait for its answer: the bar is a busy machine, not an idle one.
     static let patience: Duration = .seconds(180)
@@ -74,9 +92,9 @@ struct TestServer: Sendable {
     var store: any TicksStore { services.store }
 
     /// Builds the same application `ticks serve` runs and drives it; `.live`
-    /// listens on a loopback port (needed for WebSockets).
+    /// runs it as `LiveServer`, on a loopback port.
     static func run<Value: Sendable>(
-        _ kind: StoreKind = .standard, _ setup: TestingSetup = .router, limits: ServerLimits = .patient,
+        _ kind: StoreKind = .standard, _ setup: ServerSetup = .router, limits: ServerLimits = .patient,
         rateLimits: RateLimits = RateLimits(), largeChannelMembers: Int = 100, demo: Bool = false,
         webhooks: WebhookSettings = WebhookSettings(), time: TimeSource = .system,
         receiptLogRetention: ReceiptLogRetention = ReceiptLogRetention(),
@@ -95,12 +113,23 @@ struct TestServer: Sendable {
         configuration.time = time
         configuration.receiptLogRetention = receiptLogRetention
         return try await kind.withStore { store in
-            let (application, services) = await buildApplication(
-                configuration: configuration, store: store, logger: logger)
-            let serverToken = try await services.authority.serverToken()
-            return try await application.test(setup) { client in
-                try await body(
-                    TestServer(client: client, livePort: client.port, services: services, serverToken: serverToken))
+            switch setup {
+            case .router:
+                let (application, services) = await buildApplication(
+                    configuration: configuration, store: store, logger: logger)
+                let serverToken = try await services.authority.serverToken()
+                return try await application.test(.router) { client in
+                    try await body(TestServer(road: .router(client), services: services, serverToken: serverToken))
+                }
+            case .live:
+                return try await LiveServer.with(
+                    configuration: configuration, logger: logger, openStore: { _ in store }
+                ) {
+                    server in
+                    let services = try #require(server.services)
+                    let serverToken = try await server.serverToken()
+                    return try await body(TestServer(road: .live(server), services: services, serverToken: serverToken))
+                }
             }
         }
     }
@@ -134,20 +163,22 @@ struct TestServer: Sendable {
     func execute(uri: String, method: HTTPRequest.Method, headers: HTTPFields = [:], body: ByteBuffer? = nil)
         async throws -> Reply
     {
-        guard let livePort else {
+        switch road {
+        case .router(let client):
             let response = try await client.execute(uri: uri, method: method, headers: headers, body: body)
             return Reply(
                 status: Int(response.status.code), body: String(buffer: response.body), headers: response.headers)
+        case .live(let server):
+            let request = TestClient.Request(uri, method: method, authority: "localhost", headers: headers, body: body)
+            let response = try await Self.untilConnected {
+                try await TestClient.withClient(
+                    host: "127.0.0.1", port: server.port, configuration: .init(timeout: Self.patience)
+                ) { try await $0.execute(request) }
+            }
+            return Reply(
+                status: Int(response.status.code), body: response.body.map { String(buffer: $0) } ?? "",
+                headers: response.headers)
         }
-        let request = TestClient.Request(uri, method: method, authority: "localhost", headers: headers, body: body)
-        let response = try await Self.untilConnected {
-            try await TestClient.withClient(
-                host: "127.0.0.1", port: livePort, configuration: .init(timeout: Self.patience)
-            ) { try await $0.execute(request) }
-        }
-        return Reply(
-            status: Int(response.status.code), body: response.body.map { String(buffer: $0) } ?? "",
-            headers: response.headers)
     }
 
     /// Runs `call` again while its connect times out, up to `patience`:

@@ -42,7 +42,7 @@ final class TestSocket: Sendable {
         _ server: TestServer, userID: String, token: String?, tokenInHeader: Bool, json: String?, reading: Bool
     ) async throws {
         self.userID = userID
-        let port = try #require(server.client.port)
+        let port = try #require(server.livePort)
         let token = try await server.optionalToken(token == nil ? userID : nil) ?? token!
         let payload = json ?? #"{"user_id": "\#(userID)", "server_determines_connection_id": true}"#
         var query = "api_key=\(TestKeys.apiKey)&json=\(payload.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"

@@ -177,7 +177,7 @@ struct RateLimitTests {
         try limits.set("Connect=5")
         try await TestServer.run(kind, .live, rateLimits: limits) { server in
             try await setUp(server)
-            let port = try #require(server.client.port)
+            let port = try #require(server.livePort)
             for token in [try await deliveryToken(server), try await forgedToken(for: "bob")] {
                 // Refused after the upgrade, as Stream does (an error frame, then close), at least 5
                 // times (more if they straddle a minute); then that token's budget (the address's, for
@@ -209,7 +209,7 @@ struct RateLimitTests {
         try limits.set("Connect=2")
         try await TestServer.run(.standard, .live, rateLimits: limits) { server in
             try await server.upsert("bob")
-            let port = try #require(server.client.port)
+            let port = try #require(server.livePort)
             let token = try await server.token("bob")
             let first = try await Self.connect(port: port, as: "bob", token: token) { $0.contains("health.check") }
             #expect(first.hasPrefix("HTTP/1.1 101"), "\(first.prefix(300))")

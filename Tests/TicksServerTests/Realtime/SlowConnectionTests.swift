@@ -107,7 +107,7 @@ struct SlowConnectionTests {
         try await TestServer.run(.standard, .live, limits: limits, rateLimits: .off) { server in
             try await server.upsert("alice", "bob", "sloth")
             try await server.createChannel("messaging:s", members: ["alice", "bob", "sloth"])
-            let sloth = try RawNonReadingClient(port: #require(server.client.port), token: await server.token("sloth"), userID: "sloth")
+            let sloth = try RawNonReadingClient(port: #require(server.livePort), token: await server.token("sloth"), userID: "sloth")
             defer { sloth.close() }
             let bob = try await TestSocket.connect(server, as: "bob")
             defer { bob.close() }
