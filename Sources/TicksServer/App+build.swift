@@ -52,6 +52,16 @@ public struct TicksServerConfiguration: Sendable {
     /// How long a request waits on the store before it is answered 503 with
     /// `Retry-After` (`ticks serve --store-timeout`; docs/operations.md, "When the database goes away").
     public var storeDeadline = StoreDeadline()
+    /// SQLite: serve a database a newer Ticks migrated (`ticks serve --allow-newer-schema`); refused
+    /// by default, since this older binary may misread what the newer one wrote. (PostgreSQL's nodes
+    /// run on a newer schema during a rolling upgrade: there it is always allowed.)
+    public var allowsNewerSchema = false
+    /// Where `GET /metrics` is served: nil (the default) on the API's own address; an address of
+    /// its own keeps the metrics off the public one (`ticks serve --metrics-port`), and the API's
+    /// address then answers them 404.
+    public var metricsAddress: MetricsAddress?
+    /// Called once the metrics listener listens, with the port it got (useful with port 0).
+    public var onMetricsRunning: @Sendable (_ port: Int) async -> Void = { _ in }
     /// Called once the server listens, with the port it got (useful with port 0).
     public var onServerRunning: @Sendable (_ port: Int) async -> Void = { _ in }
 
@@ -103,7 +113,8 @@ public func buildApplication(
     case .sqlite(let path):
         var checkpoints = SQLiteEngine.CheckpointPolicy()
         checkpoints.time = configuration.time
-        let engine = try SQLiteEngine.open(path: path, checkpoints: checkpoints)
+        let engine = try SQLiteEngine.open(
+            path: path, checkpoints: checkpoints, allowingNewerSchema: configuration.allowsNewerSchema)
         store = SQLStore(engine: engine, traced: traced, deadline: configuration.storeDeadline)
         services += engine.services
     case .postgres(let url):
@@ -115,11 +126,12 @@ public func buildApplication(
             health: health, time: configuration.storeDeadline.time, logger: logger)
         store = SQLStore.postgres(
             pool: pool, logger: logger, migrationsUpTo: configuration.migrationsUpTo, traced: traced,
-            deadline: configuration.storeDeadline, health: health)
+            deadline: configuration.storeDeadline, health: health, time: configuration.time)
         services.append(pool)
         prepare = { try await store.prepare() }
         configuration.eventBus = PostgresEventBus(
-            pool: pool, configuration: try location.connectionConfiguration(silence: configuration.storeDeadline.timeout),
+            pool: pool,
+            configuration: try location.connectionConfiguration(silence: configuration.storeDeadline.timeout),
             schema: location.schema,
             queueBytes: configuration.limits.busQueueBytes, time: configuration.time, node: configuration.nodeID,
             tracing: traced, deadline: configuration.storeDeadline, logger: logger)
@@ -179,7 +191,10 @@ public func buildApplication(
         },
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ticks"),
         services: storeServices + [ConnectionShutdown(hub: hub)] + webhookServices + (pruner.map { [$0] } ?? [])
-            + (configuration.eventBus.map { [EventBusService(bus: $0, hub: hub)] } ?? []),
+            + (configuration.eventBus.map { [EventBusService(bus: $0, hub: hub)] } ?? [])
+            + (configuration.metricsAddress.map {
+                [metricsApplication(at: $0, services: services, configuration: configuration, logger: logger)]
+            } ?? []),
         onServerRunning: { channel in await configuration.onServerRunning(channel.localAddress?.port ?? 0) },
         logger: logger)
     // The app's settings are read before the first request: the webhooks' events use the last read.
@@ -200,7 +215,10 @@ func buildRouter(
 ) -> Router<TicksRequestContext> {
     let router = Router(context: TicksRequestContext.self)
     let errors = StreamErrorMiddleware(
-        served: Set(APIEndpoint.allCases.filter { $0 != .demoToken || configuration.demo }))
+        served: Set(
+            APIEndpoint.allCases.filter {
+                ($0 != .demoToken || configuration.demo) && ($0 != .metrics || configuration.metricsAddress == nil)
+            }))
     if configuration.tracing {
         // `/connect` carries the user's token in its query: never in a span.
         router.add(
@@ -220,13 +238,8 @@ func buildRouter(
     router.on(.health) { _, context in
         try context.respond(["status": "ok"])
     }
-    router.on(.metrics) { _, _ in
-        Response(
-            status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-            body: .init(
-                byteBuffer: .init(
-                    string: await services.metrics.exposition(
-                        store: services.store, health: services.health, outbox: services.outbox))))
+    if configuration.metricsAddress == nil {
+        router.on(.metrics) { _, _ in await metricsResponse(services) }
     }
     OpenAPIDocument(logger: logger).addRoutes(to: router)
 
@@ -238,13 +251,15 @@ func buildRouter(
         store: services.store, events: events,
         audience: ReceiptAudience(fullChannelLimit: configuration.largeChannelMembers), options: services.appOptions)
     AppController(
-        store: services.store, options: services.appOptions, rateLimiter: services.rateLimiter, limits: configuration.limits,
+        store: services.store, options: services.appOptions, rateLimiter: services.rateLimiter,
+        limits: configuration.limits,
         rateLimits: configuration.rateLimits, apiKey: configuration.credentials.apiKey,
         webhooks: configuration.webhooks
     ).addRoutes(to: api)
     WebhooksController(outbox: services.outbox).addRoutes(to: api)
     StatusController(
-        store: services.store, health: services.health, outbox: services.outbox, hub: services.hub, bus: configuration.eventBus,
+        store: services.store, health: services.health, outbox: services.outbox, hub: services.hub,
+        bus: configuration.eventBus,
         webhooks: webhookSender, retention: configuration.receiptLogRetention, time: configuration.time,
         startedAt: configuration.time.wallNow
     ).addRoutes(to: api)
@@ -289,4 +304,39 @@ struct EventBusService: Service {
             try await bus.run(hub: hub)
         }
     }
+}
+
+/// An address of its own for `GET /metrics` (`TicksServerConfiguration.metricsAddress`).
+public struct MetricsAddress: Sendable, Equatable {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+}
+
+/// The metrics in Prometheus's text format.
+private func metricsResponse(_ services: TicksServices) async -> Response {
+    Response(
+        status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+        body: .init(
+            byteBuffer: .init(
+                string: await services.metrics.exposition(
+                    store: services.store, health: services.health, outbox: services.outbox))))
+}
+
+/// A second listener that serves only `GET /metrics` (anything else is 404), run beside the
+/// API's as one of its services: it starts and stops with the server.
+private func metricsApplication(
+    at address: MetricsAddress, services: TicksServices, configuration: TicksServerConfiguration, logger: Logger
+) -> some Service {
+    let router = Router()
+    router.get(RouterPath(APIEndpoint.metrics.path)) { _, _ in await metricsResponse(services) }
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(address.host, port: address.port), serverName: "ticks-metrics"),
+        onServerRunning: { channel in await configuration.onMetricsRunning(channel.localAddress?.port ?? 0) },
+        logger: logger)
 }

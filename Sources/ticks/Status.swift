@@ -22,7 +22,8 @@ struct Status: AsyncParsableCommand {
     @Flag(help: "Print the answer's JSON as it came.") var json = false
 
     func run() async throws {
-        let (credentials, _) = try credentialOptions.resolve()
+        // It asks a server and keeps nothing: no data folder or credentials are made here.
+        let (credentials, _) = try credentialOptions.resolve(creating: false)
         let token = try await TokenAuthority(credentials: credentials).serverToken(expiresIn: Self.tokenLifetime)
         guard var components = URLComponents(string: url), components.host != nil else {
             throw ValidationError("--url must be a URL such as http://127.0.0.1:3030")

@@ -44,14 +44,22 @@ struct CredentialOptions: ParsableArguments {
     var dataURL: URL { URL(fileURLWithPath: dataDirectory, isDirectory: true) }
 
     /// Flags first, then the environment, then the credentials file in the data
-    /// folder (generated on first use).
-    func resolve() throws -> (credentials: Credentials, source: String) {
+    /// folder (generated on first use, unless `creating` is false: then a
+    /// missing file is an error and nothing is made).
+    func resolve(creating: Bool = true) throws -> (credentials: Credentials, source: String) {
         let environment = ProcessInfo.processInfo.environment
         let key = apiKey ?? environment["TICKS_API_KEY"]
         let secret = apiSecret ?? environment["TICKS_API_SECRET"]
         switch (key, secret) {
         case (let key?, let secret?):
             return (try Credentials(apiKey: key, apiSecret: secret), "given on the command line or in the environment")
+        case (nil, nil) where !creating:
+            guard let credentials = try CredentialsFile.load(from: dataURL) else {
+                throw ValidationError(
+                    "no credentials in \(CredentialsFile.path(in: dataURL)): give --data-dir of the server's folder, "
+                        + "or --api-key and --api-secret (or TICKS_API_KEY and TICKS_API_SECRET)")
+            }
+            return (credentials, "kept in \(CredentialsFile.path(in: dataURL))")
         case (nil, nil):
             try PrivateFiles.makeFolder(dataURL)
             let (credentials, created) = try CredentialsFile.loadOrCreate(in: dataURL)
@@ -104,6 +112,21 @@ struct Serve: AsyncParsableCommand {
             e.g. http://127.0.0.1:4318; off when unset.
             """)
     var otelEndpoint: String?
+    @Option(
+        name: .customLong("metrics-port"),
+        help: """
+            Serve GET /metrics on this port of --metrics-host only, not on --port (or TICKS_METRICS_PORT): \
+            keeps the metrics off a public --host (docs/operations.md, "Watch it").
+            """)
+    var metricsPort: Int?
+    @Option(
+        name: .customLong("metrics-host"),
+        help: "The address --metrics-port listens on (or TICKS_METRICS_HOST; default 127.0.0.1).")
+    var metricsHost: String?
+    @Flag(
+        name: .customLong("allow-newer-schema"),
+        help: "SQLite: serve a database a newer Ticks migrated (a downgrade; refused without it).")
+    var allowNewerSchema = false
     @OptionGroup(title: "Limits") var limitOptions: LimitOptions
     @OptionGroup(title: "Webhooks") var webhookOptions: WebhookOptions
     @OptionGroup(title: "Receipt log") var retentionOptions: RetentionOptions
@@ -119,6 +142,22 @@ struct Serve: AsyncParsableCommand {
         _ = try webhookOptions.settings()
         if let endpoint = otelEndpoint { _ = try Traces.tracesURL(for: endpoint) }
         _ = try storeTimeoutSetting()
+        _ = try metricsAddressSetting()
+    }
+
+    /// The flags, else the environment; nil (metrics on the API's address) without a port.
+    func metricsAddressSetting() throws -> MetricsAddress? {
+        let environment = ProcessInfo.processInfo.environment
+        let host = metricsHost ?? environment["TICKS_METRICS_HOST"].flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
+        let text = environment["TICKS_METRICS_PORT"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let port = metricsPort ?? text.flatMap({ Int($0) }) else {
+            if let text { throw ValidationError("TICKS_METRICS_PORT must be a port number, not '\(text)'") }
+            if metricsHost != nil { throw ValidationError("--metrics-host needs --metrics-port") }
+            return nil
+        }
+        guard (1...65_535).contains(port) else { throw ValidationError("--metrics-port must be between 1 and 65535") }
+        guard port != self.port else { throw ValidationError("--metrics-port must differ from --port") }
+        return MetricsAddress(host: host, port: port)
     }
 
     /// The flag, else the environment, else `StoreDeadline.defaultTimeout`.
@@ -162,6 +201,8 @@ struct Serve: AsyncParsableCommand {
         configuration.migrationsUpTo = migrationsUpTo
         configuration.receiptLogRetention = try retentionOptions.retention()
         configuration.storeDeadline = StoreDeadline(timeout: try storeTimeoutSetting())
+        configuration.metricsAddress = try metricsAddressSetting()
+        configuration.allowsNewerSchema = allowNewerSchema
         let database: String
         // A SQLite folder has one server at a time, and no restore under it (`ticks restore`).
         var folderLock: DataDirectoryLock?
@@ -198,6 +239,7 @@ struct Serve: AsyncParsableCommand {
               API key:    \(configuration.credentials.apiKey)
               API secret: \(source)
               user token: \(Self.tokenCommand) token USER_ID\(tokenHint)
+            \(configuration.metricsAddress.map { "  metrics:    http://\($0.host):\($0.port)/metrics\n" } ?? "")\
             \(otelEndpointSetting.map { "  traces:     \($0) (node \(configuration.nodeID))\n" } ?? "")\
             \(demo ? demoBanner : "")
             """.utf8))

@@ -121,6 +121,81 @@ def test_a_backup_into_a_folder_adds_a_file_and_deletes_nothing(data_folder, tmp
     assert not [name for name in os.listdir(backups) if name.endswith(".partial")]
 
 
+def backup_named(folder, target, name):
+    """A backup of the data folder `folder` written as `target/name`."""
+    result = ticks("backup", "--data-dir", str(folder), "--to", str(target / name), "--quiet")
+    assert result.returncode == 0, result.stderr
+    return target / name
+
+
+def test_keep_removes_only_the_oldest_of_its_own_backups(data_folder, tmp_path):
+    """`--keep N` counts and removes only files named as `--to FOLDER` names them that are sound Ticks backups:
+    a foreign file, a look-alike name, a database that is not a backup stay, whether dated before the backups
+    (they would be the first to go) or after them (counted, they would push a backup out)."""
+    folder, _ = data_folder
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    spare = backup_named(folder, tmp_path, "spare.sqlite")
+    old = [backup_named(folder, backups, f"ticks-2025010{day}-030000.sqlite") for day in (1, 2, 3)]
+    for look_alike in ("ticks-20200101-030000.sqlite.bak", "ticks-20200101-0300.sqlite", "ticks-20201301-030000.sqlite",
+                       "Ticks-20200101-030000.sqlite", "nightly.sqlite"):
+        shutil.copy(spare, backups / look_alike)  # a real backup, under a name `--to FOLDER` never gives
+    (backups / "notes.txt").write_text("keep me")
+    (backups / "ticks-20200101-000001.sqlite").write_text("years of work")
+    (backups / "ticks-20300101-000001.sqlite").write_text("years of work")
+    with sqlite3.connect(backups / "ticks-20200101-000002.sqlite") as db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+    shutil.copy(folder / "ticks.sqlite", backups / "ticks-20300101-000002.sqlite")  # a live database's copy: WAL
+    os.symlink(spare, backups / "ticks-20200101-000003.sqlite")
+    not_backups = {"ticks-20200101-000001.sqlite", "ticks-20300101-000001.sqlite", "ticks-20200101-000002.sqlite",
+                   "ticks-20300101-000002.sqlite", "ticks-20200101-000003.sqlite"}
+    before = snapshot(backups)
+
+    result = ticks("backup", "--data-dir", str(folder), "--to", str(backups), "--keep", "2", "--quiet", umask=0o022)
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = snapshot(backups)
+    written = sorted(set(after) - set(before))
+    assert len(written) == 1 and written[0].startswith("ticks-") and written[0].endswith(".sqlite"), written
+    assert mode(backups / written[0]) == 0o600
+    # The two newest backups stay: the one just written and the newest before it. Everything else is as it was.
+    assert set(after) == (set(before) - {old[0].name, old[1].name}) | set(written), sorted(after)
+    for name in set(before) - {old[0].name, old[1].name}:
+        assert after[name] == before[name], name
+    assert os.path.islink(backups / "ticks-20200101-000003.sqlite") and spare.exists()
+    assert f"removed {old[1]} " in result.stdout and f"removed {old[0]} " in result.stdout, result.stdout
+    assert "2 of at most 2 backups kept" in result.stdout, result.stdout
+    for name in not_backups:
+        assert f"left {backups / name} alone" in result.stderr, (name, result.stderr)
+    assert "nightly.sqlite" not in result.stderr + result.stdout
+
+    # A second later: the oldest backup goes, and still nothing else.
+    time.sleep(1.1)
+    again = ticks("backup", "--data-dir", str(folder), "--to", str(backups), "--keep", "2", "--quiet")
+    assert again.returncode == 0, again.stdout + again.stderr
+    newest = snapshot(backups)
+    second = sorted(set(newest) - set(after))
+    assert len(second) == 1, second
+    assert set(newest) == (set(before) - {path.name for path in old}) | set(written) | set(second), sorted(newest)
+    assert f"removed {old[2]} " in again.stdout, again.stdout
+
+
+def test_keep_needs_a_folder_and_at_least_one(data_folder, tmp_path):
+    folder, _ = data_folder
+    target = tmp_path / "one.sqlite"
+    refused(ticks("backup", "--data-dir", str(folder), "--to", str(target), "--keep", "2", "--quiet"),
+            "--keep needs --to to name a folder")
+    assert not target.exists()
+    refused(ticks("backup", "--data-dir", str(folder), "--to", str(tmp_path), "--keep", "0", "--quiet"),
+            "--keep must be at least 1")
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("ticks-")]
+    # A symbolic link to a folder (systemd makes /var/lib/ticks-backups one) is that folder.
+    real = tmp_path / "real"
+    real.mkdir()
+    os.symlink(real, tmp_path / "linked")
+    result = ticks("backup", "--data-dir", str(folder), "--to", str(tmp_path / "linked"), "--keep", "1", "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(os.listdir(real)) == 1 and os.path.islink(tmp_path / "linked"), os.listdir(real)
+
 @pytest.mark.parametrize("target", ["", ".", "./"])
 def test_a_backup_to_the_current_folder_or_nothing_is_refused(data_folder, target):
     folder, _ = data_folder

@@ -6,10 +6,12 @@ import stat
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 
 import pytest
-from conftest import TICKS_BIN, TicksProcess
+from conftest import TICKS_BIN, TicksProcess, free_port
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -159,3 +161,60 @@ def test_limit_flags_are_checked(tmp_path):
         assert (quotas["web"]["MarkRead"]["limit"], quotas["server_side"]["MarkRead"]["limit"]) == (7, 9)
     finally:
         assert server.stop() == 0
+
+
+def test_ticks_status_without_credentials_creates_nothing(tmp_path):
+    """Run where there is no data folder, `ticks status` says what to give and leaves no `.ticks` behind."""
+    env = {key: value for key, value in os.environ.items() if key not in ("TICKS_API_KEY", "TICKS_API_SECRET")}
+    result = subprocess.run([TICKS_BIN, "status"], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "no credentials" in result.stderr and "--api-key" in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+    result = subprocess.run([TICKS_BIN, "status", "--data-dir", str(tmp_path / "elsewhere")], capture_output=True,
+                            text=True, timeout=60, env=env, cwd=tmp_path)
+    assert result.returncode != 0 and "no credentials" in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+def metrics_answer(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_metrics_port_keeps_the_metrics_off_the_api_address(tmp_path):
+    """By default /metrics is on the API's address; with --metrics-port it is served there only
+    (on --metrics-host, 127.0.0.1 by default) and the API's address answers 404 in Stream's format."""
+    server = TicksProcess(tmp_path / "default")
+    try:
+        status, body = metrics_answer(server.base_url + "/metrics")
+        assert status == 200 and "ticks_http_requests_total" in body, (status, body[:200])
+    finally:
+        assert server.stop() == 0, server.output()
+
+    metrics_port = free_port()
+    server = TicksProcess(tmp_path / "apart", extra_args=["--metrics-port", str(metrics_port)])
+    try:
+        status, body = metrics_answer(server.base_url + "/metrics")
+        assert status == 404, (status, body[:200])
+        assert json.loads(body)["StatusCode"] == 404, body
+        status, body = metrics_answer(f"http://127.0.0.1:{metrics_port}/metrics")
+        assert status == 200 and "ticks_http_requests_total" in body, (status, body[:200])
+        assert metrics_answer(f"http://127.0.0.1:{metrics_port}/health")[0] == 404, "the metrics address serves nothing else"
+        assert f"metrics:    http://127.0.0.1:{metrics_port}/metrics" in server.output(), server.output()
+    finally:
+        assert server.stop() == 0, server.output()
+
+    for arguments, said in [
+        (["--metrics-port", "0"], "between 1 and 65535"),
+        (["--metrics-port", "70000"], "between 1 and 65535"),
+        (["--metrics-host", "127.0.0.1"], "needs --metrics-port"),
+        (["--port", "4040", "--metrics-port", "4040"], "must differ"),
+    ]:
+        result = run_ticks("serve", "--data-dir", str(tmp_path / "refused"), *arguments)
+        assert result.returncode != 0 and said in result.stderr, (arguments, result.stderr)
+    result = run_ticks("serve", "--data-dir", str(tmp_path / "refused"),
+                       env=dict(os.environ, TICKS_METRICS_PORT="many"))
+    assert result.returncode != 0 and "TICKS_METRICS_PORT" in result.stderr, result.stderr

@@ -1,22 +1,34 @@
 """Running Ticks in production (docs/operations.md): online backup and restore
 of a SQLite data folder under receipt load, the data folder's lock, and the
-PostgreSQL dump/restore round trip, all with the real `ticks` binary."""
+PostgreSQL recipes as that page writes them (the dump/restore round trip,
+point-in-time recovery), all with the real `ticks` binary."""
 
+import datetime
 import os
+import re
 import secrets
+import shlex
+import shutil
+import signal
 import sqlite3
 import subprocess
+import tempfile
 import threading
 import time
+import urllib.request
+from urllib.parse import urlsplit
 
 import pytest
-from conftest import POSTGRES_URL, TICKS_BIN, TicksProcess, psql
+from conftest import POSTGRES_URL, TICKS_BIN, TicksProcess, free_port, psql
+from dbfaults import POSTGRES_SCRIPT, ROOT, postgres_installed
 from receipt_load import MarkLoad
 from wire import Ticks
 
 # Readers, and the writer of every message: a reader's own message would move their read cursor (R4).
 MEMBERS = [f"op{index}" for index in range(4)]
 WRITER = "opwriter"
+# The section of docs/operations.md whose recipes the PostgreSQL tests run as written.
+RECIPES = "### PostgreSQL: `pg_dump` and point-in-time recovery"
 
 
 def credentials():
@@ -202,46 +214,343 @@ def test_restore_refuses_what_is_not_a_sound_ticks_backup(tmp_path):
         assert not (target / "ticks.sqlite").exists(), file
 
 
-def test_a_postgres_dump_restores_into_a_working_database(tmp_path):
-    """docs/operations.md's recipe: pg_dump of a live database, pg_restore into a new one, a server on it."""
+def recipe_blocks():
+    """The fenced blocks of docs/operations.md's PostgreSQL section, in order, as (language, lines): the
+    commands and settings the tests run, without comments and blank lines."""
+    with open(os.path.join(ROOT, "docs", "operations.md")) as doc:
+        lines = doc.read().splitlines()
+    blocks, block, language = [], None, None
+    for line in lines[lines.index(RECIPES) + 1:]:
+        stripped = line.strip()
+        if block is None:
+            if line.startswith("## ") or line.startswith("### "):
+                break
+            if stripped.startswith("```"):
+                language, block = stripped[3:], []
+        elif stripped == "```":
+            blocks.append((language, block))
+            block = None
+        elif stripped and not stripped.startswith("#"):
+            block.append(stripped)
+    return blocks
+
+
+def recipe(index, language, first_words):
+    """The section's block `index`, checked to be the one meant: its language and its lines' first words."""
+    found_language, lines = recipe_blocks()[index]
+    assert (found_language, [line.split()[0] for line in lines]) == (language, first_words), (index, lines)
+    return lines
+
+
+def substituted(text, replacements):
+    """`text` with each key of `replacements` replaced by its value, the longest keys first, in one pass."""
+    pattern = re.compile("|".join(re.escape(key) for key in sorted(replacements, key=len, reverse=True)))
+    return pattern.sub(lambda match: replacements[match.group(0)], text)
+
+
+def commands(lines, replacements):
+    """The argv of each shell line, as the shell splits it, with `replacements` made in each argument."""
+    return [[substituted(argument, replacements) for argument in shlex.split(line)] for line in lines]
+
+
+def client_environment(url):
+    """The environment with libpq's defaults pointing at `url`'s server: what `createdb` and `pg_basebackup`
+    without connection options connect to."""
+    parts = urlsplit(url)
+    return dict(os.environ, PGHOST=parts.hostname, PGPORT=str(parts.port), PGUSER=parts.username)
+
+
+def run_recipe_command(argv, **options):
+    """Runs one command of the recipe; it must exit 0."""
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300, **options)
+    assert result.returncode == 0, (argv, result.returncode, result.stdout + result.stderr)
+    return result
+
+
+def require_test_database():
     if POSTGRES_URL is None:
         if os.environ.get("CI"):
             pytest.fail("CI must run the PostgreSQL tests: TICKS_TEST_POSTGRES_URL is not set")
         pytest.skip("TICKS_TEST_POSTGRES_URL is not set")
+
+
+def dump_round_trip(tmp_path, lines, node_url, replacements):
+    """The dump recipe `lines` (pg_dump, createdb, pg_restore, ticks serve) run as written, with `replacements`,
+    around a node on `node_url`: every command exits 0, and a node on the copy serves what the original did."""
     keys = credentials()
+    dump, create, restore, serve = commands(lines, replacements)
+    assert serve[:2] == ["ticks", "serve"], serve
+    environment = client_environment(POSTGRES_URL)
+    server = TicksProcess(tmp_path / "pg", extra_args=["--postgres-url", node_url], **keys)
+    try:
+        api = Ticks(server.base_url, keys["api_key"], keys["api_secret"])
+        order = populate(api, ["messaging:pgdump"], 8)
+        api.mark_read("messaging:pgdump", "op1", order["messaging:pgdump"][5])
+        api.mark_delivered("op2", ("messaging:pgdump", order["messaging:pgdump"][7]))
+        # Online: the node keeps running while the dump is taken.
+        run_recipe_command(dump, cwd=tmp_path, env=environment)
+        expected = read_states(api, "messaging:pgdump")
+        expected_receipts = api.receipts(order["messaging:pgdump"][5])
+    finally:
+        assert server.stop() == 0, server.output()
+    run_recipe_command(create, cwd=tmp_path, env=environment)
+    run_recipe_command(restore, cwd=tmp_path, env=environment)
+    server = TicksProcess(tmp_path / "pg-restored", extra_args=serve[2:], **keys)
+    try:
+        api = Ticks(server.base_url, keys["api_key"], keys["api_secret"])
+        messages, reads = read_states(api, "messaging:pgdump")
+        assert messages == expected[0]
+        for user in MEMBERS:
+            for field in ("last_read_message_id", "last_read", "unread_messages", "last_delivered_message_id"):
+                assert reads[user].get(field) == expected[1][user].get(field), (user, field)
+        receipts = api.receipts(order["messaging:pgdump"][5])
+        assert receipts["receipts"] and receipts["receipts"] == expected_receipts["receipts"], receipts
+    finally:
+        assert server.stop() == 0, server.output()
+
+
+def test_a_postgres_dump_of_public_restores_with_every_command_exiting_0(tmp_path):
+    """docs/operations.md's first dump recipe, on a database of its own whose tables are in `public` (a URL
+    without `?schema=`): pg_dump of the live database, createdb, pg_restore, a node on the copy."""
+    require_test_database()
+    name = f"ops_{secrets.token_hex(4)}"
+    server_url = POSTGRES_URL.rsplit("/", 1)[0]
+    psql(f"CREATE DATABASE {name}")
+    try:
+        dump_round_trip(
+            tmp_path, recipe(0, "sh", ["pg_dump", "createdb", "pg_restore", "ticks"]), f"{server_url}/{name}", {
+                "postgres://ticks@db/ticks_restored": f"{server_url}/{name}_copy",
+                "postgres://ticks@db/ticks": f"{server_url}/{name}", "ticks_restored": f"{name}_copy"})
+        # The node's tables were in public, and the copy's are.
+        copy = subprocess.run(
+            ["psql", f"{server_url}/{name}_copy", "-qAtc",
+             "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'message'"],
+            check=True, capture_output=True, text=True).stdout.strip()
+        assert copy == "1"
+    finally:
+        psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        psql(f"DROP DATABASE IF EXISTS {name}_copy WITH (FORCE)")
+
+
+def test_a_postgres_dump_restores_into_a_working_database(tmp_path):
+    """docs/operations.md's second dump recipe, for a URL with `?schema=NAME`: pg_dump --schema=NAME of the
+    live database, createdb, pg_restore, a node on the copy with the same `?schema=`."""
+    require_test_database()
     name = f"ops_{secrets.token_hex(4)}"
     schema = f"{name}_s"
+    server_url = POSTGRES_URL.rsplit("/", 1)[0]
     psql(f"CREATE SCHEMA {schema}")
-    copy_url = POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}_copy"
-    dump = tmp_path / "ticks.dump"
     try:
-        server = TicksProcess(tmp_path / "pg", extra_args=["--postgres-url", f"{POSTGRES_URL}?schema={schema}"], **keys)
+        dump_round_trip(
+            tmp_path, recipe(1, "sh", ["pg_dump", "createdb", "pg_restore", "ticks"]),
+            f"{POSTGRES_URL}?schema={schema}", {
+                "postgres://ticks@db/ticks_restored": f"{server_url}/{name}_copy", "postgres://ticks@db/ticks":
+                POSTGRES_URL, "ticks_restored": f"{name}_copy", "NAME": schema})
+    finally:
+        psql(f"DROP SCHEMA {schema} CASCADE")
+        psql(f"DROP DATABASE IF EXISTS {name}_copy WITH (FORCE)")
+
+
+# Short, so the test waits seconds for the last segment; the recipe says 60.
+ARCHIVE_TIMEOUT = 5
+
+
+def as_cluster_owner(argv):
+    """`argv` run as the cluster's owner: the postgres user when we are root (as in scripts/postgres)."""
+    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else list(argv)
+
+
+def cluster(*arguments):
+    """scripts/postgres ARGUMENTS; what it prints."""
+    return run_recipe_command([POSTGRES_SCRIPT, *arguments]).stdout.strip()
+
+
+def query(url, sql):
+    return run_recipe_command(["psql", url, "-qAtc", sql]).stdout.strip()
+
+
+def test_point_in_time_recovery_serves_the_receipts_before_the_target_and_none_after(tmp_path):
+    """docs/operations.md's point-in-time recovery, steps 1 to 3, on throwaway clusters: the receipts committed
+    before the target time are served after the recovery, and none committed after it."""
+    if not postgres_installed():
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the point-in-time recovery test: PostgreSQL is not installed")
+        pytest.skip("PostgreSQL is not installed")
+    archive_settings = recipe(2, "ini", ["wal_level", "archive_mode", "archive_command", "archive_timeout"])
+    (base_backup,) = recipe(3, "sh", ["pg_basebackup"])
+    (unpack,) = recipe(4, "sh", ["tar"])
+    recovery_settings = recipe(5, "ini", ["restore_command", "recovery_target_time", "recovery_target_action"])
+    (signal_file,) = recipe(6, "sh", ["touch"])
+    keys = credentials()
+    cid = "messaging:pitr"
+    # Under /tmp, owned by the postgres user when we are root: its clusters, archive and backup live there.
+    top = tempfile.mkdtemp(prefix="ticks-pitr.")
+    if os.geteuid() == 0:
+        shutil.chown(top, "postgres")
+    original, archive, base, restored = (os.path.join(top, folder) for folder in ("original", "archive", "base",
+                                                                                  "restored"))
+    for folder in (archive, restored):
+        os.mkdir(folder, 0o700)
+        if os.geteuid() == 0:
+            shutil.chown(folder, "postgres")
+    replacements = {"/archive": archive, "/backups/base": base, "$PGDATA": restored,
+                    "archive_timeout = 60": f"archive_timeout = {ARCHIVE_TIMEOUT}"}
+    started = []
+    try:
+        # Step 1: a cluster that archives its log.
+        port = free_port()
+        url = cluster("start", original, str(port))
+        started.append(original)
+        with open(os.path.join(original, "postgresql.conf"), "a") as conf:
+            conf.writelines(substituted(line, replacements) + "\n" for line in archive_settings)
+        cluster("stop", original)
+        cluster("start", original, str(port))
+        assert query(url, "SHOW archive_mode") == "on"
+        assert query(url, "SHOW archive_timeout") == f"{ARCHIVE_TIMEOUT}s"
+
+        # A node on it (tables in public), its messages, then step 2's base backup while it runs.
+        server = TicksProcess(tmp_path / "node", extra_args=["--postgres-url", url], **keys)
         try:
             api = Ticks(server.base_url, keys["api_key"], keys["api_secret"])
-            order = populate(api, ["messaging:pgdump"], 8)
-            api.mark_read("messaging:pgdump", "op1", order["messaging:pgdump"][5])
-            api.mark_delivered("op2", ("messaging:pgdump", order["messaging:pgdump"][7]))
-            # Online: the server keeps running while the dump is taken.
-            subprocess.run(
-                ["pg_dump", "--format=custom", f"--schema={schema}", f"--file={dump}", POSTGRES_URL], check=True)
-            expected = read_states(api, "messaging:pgdump")
+            ids = populate(api, [cid], 10)[cid]
+            for argv in commands([base_backup], replacements):
+                run_recipe_command(as_cluster_owner(argv), env=client_environment(url))
+            # Receipts before the target (after the base backup: only the archived log holds them)…
+            api.mark_read(cid, "op1", ids[3])
+            api.mark_delivered("op2", (cid, ids[3]))
+            time.sleep(1)
+            target = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f+00")
+            time.sleep(1)
+            # …and after it.
+            api.mark_read(cid, "op1", ids[7])
+            api.mark_read(cid, "op3", ids[7])
+            api.mark_delivered("op2", (cid, ids[7]))
+            api.send_message(cid, WRITER, "after the target", message_id="pitr-after")
+            assert {receipt["user"]["id"] for receipt in api.receipts(ids[7])["receipts"]} == {"op1", "op2", "op3"}
+            # archive_timeout archives the segment that holds them (nothing calls pg_switch_wal()).
+            last = query(url, "SELECT pg_walfile_name(pg_current_wal_lsn())")
+            waited = time.monotonic()
+            while not os.path.exists(os.path.join(archive, last)):
+                assert time.monotonic() - waited < ARCHIVE_TIMEOUT + 25, f"{last} not archived: {os.listdir(archive)}"
+                time.sleep(0.2)
+            print(f"\n{last} archived {time.monotonic() - waited:.1f} s after the last write "
+                  f"(archive_timeout = {ARCHIVE_TIMEOUT} s)")
         finally:
             assert server.stop() == 0, server.output()
-        psql(f"CREATE DATABASE {name}_copy")
-        subprocess.run(["pg_restore", "--no-owner", f"--dbname={copy_url}", str(dump)], check=True)
-        server = TicksProcess(
-            tmp_path / "pg-restored", extra_args=["--postgres-url", f"{copy_url}?schema={schema}"], **keys)
+        cluster("stop", original)
+        started.remove(original)
+
+        # Step 3: the base backup unpacked into an empty data directory, the recovery settings, recovery.signal.
+        replacements["2026-11-26 09:15:00+00"] = target
+        for argv in commands([unpack], replacements):
+            run_recipe_command(as_cluster_owner(argv))
+        with open(os.path.join(restored, "postgresql.conf"), "a") as conf:
+            conf.writelines(substituted(line, replacements) + "\n" for line in recovery_settings)
+        for argv in commands([signal_file], replacements):
+            run_recipe_command(as_cluster_owner(argv))
+        port = free_port()
+        url = cluster("start", restored, str(port))
+        started.append(restored)
+        waited = time.monotonic()
+        while query(url, "SELECT pg_is_in_recovery()") != "f":
+            assert time.monotonic() - waited < 120, "still in recovery after 120 s (paused at the target?)"
+            time.sleep(0.2)
+
+        server = TicksProcess(tmp_path / "recovered", extra_args=["--postgres-url", url], **keys)
         try:
             api = Ticks(server.base_url, keys["api_key"], keys["api_secret"])
-            messages, reads = read_states(api, "messaging:pgdump")
-            assert messages == expected[0]
-            for user in MEMBERS:
-                for field in ("last_read_message_id", "last_read", "unread_messages", "last_delivered_message_id"):
-                    assert reads[user].get(field) == expected[1][user].get(field), (user, field)
-            receipts = api.receipts(order["messaging:pgdump"][5])
-            assert receipts, receipts
+            messages, reads = read_states(api, cid)
+            assert [message_id for message_id, _ in messages] == ids  # not the message sent after the target
+            assert (reads["op1"].get("last_read_message_id"), reads["op1"]["unread_messages"]) == (ids[3], 6)
+            assert (reads["op3"].get("last_read_message_id"), reads["op3"]["unread_messages"]) == (None, 10)
+            assert reads["op2"].get("last_delivered_message_id") == ids[3]
+            receipts = {receipt["user"]["id"]: receipt for receipt in api.receipts(ids[3])["receipts"]}
+            assert set(receipts) == {"op1", "op2"}, receipts
+            assert "read_at" in receipts["op1"] and "read_at" not in receipts["op2"], receipts
+            assert "delivered_at" in receipts["op2"], receipts
+            assert api.receipts(ids[7])["receipts"] == []
+            # The recovered database takes writes: the node marks read.
+            api.mark_read(cid, "op3", ids[9])
+            assert read_states(api, cid)[1]["op3"]["unread_messages"] == 0
         finally:
             assert server.stop() == 0, server.output()
     finally:
-        psql(f"DROP SCHEMA {schema} CASCADE")
-        psql(f"DROP DATABASE IF EXISTS {name}_copy")
+        for folder in started:
+            subprocess.run([POSTGRES_SCRIPT, "stop", folder], capture_output=True, timeout=120)
+        for folder in ("original", "restored"):
+            log = os.path.join(top, folder, "server.log")
+            if os.path.exists(log):
+                shutil.copy(log, tmp_path / f"postgres-{folder}.log")
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_node_on_a_server_in_recovery_says_so_and_waits_for_its_promotion(tmp_path):
+    """A node started on a server still in recovery (here a standby; a point-in-time recovery is one until it
+    promotes) takes no migrations, writes or LISTEN there: it says so in plain words and waits, not listening
+    yet; once the server is promoted it starts and serves."""
+    if not postgres_installed():
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the recovery test: PostgreSQL is not installed")
+        pytest.skip("PostgreSQL is not installed")
+    keys = credentials()
+    top = tempfile.mkdtemp(prefix="ticks-standby.")
+    if os.geteuid() == 0:
+        shutil.chown(top, "postgres")
+    primary, standby = os.path.join(top, "primary"), os.path.join(top, "standby")
+    started = []
+    node = None
+    try:
+        primary_url = cluster("start", primary, str(free_port()))
+        started.append(primary)
+        # A streaming standby of it: in recovery until promoted.
+        run_recipe_command(as_cluster_owner(["pg_basebackup", "-D", standby, "-R", "-X", "stream", "-d",
+                                             primary_url]))
+        standby_url = cluster("start", standby, str(free_port()))
+        started.append(standby)
+        assert query(standby_url, "SELECT pg_is_in_recovery()") == "t"
+
+        port = free_port()
+        data = tmp_path / "node"
+        data.mkdir()
+        output = data / "stdout.txt"
+        env = dict(os.environ, TICKS_API_KEY=keys["api_key"], TICKS_API_SECRET=keys["api_secret"])
+        with open(output, "w") as sink:
+            node = subprocess.Popen(
+                [TICKS_BIN, "serve", "--port", str(port), "--data-dir", str(data), "--postgres-url", standby_url],
+                stdout=sink, stderr=subprocess.STDOUT, env=env)
+        waited = time.monotonic()
+        while "in recovery" not in output.read_text():
+            assert node.poll() is None, output.read_text()
+            assert time.monotonic() - waited < 60, output.read_text()
+            time.sleep(0.1)
+        time.sleep(1)
+        said = output.read_text()
+        assert node.poll() is None, said
+        assert "waiting for it to be promoted" in said and "Generic description" not in said, said
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+
+        query(standby_url, "SELECT pg_promote()")
+        waited = time.monotonic()
+        while True:
+            assert node.poll() is None, output.read_text()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() - waited < 60, output.read_text()
+            time.sleep(0.2)
+        assert "out of recovery" in output.read_text(), output.read_text()
+        api = Ticks(f"http://127.0.0.1:{port}", keys["api_key"], keys["api_secret"])
+        api.upsert_users("promoted")
+        api.create_channel("messaging:promoted", ["promoted"], "promoted")
+        assert api.query_channel("messaging:promoted")["channel"]["id"] == "promoted"
+    finally:
+        if node is not None and node.poll() is None:
+            node.send_signal(signal.SIGTERM)
+            assert node.wait(timeout=30) == 0, output.read_text()
+        for folder in reversed(started):
+            cluster("stop", folder)
+        shutil.rmtree(top, ignore_errors=True)

@@ -71,6 +71,13 @@ public enum CredentialsFile {
         return (credentials, true)
     }
 
+    /// Reads the file in `dataDirectory`; nil when there is none (nothing is made).
+    public static func load(from dataDirectory: URL) throws -> Credentials? {
+        let url = dataDirectory.appendingPathComponent(name)
+        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        return try read(url)
+    }
+
     private static func read(_ url: URL) throws -> Credentials {
         guard let data = try? Data(contentsOf: url), let contents = try? JSONDecoder().decode(Contents.self, from: data)
         else { throw CredentialsError.unreadableFile(url.path) }

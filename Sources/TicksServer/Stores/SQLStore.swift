@@ -193,9 +193,13 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
 
     /// SQLite in the file at `path` (created if needed), in WAL mode.
     public static func sqlite(
-        path: String, checkpoints: SQLiteEngine.CheckpointPolicy = .init(), deadline: StoreDeadline = StoreDeadline()
+        path: String, checkpoints: SQLiteEngine.CheckpointPolicy = .init(), deadline: StoreDeadline = StoreDeadline(),
+        allowingNewerSchema: Bool = false
     ) throws -> SQLStore {
-        SQLStore(engine: try SQLiteEngine.open(path: path, checkpoints: checkpoints), deadline: deadline)
+        SQLStore(
+            engine: try SQLiteEngine.open(
+                path: path, checkpoints: checkpoints, allowingNewerSchema: allowingNewerSchema),
+            deadline: deadline)
     }
 
     /// A private in-memory SQLite database (tests).
@@ -207,11 +211,12 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// before the first request. `migrationsUpTo`: the last migration `prepare` applies (all when nil).
     static func postgres(
         pool: PostgresPool, logger: Logger, migrationsUpTo: String? = nil, traced: Bool = false,
-        deadline: StoreDeadline = StoreDeadline(), health: StoreHealth
+        deadline: StoreDeadline = StoreDeadline(), health: StoreHealth, time: TimeSource = .system
     ) -> SQLStore {
         SQLStore(
             engine: PostgresEngine(
-                transactions: PostgresTransactions(pool: pool, logger: logger), migrationsUpTo: migrationsUpTo),
+                transactions: PostgresTransactions(pool: pool, logger: logger), migrationsUpTo: migrationsUpTo,
+                time: time),
             traced: traced, deadline: deadline, health: health, schema: SchemaLevel(upTo: migrationsUpTo))
     }
 

@@ -96,4 +96,33 @@ struct SchemaLevelTests {
             Issue.record(error, sourceLocation: sourceLocation)
         }
     }
+
+    @Test("SQLite refuses a database a newer Ticks migrated (a downgrade), unless allowed, and says which migrations")
+    func sqliteRefusesANewerSchema() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ticks-newer-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("ticks.sqlite").path
+        // Made by this release, then by a newer one (a migration this binary does not know).
+        do {
+            let made = try SQLiteEngine.open(path: path)
+            try made.writer.write { db in
+                try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-from-a-newer-release')")
+            }
+        }
+        #expect(throws: NewerSchemaError.self) { _ = try SQLiteEngine.open(path: path) }
+        do {
+            _ = try SQLiteEngine.open(path: path)
+        } catch let error as NewerSchemaError {
+            #expect(error.migrations == ["v99-from-a-newer-release"])
+            #expect(error.description.contains("--allow-newer-schema"))
+        }
+        let allowed = try SQLiteEngine.open(path: path, allowingNewerSchema: true)
+        let applied = try allowed.writer.read { db in try SQLiteSchema.migrator.appliedIdentifiers(db) }
+        #expect(applied.isSuperset(of: SQLiteSchema.migrator.migrations))
+        // A database this release made opens as before.
+        let own = folder.appendingPathComponent("own.sqlite").path
+        _ = try SQLiteEngine.open(path: own)
+        _ = try SQLiteEngine.open(path: own)
+    }
 }

@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import TicksProtocol
 
 /// PostgreSQL through postgres-nio, for `SQLStore`: the shared database of
 /// several nodes.
@@ -19,15 +20,21 @@ final class PostgresEngine: StoreEngine {
     /// The last migration to apply; all when nil.
     let migrationsUpTo: String?
 
-    /// Applies the migrations and seeds the built-in channel types; the client must be running.
+    /// The clock of the wait for a server in recovery (`PostgresSchema.waitForPromotion`).
+    let time: TimeSource
+
+    /// Waits while the server is in recovery, then applies the migrations and seeds the built-in
+    /// channel types; the client must be running.
     func prepare() async throws {
+        try await PostgresSchema.waitForPromotion(transactions, time: time)
         try await PostgresSchema.migrate(transactions, upTo: migrationsUpTo)
         try await write { StoreSetUp.builtInChannelTypes() }
     }
 
-    init(transactions: PostgresTransactions, migrationsUpTo: String? = nil) {
+    init(transactions: PostgresTransactions, migrationsUpTo: String? = nil, time: TimeSource = .system) {
         self.transactions = transactions
         self.migrationsUpTo = migrationsUpTo
+        self.time = time
     }
 
     func write<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {

@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import TicksProtocol
 
 /// The PostgreSQL schema, as named migrations applied in order at start. A
 /// shipped migration is never edited: add a new one. Nodes starting together
@@ -108,6 +109,34 @@ enum PostgresSchema {
 
     /// An arbitrary constant: the advisory lock that serialises migrations.
     static let migrationLock: Int64 = 0x7469_636B_735F_6D67
+
+    /// How often a node starting on a server in recovery asks again.
+    static let recoveryPoll = Duration.seconds(2)
+
+    /// Returns once the server is out of recovery. One in recovery (a standby, or a point-in-time
+    /// recovery not yet promoted: docs/operations.md) takes no migrations, writes or LISTEN, and
+    /// the driver's error for that says only "Generic description": so a node starting on one
+    /// says so in plain words, once, and asks again every `recoveryPoll` until it is promoted.
+    static func waitForPromotion(_ transactions: PostgresTransactions, time: TimeSource) async throws {
+        var waited = false
+        func inRecovery() async throws -> Bool {
+            try await transactions.run(.read) { session in
+                try await session.run(Fetch.texts("SELECT pg_is_in_recovery()::text"))
+            } == ["true"]
+        }
+        while try await inRecovery() {
+            if !waited {
+                transactions.logger.warning(
+                    """
+                    PostgreSQL is in recovery (a standby, or a restore not yet promoted) and takes no writes: \
+                    waiting for it to be promoted before serving
+                    """)
+                waited = true
+            }
+            try await time.sleep(for: recoveryPoll)
+        }
+        if waited { transactions.logger.notice("PostgreSQL is out of recovery: starting") }
+    }
 
     /// Applies the migrations not yet applied, in order, up to `last` (all when nil), under the
     /// advisory lock. Migrations applied by a newer node that this binary does not know are left

@@ -18,12 +18,15 @@ import Darwin
 /// means committed). The copy is written beside its destination and renamed
 /// into place once complete and on disk: `FILE` is a whole backup or absent.
 ///
-/// Neither command deletes anything, and each writes over only what it can
-/// prove is its own: a backup replaces a file only with `--replace` and only
-/// a Ticks backup (a Ticks database in rollback-journal mode, which a live
+/// Neither command deletes anything but the old backups `--keep` is asked to
+/// remove (`prune`), and each writes over or removes only what it can prove
+/// is its own: a backup replaces a file only with `--replace` and only a
+/// Ticks backup (a Ticks database in rollback-journal mode, which a live
 /// database never is), never a folder, and never a file of a data folder's
-/// live set, compared by device and inode; a restore moves the database it
-/// replaces aside under a name of its own. Every file they write is 0600.
+/// live set, compared by device and inode; `--keep` removes only files named
+/// as `--to FOLDER` names its backups that are sound Ticks backups; a restore
+/// moves the database it replaces aside under a name of its own. Every file
+/// they write is 0600.
 public enum SQLiteBackup {
     /// The database file's name in a data folder.
     public static let databaseName = "ticks.sqlite"
@@ -130,12 +133,132 @@ public enum SQLiteBackup {
         }
     }
 
+    /// What `prune` did in a folder of backups.
+    public struct Pruned: Sendable, Equatable {
+        /// The backups kept, newest first: the one just written, then the newest others.
+        public var kept: [String] = []
+        /// The backups removed, newest first.
+        public var removed: [String] = []
+        /// Files named as a backup that are not proven ones: neither removed nor counted.
+        public var leftAlone: [Note] = []
+        /// Backups that could not be removed.
+        public var failed: [Note] = []
+    }
+
+    /// A file, and why it was left (or why removing it failed).
+    public struct Note: Sendable, Equatable {
+        public var path: String
+        public var why: String
+    }
+
+    /// The name `ticks backup --to FOLDER` gives a backup it writes at `now`: `ticks-YYYYMMDD-HHMMSS.sqlite` (UTC).
+    public static func backupName(at now: Date) -> String { "ticks-\(stamp(now)).sqlite" }
+
+    /// Whether `name` is exactly one `backupName(at:)` gives: `ticks-`, a time
+    /// in UTC that reads back as itself (`YYYYMMDD-HHMMSS`, ASCII digits), `.sqlite`.
+    public static func isBackupName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        let prefix = Array("ticks-".utf8)
+        let suffix = Array(".sqlite".utf8)
+        guard bytes.count == prefix.count + 15 + suffix.count, bytes.starts(with: prefix),
+            Array(bytes.suffix(suffix.count)) == suffix
+        else { return false }
+        let time = Array(bytes[prefix.count..<(prefix.count + 15)])
+        for (index, byte) in time.enumerated() {
+            guard index == 8 ? byte == UInt8(ascii: "-") : (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            else { return false }
+        }
+        let text = String(decoding: time, as: UTF8.self)
+        guard let date = stampFormatter().date(from: text) else { return false }
+        return stamp(date) == text
+    }
+
+    /// Removes the oldest backups in `folder` so that `keep` remain (`ticks
+    /// backup --keep`). A file is counted, and ever removed, only when it is
+    /// provably one `ticks backup` wrote there (`whyNotPruned`): its name is
+    /// exactly `isBackupName`, it is a regular file of no data folder's live
+    /// set with no journal or log beside it, a Ticks backup (`whyNotABackup`,
+    /// the test `--replace` applies) and sound (`check`, the test `ticks
+    /// restore` applies). Everything else stays; a file named as a backup that
+    /// fails the test is reported in `leftAlone`. The newest go by the time in
+    /// their names; `written` (the backup just made) is kept whatever its name
+    /// says, so a clock set back never removes the new backup.
+    public static func prune(folder: URL, keep: Int, dataDirectory: URL, written: URL? = nil) throws -> Pruned {
+        guard keep >= 1 else { throw BackupError.keepTooFew(keep) }
+        guard FileStatus(folder.path, following: true)?.kind == .directory else {
+            throw BackupError.noFolder(folder.path)
+        }
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+        } catch {
+            throw BackupError.io(folder.path, "\(error)")
+        }
+        let live = liveIdentities(in: dataDirectory)
+        let spared = written.flatMap { FileStatus($0.path, following: false)?.identity }
+        var pruned = Pruned()
+        var candidates: [(path: String, identity: FileIdentity)] = []
+        for name in names.filter(isBackupName).sorted(by: >) {
+            let file = folder.appendingPathComponent(name)
+            guard let status = FileStatus(file.path, following: false) else { continue }  // gone meanwhile
+            if let why = whyNotPruned(file, status: status, live: live) {
+                pruned.leftAlone.append(Note(path: file.path, why: why))
+            } else if status.identity == spared {
+                pruned.kept.append(file.path)
+            } else {
+                candidates.append((file.path, status.identity))
+            }
+        }
+        for candidate in candidates {
+            guard pruned.kept.count >= keep else {
+                pruned.kept.append(candidate.path)
+                continue
+            }
+            // Still the file that was checked (not one put in its place since).
+            guard FileStatus(candidate.path, following: false)?.identity == candidate.identity else {
+                pruned.leftAlone.append(Note(path: candidate.path, why: "it changed while it was checked"))
+                continue
+            }
+            if unlink(candidate.path) == 0 {
+                pruned.removed.append(candidate.path)
+            } else if errno != ENOENT {
+                pruned.failed.append(Note(path: candidate.path, why: String(cString: strerror(errno))))
+            }
+        }
+        if !pruned.removed.isEmpty { try PrivateFiles.sync(folder.path) }
+        return pruned
+    }
+
+    /// Why `prune` may not count or remove `file` (`status` is its `lstat`), or nil when it is a sound Ticks backup.
+    static func whyNotPruned(_ file: URL, status: FileStatus, live: Set<FileIdentity>) -> String? {
+        switch status.kind {
+        case .regular: break
+        case .symbolicLink: return "it is a symbolic link"
+        default: return "it is not a regular file"
+        }
+        guard !live.contains(status.identity) else { return "it is a file of the live data folder" }
+        for suffix in companionSuffixes where FileStatus(file.path + suffix, following: false) != nil {
+            return "a \(suffix.dropFirst()) file is beside it (something had it open to write)"
+        }
+        if let why = whyNotABackup(file) { return "it is not a Ticks backup (\(why))" }
+        do {
+            _ = try check(file)
+        } catch BackupError.unsound(_, let why) {
+            return "it is damaged (\(why))"
+        } catch BackupError.newerSchema(_, let migrations) {
+            return "it comes from a newer Ticks (migrations \(migrations.joined(separator: ", ")))"
+        } catch {
+            return "it is not a sound Ticks backup (\(error))"
+        }
+        return nil
+    }
+
     /// The backup file `destination` names, or why it may not be written:
     /// - an empty path and the current folder are refused (a slip of the keys);
-    /// - a folder gets a new file `ticks-YYYYMMDD-HHMMSS.sqlite` (UTC) in it;
+    /// - a folder (or a symbolic link to one) gets a new file `ticks-YYYYMMDD-HHMMSS.sqlite` (UTC) in it;
     /// - a file of the data folder's live set, by name or by device and inode, is refused;
     /// - an existing file is replaced only with `replace`, and only if it is a Ticks backup;
-    /// - a symbolic link, or anything but a regular file, is refused.
+    /// - a symbolic link to anything but a folder, or anything but a regular file, is refused.
     public static func target(for destination: String, dataDirectory directory: URL, replace: Bool, now: Date) throws
         -> Target
     {
@@ -161,8 +284,12 @@ public enum SQLiteBackup {
                 throw BackupError.liveFile(url.path)
             }
             return Target(file: url, replacing: nil)
-        case let status? where status.kind == .directory:
-            let named = url.appendingPathComponent("ticks-\(stamp(now)).sqlite")
+        case let status?
+        where status.kind == .directory
+            || status.kind == .symbolicLink && FileStatus(url.path, following: true)?.kind == .directory:
+            // A folder, or a symbolic link to one (as systemd makes /var/lib/NAME for a StateDirectory= under
+            // DynamicUser=): a new file in it, never written through a link.
+            let named = url.appendingPathComponent(backupName(at: now))
             guard FileStatus(named.path, following: false) == nil || replace else {
                 throw BackupError.targetExists(named.path)
             }
@@ -306,12 +433,14 @@ public enum SQLiteBackup {
     }
 
     /// `YYYYMMDD-HHMMSS` in UTC.
-    static func stamp(_ date: Date) -> String {
+    static func stamp(_ date: Date) -> String { stampFormatter().string(from: date) }
+
+    static func stampFormatter() -> DateFormatter {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")
         formatter.dateFormat = "yyyyMMdd-HHmmss"
-        return formatter.string(from: date)
+        return formatter
     }
     /// The schema and page count of a sound backup; throws what is wrong with it otherwise.
     static func check(_ file: URL) throws -> (schema: String, pages: Int) {
@@ -335,10 +464,8 @@ public enum SQLiteBackup {
                 throw BackupError.unsound(file.path, verdict.prefix(5).joined(separator: "; "))
             }
             let schema = try Self.schema(of: db, path: file.path)
-            let known = Set(SQLiteSchema.migrator.migrations)
-            let applied = try SQLiteSchema.migrator.appliedIdentifiers(db)
-            let unknown = applied.subtracting(known)
-            guard unknown.isEmpty else { throw BackupError.newerSchema(file.path, unknown.sorted()) }
+            let unknown = try SQLiteSchema.unknownMigrations(in: db)
+            guard unknown.isEmpty else { throw BackupError.newerSchema(file.path, unknown) }
             return (schema, try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0)
         }
     }
@@ -378,6 +505,7 @@ public enum BackupError: Error, CustomStringConvertible, Equatable {
     case changedMeanwhile(String)
     case sourceIsTarget(String)
     case liveSource(String)
+    case keepTooFew(Int)
     case io(String, String)
 
     public var description: String {
@@ -408,6 +536,7 @@ public enum BackupError: Error, CustomStringConvertible, Equatable {
             "\(path) is the data folder's own database: restore from a backup of it (ticks backup)"
         case .liveSource(let path):
             "\(path) has a write-ahead log beside it, as a live database has: make a backup of it with ticks backup and restore that"
+        case .keepTooFew(let count): "--keep \(count): keep at least 1 (the backup just written)"
         case .io(let path, let why): "\(path): \(why)"
         }
     }

@@ -36,8 +36,11 @@ public final class SQLiteEngine: StoreEngine {
         public init() {}
     }
 
-    /// Opens (creating if needed) the database file at `path`, in WAL mode.
-    static func open(path: String, checkpoints: CheckpointPolicy = .init()) throws -> SQLiteEngine {
+    /// Opens (creating if needed) the database file at `path`, in WAL mode. A database a newer
+    /// Ticks migrated is refused (`NewerSchemaError`) unless `allowingNewerSchema`.
+    static func open(
+        path: String, checkpoints: CheckpointPolicy = .init(), allowingNewerSchema: Bool = false
+    ) throws -> SQLiteEngine {
         // The file is made here, 0600, before SQLite would make it 0644 less the
         // umask: its log and shared memory then take its mode (SQLite gives them
         // the database's), so the messages are the owner's alone.
@@ -73,6 +76,13 @@ public final class SQLiteEngine: StoreEngine {
             logger: Logger(label: "ticks.sqlite")
         ) { [weak pool] in
             _ = try await pool?.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+        }
+        let unknown = try pool.read { db in try SQLiteSchema.unknownMigrations(in: db) }
+        if !unknown.isEmpty {
+            guard allowingNewerSchema else { throw NewerSchemaError(path: path, migrations: unknown) }
+            Logger(label: "ticks.sqlite").warning(
+                "serving a database a newer Ticks migrated (--allow-newer-schema)",
+                metadata: ["migrations": "\(unknown.joined(separator: ", "))"])
         }
         return try SQLiteEngine(writer: pool, checkpointer: checkpointer)
     }

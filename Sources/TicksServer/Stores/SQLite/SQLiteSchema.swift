@@ -121,4 +121,25 @@ enum SQLiteSchema {
         }
         return migrator
     }
+
+    /// The migrations applied to `db` that this binary does not know: a newer
+    /// Ticks made them (empty for a database this one made, or a new one).
+    static func unknownMigrations(in db: Database) throws -> [String] {
+        try migrator.appliedIdentifiers(db).subtracting(migrator.migrations).sorted()
+    }
+}
+
+/// A database whose schema has migrations this binary does not know: a newer
+/// Ticks served it, so this older one might misread or corrupt what it wrote
+/// (a downgrade). Refused unless the operator says otherwise
+/// (`ticks serve --allow-newer-schema`).
+public struct NewerSchemaError: Error, CustomStringConvertible {
+    public let path: String
+    public let migrations: [String]
+
+    public var description: String {
+        "\(path) was last served by a newer Ticks (its schema has migrations \(migrations.joined(separator: ", ")), "
+            + "which this version does not know): run that version, or restore a backup this version made "
+            + "(ticks restore). --allow-newer-schema serves it anyway."
+    }
 }
