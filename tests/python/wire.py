@@ -138,4 +138,5 @@ class Ticks:
         query = urlencode({
             "api_key": self.api_key, "json": json.dumps({"user_id": user_id}),
             "authorization": token or self.user_token(user_id)})
-        return self.base_url.replace("http://", "ws://", 1) + "/connect?" + query
+        # http://… becomes ws://…, https://… (a TLS proxy in front) wss://….
+        return "ws" + self.base_url[len("http"):] + "/connect?" + query
