@@ -126,7 +126,7 @@ public func buildApplication(
             health: health, time: configuration.storeDeadline.time, logger: logger)
         store = SQLStore.postgres(
             pool: pool, logger: logger, migrationsUpTo: configuration.migrationsUpTo, traced: traced,
-            deadline: configuration.storeDeadline, health: health, time: configuration.time)
+            deadline: configuration.storeDeadline, health: health)
         services.append(pool)
         prepare = { try await store.prepare() }
         configuration.eventBus = PostgresEventBus(

@@ -211,12 +211,12 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// before the first request. `migrationsUpTo`: the last migration `prepare` applies (all when nil).
     static func postgres(
         pool: PostgresPool, logger: Logger, migrationsUpTo: String? = nil, traced: Bool = false,
-        deadline: StoreDeadline = StoreDeadline(), health: StoreHealth, time: TimeSource = .system
+        deadline: StoreDeadline = StoreDeadline(), health: StoreHealth
     ) -> SQLStore {
         SQLStore(
             engine: PostgresEngine(
                 transactions: PostgresTransactions(pool: pool, logger: logger), migrationsUpTo: migrationsUpTo,
-                time: time),
+                deadline: deadline),
             traced: traced, deadline: deadline, health: health, schema: SchemaLevel(upTo: migrationsUpTo))
     }
 

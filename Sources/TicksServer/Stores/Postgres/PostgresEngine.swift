@@ -1,6 +1,5 @@
 import Logging
 import PostgresNIO
-import TicksProtocol
 
 /// PostgreSQL through postgres-nio, for `SQLStore`: the shared database of
 /// several nodes.
@@ -20,21 +19,22 @@ final class PostgresEngine: StoreEngine {
     /// The last migration to apply; all when nil.
     let migrationsUpTo: String?
 
-    /// The clock of the wait for a server in recovery (`PostgresSchema.waitForPromotion`).
-    let time: TimeSource
+    /// Each question of the wait for a server in recovery (`PostgresSchema.waitForPromotion`) has
+    /// this deadline, and the wait between two runs on its clock.
+    let deadline: StoreDeadline
 
     /// Waits while the server is in recovery, then applies the migrations and seeds the built-in
     /// channel types; the client must be running.
     func prepare() async throws {
-        try await PostgresSchema.waitForPromotion(transactions, time: time)
+        try await PostgresSchema.waitForPromotion(transactions, deadline: deadline)
         try await PostgresSchema.migrate(transactions, upTo: migrationsUpTo)
         try await write { StoreSetUp.builtInChannelTypes() }
     }
 
-    init(transactions: PostgresTransactions, migrationsUpTo: String? = nil, time: TimeSource = .system) {
+    init(transactions: PostgresTransactions, migrationsUpTo: String? = nil, deadline: StoreDeadline = StoreDeadline()) {
         self.transactions = transactions
         self.migrationsUpTo = migrationsUpTo
-        self.time = time
+        self.deadline = deadline
     }
 
     func write<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {

@@ -1,6 +1,5 @@
 import Logging
 import PostgresNIO
-import TicksProtocol
 
 /// The PostgreSQL schema, as named migrations applied in order at start. A
 /// shipped migration is never edited: add a new one. Nodes starting together
@@ -116,12 +115,16 @@ enum PostgresSchema {
     /// Returns once the server is out of recovery. One in recovery (a standby, or a point-in-time
     /// recovery not yet promoted: docs/operations.md) takes no migrations, writes or LISTEN, and
     /// the driver's error for that says only "Generic description": so a node starting on one
-    /// says so in plain words, once, and asks again every `recoveryPoll` until it is promoted.
-    static func waitForPromotion(_ transactions: PostgresTransactions, time: TimeSource) async throws {
+    /// says so in plain words, once, and asks again every `recoveryPoll` until it is promoted. Each
+    /// question has the store's deadline (a server gone silent is unavailable, as for any call); the
+    /// wait as a whole has none, as the migrations after it have none.
+    static func waitForPromotion(_ transactions: PostgresTransactions, deadline: StoreDeadline) async throws {
         var waited = false
         func inRecovery() async throws -> Bool {
-            try await transactions.run(.read) { session in
-                try await session.run(Fetch.texts("SELECT pg_is_in_recovery()::text"))
+            try await deadline.run {
+                try await transactions.run(.read) { session in
+                    try await session.run(Fetch.texts("SELECT pg_is_in_recovery()::text"))
+                }
             } == ["true"]
         }
         while try await inRecovery() {
@@ -133,7 +136,7 @@ enum PostgresSchema {
                     """)
                 waited = true
             }
-            try await time.sleep(for: recoveryPoll)
+            try await deadline.time.sleep(for: recoveryPoll)
         }
         if waited { transactions.logger.notice("PostgreSQL is out of recovery: starting") }
     }
