@@ -161,6 +161,10 @@ public func buildApplication(
         rateLimiter: RateLimiter(limits: configuration.rateLimits, time: configuration.time),
         appOptions: AppOptionsCache(store: store, time: configuration.time), outbox: store,
         receiptLogPruner: pruner)
+    // The services that use the store start once it is prepared (PostgreSQL: out of recovery and
+    // migrated), so a node waiting for a standby's promotion does not also fail to LISTEN, lease or
+    // prune there every few seconds.
+    let prepared = Opening()
     var webhookServices: [any Service] = []
     var webhookSender: WebhookSender?
     if configuration.webhooks.isEnabled {
@@ -190,8 +194,10 @@ public func buildApplication(
                 headerTimeout: limits.headerTimeout)
         },
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ticks"),
-        services: storeServices + [ConnectionShutdown(hub: hub)] + webhookServices + (pruner.map { [$0] } ?? [])
-            + (configuration.eventBus.map { [EventBusService(bus: $0, hub: hub)] } ?? [])
+        services: storeServices + [ConnectionShutdown(hub: hub)]
+            + (webhookServices + (pruner.map { [$0] } ?? [])
+                + (configuration.eventBus.map { [EventBusService(bus: $0, hub: hub)] } ?? []))
+            .map { AfterStorePrepared(prepared: prepared, base: $0) }
             + (configuration.metricsAddress.map {
                 [metricsApplication(at: $0, services: services, configuration: configuration, logger: logger)]
             } ?? []),
@@ -200,6 +206,7 @@ public func buildApplication(
     // The app's settings are read before the first request: the webhooks' events use the last read.
     application.beforeServerStarts { [appOptions = services.appOptions] in
         try await beforeServerStarts?()
+        prepared.open()
         _ = try await appOptions.current()
     }
     return (application, services)
@@ -303,6 +310,23 @@ struct EventBusService: Service {
         try await cancelWhenGracefulShutdown {
             try await bus.run(hub: hub)
         }
+    }
+}
+
+/// Runs `base` once the store is prepared; returns without running it when the node stops first.
+struct AfterStorePrepared: Service, CustomStringConvertible {
+    let prepared: Opening
+    let base: any Service
+
+    var description: String { String(describing: base) }
+
+    func run() async throws {
+        do {
+            try await cancelWhenGracefulShutdown { try await prepared.wait() }
+        } catch is CancellationError {
+            return
+        }
+        try await base.run()
     }
 }
 

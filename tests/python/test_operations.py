@@ -527,6 +527,8 @@ def test_a_node_on_a_server_in_recovery_says_so_and_waits_for_its_promotion(tmp_
         said = output.read_text()
         assert node.poll() is None, said
         assert "waiting for it to be promoted" in said and "Generic description" not in said, said
+        # Nothing else tries the store meanwhile: the event bus listens only once it is promoted.
+        assert "event bus listener lost" not in said, said
         with pytest.raises(OSError):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
 
