@@ -119,6 +119,46 @@ def test_a_token_for_someone_else_cannot_connect(ticks, unique):
         assert closed.value.rcvd.code == 1008
 
 
+def test_a_websocket_upgrade_is_taken_only_as_a_connections_first_request(ticks, client, unique):
+    """README ("Running several nodes") and packaging/nginx/ticks.conf rely on this: an upgrade on a
+    connection that already carried a request is answered 307 to the same path with Connection: close
+    (hummingbird-websocket), so a balancer must send /connect on a new connection; as the first
+    request of one it is upgraded (101)."""
+    path = client.socket_url(f"{unique}-alice")[len(f"ws://127.0.0.1:{ticks.port}"):]
+    upgrade = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").encode()
+
+    def answer(connection):
+        """The status line and headers of the next answer, its body read past."""
+        received = b""
+        while b"\r\n\r\n" not in received:
+            chunk = connection.recv(4096)
+            assert chunk, received
+            received += chunk
+        head, _, body = received.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+        while len(body) < int(headers.get("content-length", "0")):
+            chunk = connection.recv(4096)
+            assert chunk, body
+            body += chunk
+        return lines[0], headers
+
+    with socket.create_connection(("127.0.0.1", ticks.port), timeout=10) as reused:
+        reused.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        status, headers = answer(reused)
+        assert status.split()[1] == "200", status
+        reused.sendall(upgrade)
+        status, headers = answer(reused)
+        assert status.split()[1] == "307", status
+        assert headers["location"] == path and headers["connection"] == "close", headers
+    with socket.create_connection(("127.0.0.1", ticks.port), timeout=10) as fresh:
+        fresh.sendall(upgrade)
+        status, headers = answer(fresh)
+        assert status.split()[1] == "101", status
+        assert headers["upgrade"].lower() == "websocket", headers
+
+
 def test_sigterm_is_not_held_up_by_an_unused_connection(tmp_path):
     """HTTP clients open connections ahead of use; shutdown must not wait for them."""
     # The header timeout (which would close the connection too) far beyond the generous deadline below:
