@@ -205,7 +205,13 @@ public func buildApplication(
         logger: logger)
     // The app's settings are read before the first request: the webhooks' events use the last read.
     application.beforeServerStarts { [appOptions = services.appOptions] in
-        try await beforeServerStarts?()
+        // Preparing can wait long (for a standby's promotion): a node asked to stop meanwhile stops.
+        do {
+            try await cancelWhenGracefulShutdown { try await beforeServerStarts?() }
+        } catch {
+            if Task.isShuttingDownGracefully { throw StoppedBeforeServing(whilePreparing: error) }
+            throw error
+        }
         prepared.open()
         _ = try await appOptions.current()
     }
@@ -311,6 +317,14 @@ struct EventBusService: Service {
             try await bus.run(hub: hub)
         }
     }
+}
+
+/// The node was asked to stop (SIGTERM, SIGINT) while it prepared its store, before it served
+/// anything: `ticks serve` then exits 0. `whilePreparing` is what the cancelled preparation threw.
+public struct StoppedBeforeServing: Error, CustomStringConvertible {
+    public let whilePreparing: any Error
+
+    public var description: String { "stopped before serving, while preparing the store" }
 }
 
 /// Runs `base` once the store is prepared; returns without running it when the node stops first.

@@ -244,7 +244,11 @@ struct Serve: AsyncParsableCommand {
             \(demo ? demoBanner : "")
             """.utf8))
         // Application.runService handles SIGINT/SIGTERM: stop accepting, finish in-flight requests, close sockets.
-        try await application.runService()
+        do {
+            try await application.runService()
+        } catch let stopped as StoppedBeforeServing {
+            logger.info("\(stopped)", metadata: ["cancelled": "\(stopped.whilePreparing)"])
+        }
     }
 }
 

@@ -487,7 +487,7 @@ def test_point_in_time_recovery_serves_the_receipts_before_the_target_and_none_a
 def test_a_node_on_a_server_in_recovery_says_so_and_waits_for_its_promotion(tmp_path):
     """A node started on a server still in recovery (here a standby; a point-in-time recovery is one until it
     promotes) takes no migrations, writes or LISTEN there: it says so in plain words and waits, not listening
-    yet; once the server is promoted it starts and serves."""
+    yet, and stops when asked to; once the server is promoted it starts and serves."""
     if not postgres_installed():
         if os.environ.get("CI"):
             pytest.fail("CI must run the recovery test: PostgreSQL is not installed")
@@ -532,6 +532,28 @@ def test_a_node_on_a_server_in_recovery_says_so_and_waits_for_its_promotion(tmp_
         with pytest.raises(OSError):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
 
+        # A node asked to stop while it waits stops at once (exit 0), having touched nothing.
+        stopped_data = tmp_path / "stopped"
+        stopped_data.mkdir()
+        stopped_output = stopped_data / "stdout.txt"
+        with open(stopped_output, "w") as sink:
+            stopped = subprocess.Popen(
+                [TICKS_BIN, "serve", "--port", str(free_port()), "--data-dir", str(stopped_data), "--postgres-url",
+                 standby_url], stdout=sink, stderr=subprocess.STDOUT, env=env)
+        try:
+            waited = time.monotonic()
+            while "in recovery" not in stopped_output.read_text():
+                assert stopped.poll() is None, stopped_output.read_text()
+                assert time.monotonic() - waited < 60, stopped_output.read_text()
+                time.sleep(0.1)
+            stopped.send_signal(signal.SIGTERM)
+            assert stopped.wait(timeout=15) == 0, stopped_output.read_text()
+            assert "stopped before serving" in stopped_output.read_text(), stopped_output.read_text()
+        finally:
+            if stopped.poll() is None:
+                stopped.kill()
+                stopped.wait()
+
         query(standby_url, "SELECT pg_promote()")
         waited = time.monotonic()
         while True:
@@ -550,9 +572,15 @@ def test_a_node_on_a_server_in_recovery_says_so_and_waits_for_its_promotion(tmp_
         api.create_channel("messaging:promoted", ["promoted"], "promoted")
         assert api.query_channel("messaging:promoted")["channel"]["id"] == "promoted"
     finally:
+        exit_code = 0
         if node is not None and node.poll() is None:
             node.send_signal(signal.SIGTERM)
-            assert node.wait(timeout=30) == 0, output.read_text()
+            try:
+                exit_code = node.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                node.kill()
+                exit_code = node.wait()
         for folder in reversed(started):
             cluster("stop", folder)
         shutil.rmtree(top, ignore_errors=True)
+    assert exit_code == 0, output.read_text()

@@ -81,4 +81,33 @@ struct OpeningTests {
             #expect(recorder.ran.withLock { $0 } == opens)
         }
     }
+
+    @Test(
+        "a node asked to stop while it prepares its store stops, never listening: StoppedBeforeServing",
+        .timeLimit(.minutes(1)))
+    func stopWhilePreparing() async throws {
+        var configuration = TicksServerConfiguration(
+            host: "127.0.0.1", port: 0,
+            credentials: try Credentials(apiKey: TestKeys.apiKey, apiSecret: TestKeys.apiSecret))
+        let listened = Count()
+        configuration.onServerRunning = { _ in listened.value.withLock { $0 += 1 } }
+        let preparing = Opening()
+        let (application, _) = await buildApplication(
+            configuration: configuration, store: try SQLStore.memory(), logger: Logger(label: "test"),
+            beforeServerStarts: {
+                preparing.open()
+                // As a wait for a standby's promotion: until it is promoted, or the node stops.
+                try await Task.sleep(for: .seconds(3_600))
+            })
+        let group = ServiceGroup(
+            configuration: .init(services: [application], gracefulShutdownSignals: [], logger: Logger(label: "test")))
+        let running = Task { try await group.run() }
+        try await preparing.wait()
+        await group.triggerGracefulShutdown()
+        // Past the time limit (a node that does not stop) the group is cancelled: CancellationError, not this.
+        await #expect(throws: StoppedBeforeServing.self) {
+            try await withTaskCancellationHandler { try await running.value } onCancel: { running.cancel() }
+        }
+        #expect(listened.value.withLock { $0 } == 0)
+    }
 }
