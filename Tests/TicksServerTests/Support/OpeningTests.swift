@@ -96,8 +96,8 @@ struct OpeningTests {
             configuration: configuration, store: try SQLStore.memory(), logger: Logger(label: "test"),
             beforeServerStarts: {
                 preparing.open()
-                // As a wait for a standby's promotion: until it is promoted, or the node stops.
-                try await Task.sleep(for: .seconds(3_600))
+                // As a wait for a standby's promotion that never comes: it ends only when cancelled.
+                try await Opening().wait()
             })
         let group = ServiceGroup(
             configuration: .init(services: [application], gracefulShutdownSignals: [], logger: Logger(label: "test")))

@@ -155,20 +155,11 @@ public enum SQLiteBackup {
     public static func backupName(at now: Date) -> String { "ticks-\(stamp(now)).sqlite" }
 
     /// Whether `name` is exactly one `backupName(at:)` gives: `ticks-`, a time
-    /// in UTC that reads back as itself (`YYYYMMDD-HHMMSS`, ASCII digits), `.sqlite`.
+    /// in UTC that reads back as itself (`YYYYMMDD-HHMMSS`, ASCII digits: what
+    /// `stamp` writes), `.sqlite`.
     public static func isBackupName(_ name: String) -> Bool {
-        let bytes = Array(name.utf8)
-        let prefix = Array("ticks-".utf8)
-        let suffix = Array(".sqlite".utf8)
-        guard bytes.count == prefix.count + 15 + suffix.count, bytes.starts(with: prefix),
-            Array(bytes.suffix(suffix.count)) == suffix
-        else { return false }
-        let time = Array(bytes[prefix.count..<(prefix.count + 15)])
-        for (index, byte) in time.enumerated() {
-            guard index == 8 ? byte == UInt8(ascii: "-") : (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-            else { return false }
-        }
-        let text = String(decoding: time, as: UTF8.self)
+        guard name.hasPrefix("ticks-"), name.hasSuffix(".sqlite") else { return false }
+        let text = String(name.dropFirst("ticks-".count).dropLast(".sqlite".count))
         guard let date = stampFormatter().date(from: text) else { return false }
         return stamp(date) == text
     }
