@@ -90,8 +90,6 @@ struct ChannelTypesController {
             throw APIError.input(
                 "permissions cannot be changed: Ticks enforces fixed rules, which every channel type shows as its permissions")
         }
-        if let length = patch.maxMessageLength, !(1...ChannelConfig.maxMessageLengthLimit).contains(length) {
-            throw APIError.input("max_message_length must be between 1 and \(ChannelConfig.maxMessageLengthLimit)")
-        }
+        _ = try bounded(patch.maxMessageLength, "max_message_length", 1...ChannelConfig.maxMessageLengthLimit)
     }
 }

@@ -26,7 +26,7 @@ extension ChannelsController {
     }
 
     struct Pagination: Decodable {
-        var limit: Int?
+        var limit: WholeNumber?
         var idLt: String?
 
         enum CodingKeys: String, CodingKey {
@@ -70,7 +70,7 @@ extension ChannelsController {
             named: body.user?.id, body.userID, body.data?.createdBy?.id, body.data?.createdByID)
         // Every id named, whether or not this call creates the channel.
         try (body.data?.members ?? []).forEach { try requireValidID($0.userID, "member id") }
-        let limit = try messageLimit(body.messages?.limit)
+        let limit = try messageLimit(body.messages?.limit, "messages.limit")
         var created = false
         let channel: ChannelRecord
         if let existing = try await store.channel(cid) {
@@ -114,16 +114,16 @@ extension ChannelsController {
 
     struct QueryChannelsRequest: Decodable {
         var filterConditions: [String: FilterValue]?
-        var limit: Int?
-        var offset: Int?
-        var messageLimit: Int?
+        var limit: WholeNumber?
+        var offset: WholeNumber?
+        var messageLimit: WholeNumber?
         var userID: String?
         var user: UserRef?
         var sort: [SortKey]?
 
         struct SortKey: Decodable {
             var field: String
-            var direction: Int?
+            var direction: WholeNumber?
         }
 
         enum CodingKeys: String, CodingKey {
@@ -144,13 +144,9 @@ extension ChannelsController {
         let viewer = try context.actingUser(named: body.userID, body.user?.id)
         var filter = try ChannelFilter(conditions: body.filterConditions ?? [:], limits: limits)
         if case .user(let own) = try context.requirePrincipal() { filter.requiredMember = own }
-        let limit = body.limit ?? 10
-        guard (1...Self.maxChannelsPerQuery).contains(limit) else {
-            throw APIError.input("limit must be between 1 and \(Self.maxChannelsPerQuery)")
-        }
-        let offset = body.offset ?? 0
-        guard offset >= 0 else { throw APIError.input("offset must not be negative") }
-        let messageLimit = try messageLimit(body.messageLimit)
+        let limit = try bounded(body.limit, "limit", 1...Self.maxChannelsPerQuery) ?? 10
+        let offset = try bounded(body.offset, "offset", 0...ServerLimits.maxOffset) ?? 0
+        let messageLimit = try messageLimit(body.messageLimit, "message_limit")
         var states: [ChannelState] = []
         // An empty `$in` matches nothing: no query to run.
         let sort = try Self.channelSort(body.sort ?? [])
@@ -187,10 +183,10 @@ extension ChannelsController {
                 let fields = ChannelSort.Field.allCases.map(\.rawValue).joined(separator: ", ")
                 throw APIError.input("sorting channels on '\(key.field.prefix(64))' is not supported: use \(fields)")
             }
-            switch key.direction ?? -1 {
-            case -1: return ChannelSort(field, descending: true)
+            switch try bounded(key.direction, "sort.direction", -1...1) ?? -1 {
             case 1: return ChannelSort(field, descending: false)
-            default: throw APIError.input("a sort direction is 1 or -1")
+            case -1: return ChannelSort(field, descending: true)
+            default: throw APIError.input("sort.direction is 1 (ascending) or -1 (descending), not 0")
             }
         }
         return sort.isEmpty ? ChannelSort.newestFirst : sort

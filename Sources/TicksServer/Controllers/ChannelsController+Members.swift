@@ -12,8 +12,8 @@ extension ChannelsController {
         var members: [MemberRef]?
         var filterConditions: [String: MemberCondition]?
         var sort: [ChannelsController.QueryChannelsRequest.SortKey]?
-        var limit: Int?
-        var offset: Int?
+        var limit: WholeNumber?
+        var offset: WholeNumber?
         var userID: String?
         var user: UserRef?
 
@@ -93,16 +93,13 @@ extension ChannelsController {
         }
         // Members come in the order they joined: Stream's `created_at` ascending.
         let sort = query.sort ?? []
-        guard sort.allSatisfy({ $0.field == "created_at" && ($0.direction ?? 1) == 1 }), sort.count <= 1 else {
+        for key in sort { _ = try bounded(key.direction, "sort.direction", -1...1) }
+        guard sort.allSatisfy({ $0.field == "created_at" && ($0.direction?.value ?? 1) == 1 }), sort.count <= 1 else {
             throw APIError.input(
                 "members are answered in the order they joined: sort on created_at, direction 1, or give no sort")
         }
-        let limit = query.limit ?? 100
-        guard (1...Self.maxMembersPerQuery).contains(limit) else {
-            throw APIError.input("limit must be between 1 and \(Self.maxMembersPerQuery)")
-        }
-        let offset = query.offset ?? 0
-        guard offset >= 0 else { throw APIError.input("offset must not be negative") }
+        let limit = try bounded(query.limit, "limit", 1...Self.maxMembersPerQuery) ?? 100
+        let offset = try bounded(query.offset, "offset", 0...ServerLimits.maxOffset) ?? 0
         let principal = try context.requirePrincipal()
         let channel = try await receipts.channel(ChannelID(type: query.type, id: id), for: principal, to: .read)
         let states: [MemberState]

@@ -60,11 +60,7 @@ struct ChannelsController {
         try await receipts.channel(try channelPath(context), for: try context.requirePrincipal(), to: action)
     }
 
-    func messageLimit(_ limit: Int?) throws -> Int {
-        let limit = limit ?? Self.defaultMessageLimit
-        guard (0...Self.maxMessageLimit).contains(limit) else {
-            throw APIError.input("messages.limit must be between 0 and \(Self.maxMessageLimit)")
-        }
-        return limit
+    func messageLimit(_ limit: WholeNumber?, _ name: String) throws -> Int {
+        try bounded(limit, name, 0...Self.maxMessageLimit) ?? Self.defaultMessageLimit
     }
 }

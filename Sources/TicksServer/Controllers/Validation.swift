@@ -73,8 +73,23 @@ enum UserInput {
 /// An optional integer query parameter within `range` (400 otherwise).
 func integerParameter(_ text: String?, _ name: String, range: ClosedRange<Int64>) throws -> Int64? {
     guard let text else { return nil }
-    guard let value = Int64(text), range.contains(value) else {
-        throw APIError.input("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)")
-    }
+    guard let value = Int64(text), range.contains(value) else { throw outOfBounds(name, range) }
     return value
+}
+
+/// An integer a client sent, checked against its bounds before any
+/// arithmetic sees it (an overflow traps and stops the whole server): nil
+/// stays nil for the caller's default; a value outside `range` is a 400
+/// (code 4) naming the field and the range. Every integer of a request goes
+/// through here (read as a `WholeNumber`, so that a number past 64 bits or a
+/// fraction is refused naming its field) or `integerParameter`, and the OpenAPI document gives each
+/// the same `minimum` and `maximum` (docs/limits.md, "Numbers").
+func bounded(_ number: WholeNumber?, _ name: String, _ range: ClosedRange<Int>) throws -> Int? {
+    guard let value = number?.value else { return nil }
+    guard range.contains(value) else { throw outOfBounds(name, range) }
+    return value
+}
+
+private func outOfBounds<Bound: BinaryInteger>(_ name: String, _ range: ClosedRange<Bound>) -> APIError {
+    APIError.input("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)")
 }

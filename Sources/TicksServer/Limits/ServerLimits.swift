@@ -33,6 +33,8 @@ public struct ServerLimits: Sendable, Equatable {
     public static let maxBodyBytes = 1 << 20
     /// Members added or removed in one call, or given when creating a channel.
     public static let maxMembersPerCall = 100
+    /// The largest `offset` of a page of channels or members (Stream's limit, 10,000).
+    public static let maxOffset = 10_000
 
     public init() {}
 }

@@ -101,7 +101,7 @@ public struct ChannelTypePatch: Sendable, Decodable {
     public var search: Bool?
     public var mutes: Bool?
     public var urlEnrichment: Bool?
-    public var maxMessageLength: Int?
+    public var maxMessageLength: WholeNumber?
     /// Command names (`"all"` for every one), as Stream's requests give them.
     public var commands: [String]?
     /// Refused when present: Ticks' permissions are fixed (`Policy.ticksRules`).
@@ -131,7 +131,7 @@ public struct ChannelTypePatch: Sendable, Decodable {
         if let search { config.search = search }
         if let mutes { config.mutes = mutes }
         if let urlEnrichment { config.urlEnrichment = urlEnrichment }
-        if let maxMessageLength { config.maxMessageLength = maxMessageLength }
+        if let maxMessageLength { config.maxMessageLength = maxMessageLength.value }
         if let commands {
             config.commands = commands.contains("all") ? Command.all : Command.all.filter { commands.contains($0.name) }
         }
