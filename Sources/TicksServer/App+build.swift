@@ -152,7 +152,8 @@ public func buildApplication(
         metrics: metrics, logger: logger)
     // The caches share one budget: decoded users get three quarters, verified tokens the rest.
     StoredJSON.budget(bytes: limits.cacheBytes / 4 * 3)
-    let authority = await TokenAuthority(credentials: configuration.credentials, cacheBytes: limits.cacheBytes / 4)
+    let authority = await TokenAuthority(
+        credentials: configuration.credentials, cacheBytes: limits.cacheBytes / 4, time: configuration.time)
     let pruner = ReceiptLogPruner(
         store: store, retention: configuration.receiptLogRetention, time: configuration.time, metrics: metrics,
         logger: logger)

@@ -39,9 +39,8 @@ struct TicksClaims: JWTPayload, Equatable {
         case channelCID = "channel_cid"
     }
 
-    func verify(using algorithm: some JWTAlgorithm) async throws {
-        try exp?.verifyNotExpired()
-    }
+    /// The signature only: expiry is checked on the authority's clock (`TokenAuthority.grant`).
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
 
 /// Signs and checks HS256 tokens with the app secret.
@@ -51,13 +50,36 @@ public struct TokenAuthority: Sendable {
     /// Tokens whose signature checked out, with their expiry: clients send the
     /// same token on every call, and the check is most of a small request's cost.
     private let verified: VerifiedTokens
+    /// Whose time decides expiry, and the expiry of the tokens it signs.
+    private let time: TimeSource
 
-    /// - Parameter cacheBytes: what the verified tokens may hold.
-    public init(credentials: Credentials, cacheBytes: Int = 16 << 20) async {
+    /// - Parameters:
+    ///   - cacheBytes: what the verified tokens may hold.
+    ///   - time: the clock of expiry (`wallNow`); a test's clock in tests.
+    public init(credentials: Credentials, cacheBytes: Int = 16 << 20, time: TimeSource = .system) async {
         self.credentials = credentials
         self.verified = VerifiedTokens(maxEntries: 100_000, maxBytes: cacheBytes)
+        self.time = time
         self.keys = JWTKeyCollection()
         await keys.add(hmac: HMACKey(from: credentials.apiSecret), digestAlgorithm: .sha256)
+    }
+
+    /// The one algorithm a token may name in its header (docs/api.md, "Authentication").
+    static let algorithm = "HS256"
+
+    /// Whether the token's header names HS256: read before the signature, so
+    /// that a token saying `none`, another algorithm or nothing is refused
+    /// even when its signature is a valid HMAC-SHA256 of the secret.
+    static func namesHS256(_ token: String) -> Bool {
+        struct Header: Decodable { var alg: String }
+        guard let end = token.utf8.firstIndex(of: UInt8(ascii: ".")) else { return false }
+        var base64 = String(token[..<end]).replacingOccurrences(of: "-", with: "+")
+            .replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64),
+            let header = try? JSONDecoder().decode(Header.self, from: data)
+        else { return false }
+        return header.alg == algorithm
     }
 
     /// Checks the token's signature, expiry and shape; what it may do.
@@ -67,15 +89,18 @@ public struct TokenAuthority: Sendable {
 
     /// Checks the token's signature, expiry and shape; who it acts as and whether it may only mark delivered.
     public func grant(for token: String) async throws(APIError) -> TokenGrant {
-        if let known = verified.grant(for: token, at: Date()) { return known }
+        let now = time.wallNow.date
+        if let known = verified.grant(for: token, at: now) { return known }
+        guard Self.namesHS256(token) else {
+            throw .unauthorized("token's header must name the algorithm HS256")
+        }
         let claims: TicksClaims
         do {
             claims = try await keys.verify(token, as: TicksClaims.self)
-        } catch let error as JWTError where error.errorType == .claimVerificationFailure {
-            throw .unauthorized("token has expired")
         } catch {
             throw .unauthorized("token signature is invalid")
         }
+        if let expiry = claims.exp?.value, expiry <= now { throw .unauthorized("token has expired") }
         let principal = try Self.principal(of: claims)
         var grant = TokenGrant(principal: principal)
         if let scope = claims.scope {
@@ -109,7 +134,7 @@ public struct TokenAuthority: Sendable {
     /// A delivery-only token (docs/webhooks.md): it may only mark messages of
     /// `channel` delivered for `userID` — not read, not send, not connect — and expires.
     public func deliveryToken(for userID: String, in channel: ChannelID, expiresIn: Duration) async throws -> String {
-        let expiry = (Date().timeIntervalSince1970 + expiresIn.inSeconds).rounded(.down)
+        let expiry = (time.wallNow.date.timeIntervalSince1970 + expiresIn.inSeconds).rounded(.down)
         return try await keys.sign(
             TicksClaims(
                 server: nil, userID: userID,
@@ -120,13 +145,15 @@ public struct TokenAuthority: Sendable {
     /// A user token, optionally expiring.
     public func userToken(for userID: String, expiresIn: TimeInterval? = nil) async throws -> String {
         try await keys.sign(
-            TicksClaims(server: nil, userID: userID, exp: expiresIn.map { ExpirationClaim(value: Date() + $0) }))
+            TicksClaims(
+                server: nil, userID: userID, exp: expiresIn.map { ExpirationClaim(value: time.wallNow.date + $0) }))
     }
 
     /// A server token, optionally expiring (`ticks status` sends one good for a minute).
     public func serverToken(expiresIn: TimeInterval? = nil) async throws -> String {
         try await keys.sign(
-            TicksClaims(server: true, userID: nil, exp: expiresIn.map { ExpirationClaim(value: Date() + $0) }))
+            TicksClaims(
+                server: true, userID: nil, exp: expiresIn.map { ExpirationClaim(value: time.wallNow.date + $0) }))
     }
 }
 

@@ -199,7 +199,8 @@ struct UsersController {
                 })
         }
         let users = try await store.updateUsers(edits, now: .now())
-        return try context.respond(try await UsersByID(full(users, in: context.apiVersion)))
+        let viewer = try context.requirePrincipal()
+        return try context.respond(try await UsersByID(full(users, in: context.apiVersion, for: viewer)))
     }
 
     struct UpsertRequest: Decodable {
@@ -244,11 +245,24 @@ struct UsersController {
         }
     }
 
-    /// `users` as answers in `version`: in v2 with their unread counts, read in one call.
-    func full(_ users: [User], in version: APIVersion) async throws -> [FullUser] {
+    /// `users` as answers in `version` to `viewer`: in v2 with unread counts,
+    /// read in one call. Counts are their own user's: a user token gets its
+    /// own, a server token everyone's, and anyone else's read as 0 (v2's
+    /// shape requires the fields). Another user's counts would tell when
+    /// they read, which R10 keeps to them (docs/api.md, "Who sees whose counts").
+    func full(_ users: [User], in version: APIVersion, for viewer: Principal) async throws -> [FullUser] {
         guard version == .v2, !users.isEmpty else { return users.map { FullUser(user: $0) } }
-        let counts = try await store.unreadCounts(of: users.map(\.id))
+        let counted = users.map(\.id).filter { Self.seesCounts(of: $0, viewer) }
+        let counts = counted.isEmpty ? [:] : try await store.unreadCounts(of: counted)
         return users.map { FullUser(user: $0, unread: counts[$0.id]) }
+    }
+
+    /// Whether `viewer` may see `userID`'s unread counts: their own, or a server token.
+    static func seesCounts(of userID: String, _ viewer: Principal) -> Bool {
+        switch viewer {
+        case .server: true
+        case .user(let own): own == userID
+        }
     }
 
     @Sendable func upsert(_ request: Request, context: TicksRequestContext) async throws -> Response {
@@ -277,7 +291,8 @@ struct UsersController {
             }
         }
         let stored = try await store.upsertUsers(users, now: .now())
-        return try context.respond(try await UsersByID(full(stored, in: context.apiVersion)))
+        let viewer = try context.requirePrincipal()
+        return try context.respond(try await UsersByID(full(stored, in: context.apiVersion, for: viewer)))
     }
 
     struct QueryPayload: Decodable {
@@ -291,7 +306,7 @@ struct UsersController {
     }
 
     @Sendable func query(_ request: Request, context: TicksRequestContext) async throws -> Response {
-        _ = try context.requirePrincipal()
+        let viewer = try context.requirePrincipal()
         guard let payload = request.queryParameter("payload") else {
             throw APIError.input("payload is required: ?payload={\"filter_conditions\": {\"id\": {\"$in\": [...]}}}")
         }
@@ -308,7 +323,7 @@ struct UsersController {
         let ids = try filterValues(
             query.filterConditions["id"]?.values ?? [], of: "id", rule: Identifier.id, limits: limits)
         let found = try await store.users(ids: ids)
-        let users = try await full(ids.uniqued().compactMap { found[$0] }, in: context.apiVersion)
+        let users = try await full(ids.uniqued().compactMap { found[$0] }, in: context.apiVersion, for: viewer)
         return try context.respond(UserList(users: users))
     }
 }

@@ -1,6 +1,8 @@
+import Crypto
 import Foundation
 import JWTKit
 import Testing
+import TicksTestSupport
 
 @testable import TicksServer
 
@@ -70,13 +72,14 @@ struct AuthTests {
     }
 
     /// Who each signed token acts as, by what `PATCH /app` answers: 200 for
-    /// the server, 403 for a user, 401 for a token refused.
+    /// the server, 403 for a user, 401 for a token refused. Unexpired tokens
+    /// expire a day after the table is made, not minutes: a loaded run reaches them long after.
     static let principalTable: [(Claims, Int)] = {
         let now = Int(Date().timeIntervalSince1970)
         return [
             (Claims(), 200),  // getstream 7.0.0's server token: no claims at all
             (Claims(iat: now), 200),  // getstream before 7.0.0
-            (Claims(iat: now, exp: now + 600), 200),
+            (Claims(iat: now, exp: now + 86_400), 200),
             (Claims(exp: now - 10), 401),
             (Claims(server: true), 200),
             (Claims(user_id: "alice", server: true), 200),
@@ -86,9 +89,9 @@ struct AuthTests {
             (Claims(user_id: "alice", iat: now, exp: now - 10), 401),
             (Claims(user_id: ""), 401),
             (Claims(user_id: "al ice"), 401),
-            (Claims(scope: "delivery", channel_cid: "messaging:ab", exp: now + 600), 401),  // a scope needs a user
-            (Claims(server: true, scope: "delivery", channel_cid: "messaging:ab", exp: now + 600), 401),
-            (Claims(user_id: "alice", scope: "delivery", channel_cid: "messaging:ab", exp: now + 600), 403),
+            (Claims(scope: "delivery", channel_cid: "messaging:ab", exp: now + 86_400), 401),  // a scope needs a user
+            (Claims(server: true, scope: "delivery", channel_cid: "messaging:ab", exp: now + 86_400), 401),
+            (Claims(user_id: "alice", scope: "delivery", channel_cid: "messaging:ab", exp: now + 86_400), 403),
         ]
     }()
 
@@ -147,14 +150,76 @@ struct AuthTests {
 
     @Test("a token that worked is refused once it expires (verified tokens are remembered only until then)")
     func expiresWhileInUse() async throws {
-        try await TestServer.run { server in
+        // Expiry is read on the server's clock: the test moves it, so a busy machine cannot make the first call late.
+        let clock = ManualClock()
+        try await TestServer.run(time: clock.timeSource) { server in
             try await setUp(server)
-            let token = try await server.services.authority.userToken(for: "alice", expiresIn: 2)
+            // An hour: the clock's wall time is the real one plus what the test advanced, so the
+            // real seconds a loaded machine spends between the calls must not reach the expiry.
+            let token = try await server.services.authority.userToken(for: "alice", expiresIn: 3_600)
             #expect(try await server.call(.post, "/channels/messaging/ab/query", body: "{}", token: token).status == 200)
-            try await Task.sleep(for: .seconds(2.5))
+            clock.advance(by: .seconds(1_800))
+            #expect(try await server.call(.post, "/channels/messaging/ab/query", body: "{}", token: token).status == 200)
+            clock.advance(by: .seconds(1_800))
             let reply = try await server.call(.post, "/channels/messaging/ab/query", body: "{}", token: token)
             try reply.expectError(401, code: 5)
             #expect(try reply.json()["message"].string?.contains("expired") == true)
+        }
+    }
+
+    /// Headers that name anything but HS256, each signed exactly as HS256 signs
+    /// (HMAC-SHA256 of the app's secret over `header.payload`): only the header says otherwise.
+    static let foreignHeaders: [(name: String, header: String)] = [
+        ("alg none", #"{"alg":"none","typ":"JWT"}"#),
+        ("alg empty", #"{"alg":"","typ":"JWT"}"#),
+        ("alg HS384", #"{"alg":"HS384","typ":"JWT"}"#),
+        ("alg HS512", #"{"alg":"HS512","typ":"JWT"}"#),
+        ("alg RS256", #"{"alg":"RS256","typ":"JWT"}"#),
+        ("alg ES256", #"{"alg":"ES256","typ":"JWT"}"#),
+        ("alg hs256, lower case", #"{"alg":"hs256","typ":"JWT"}"#),
+        ("alg a number", #"{"alg":256,"typ":"JWT"}"#),
+        ("alg null", #"{"alg":null,"typ":"JWT"}"#),
+        ("no alg", #"{"typ":"JWT"}"#),
+        ("header not an object", #""HS256""#),
+        ("header not JSON", "HS256"),
+    ]
+
+    /// Every kind of token: a server token (said, or by naming no one), a user token, a delivery-only token.
+    static let tokenKinds: [(name: String, claims: String)] = [
+        ("server", #"{"server":true}"#),
+        ("server, no claims", "{}"),
+        ("user", #"{"user_id":"alice"}"#),
+        ("delivery", #"{"user_id":"alice","scope":"delivery","channel_cid":"messaging:ab","exp":4102444800}"#),
+    ]
+
+    static func hmacSigned(header: String, claims: String) -> String {
+        func base64URL(_ data: some DataProtocol) -> String {
+            Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        let signed = base64URL(Data(header.utf8)) + "." + base64URL(Data(claims.utf8))
+        let mac = HMAC<SHA256>.authenticationCode(
+            for: Data(signed.utf8), using: SymmetricKey(data: Data(TestKeys.apiSecret.utf8)))
+        return signed + "." + base64URL(Data(mac))
+    }
+
+    @Test("only HS256: a header naming any other algorithm, or none, is 401 for every kind of token",
+          arguments: tokenKinds.map(\.name))
+    func onlyHS256(kind: String) async throws {
+        let claims = try #require(Self.tokenKinds.first { $0.name == kind }).claims
+        try await TestServer.run { server in
+            try await setUp(server)
+            let body = #"{"latest_delivered_messages": [{"cid": "messaging:ab", "id": "ab1"}]}"#
+            // The same claims under HS256's own header are taken: the table tests the header alone.
+            let good = Self.hmacSigned(header: #"{"alg":"HS256","typ":"JWT"}"#, claims: claims)
+            let taken = try await server.call(.post, "/channels/delivered?user_id=alice", body: body, token: good)
+            #expect(taken.status == 201 || taken.status == 200, "\(kind) under HS256: \(taken.body)")
+            for (name, header) in Self.foreignHeaders {
+                let token = Self.hmacSigned(header: header, claims: claims)
+                let reply = try await server.call(.post, "/channels/delivered?user_id=alice", body: body, token: token)
+                #expect(reply.status == 401, "\(kind), \(name): \(reply.body)")
+                try reply.expectError(401, code: 5)
+            }
         }
     }
 
