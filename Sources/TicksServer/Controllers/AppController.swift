@@ -110,15 +110,17 @@ struct AppController {
         }
     }
 
-    /// The webhooks, then the push hook.
+    /// The webhooks, then the push hook, each by its name: never its credentials or query.
     var eventHooks: [EventHook] {
         let hooks = webhooks.webhooks.map { hook in
             EventHook(
-                hookType: "webhook", webhookURL: hook.url.absoluteString,
+                hookType: "webhook", webhookURL: ReceiverURL(hook.url.absoluteString).name,
                 eventTypes: WebhookSettings.eventTypes.filter(hook.wants).map(\.rawValue))
         }
         let push = webhooks.pushURL.map {
-            EventHook(hookType: "push", webhookURL: $0.absoluteString, eventTypes: [EventType.messageNew.rawValue])
+            EventHook(
+                hookType: "push", webhookURL: ReceiverURL($0.absoluteString).name,
+                eventTypes: [EventType.messageNew.rawValue])
         }
         return hooks + (push.map { [$0] } ?? [])
     }

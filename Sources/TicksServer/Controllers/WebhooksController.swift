@@ -41,7 +41,8 @@ struct WebhooksController {
             id = call.id
             deliveryID = call.deliveryID
             hook = call.kind
-            url = call.target
+            // Named without credentials, a row written before 0.10 too (the sender renames those).
+            url = ReceiverURL(call.target).name
             eventType = call.eventType
             cid = call.cid.isEmpty ? nil : call.cid
             attempts = call.attempts

@@ -12,6 +12,10 @@ extension SQLStore: WebhookOutbox {
         }
     }
 
+    public func renameOutboxTarget(from old: String, to new: String) async throws {
+        try await engine.write { Step.execute(StoreSQL.renameOutboxTarget(from: old, to: new)).map { _ in () } }
+    }
+
     public func delivered(_ ids: [Int64]) async throws {
         guard !ids.isEmpty else { return }
         try await engine.write { Step.each(ids) { Step.execute(StoreSQL.deleteOutbox(id: $0)) }.map { _ in () } }

@@ -9,6 +9,8 @@ public protocol WebhookOutbox: Sendable {
     func outboxQueues(of target: String, limit: Int) async throws -> [String]
     /// The next calls of one queue, in order.
     func outboxQueue(target: String, cid: String, limit: Int) async throws -> [OutboxCall]
+    /// Every call for the receiver named `old` is for `new` (one statement).
+    func renameOutboxTarget(from old: String, to new: String) async throws
     /// Calls the receiver took: gone from the outbox (one transaction).
     func delivered(_ ids: [Int64]) async throws
     /// A failed attempt: the call waits until `nextAt`, or is dead (`deadAt`).
@@ -33,6 +35,7 @@ public struct OutboxCall: Sendable, Equatable {
     public var id: Int64
     /// The same on every attempt: receivers drop repeats by it (`X-Webhook-Id`).
     public var deliveryID: String
+    /// The receiver, by its name (`ReceiverURL.name`): never its credentials.
     public var target: String
     public var kind: String
     public var eventType: String

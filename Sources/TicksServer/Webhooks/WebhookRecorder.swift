@@ -59,7 +59,7 @@ struct WebhookRecorder: ChangeRecorder {
             for webhook in wanting {
                 entries.append(
                     OutboxEntry(
-                        target: webhook.url.absoluteString, kind: .webhook, eventType: type.rawValue, cid: cid,
+                        target: ReceiverURL(webhook.url.absoluteString).name, kind: .webhook, eventType: type.rawValue, cid: cid,
                         payload: payload))
             }
             guard let push else { continue }
@@ -74,7 +74,7 @@ struct WebhookRecorder: ChangeRecorder {
                 }
                 entries.append(
                     OutboxEntry(
-                        target: push.absoluteString, kind: .push, eventType: type.rawValue, cid: cid, payload: payload,
+                        target: ReceiverURL(push.absoluteString).name, kind: .push, eventType: type.rawValue, cid: cid, payload: payload,
                         recipients: try JSONCoding.string(recipients)))
                 start += chunk.count
             }

@@ -95,6 +95,7 @@ final class WebhookSender: Service, Sendable {
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
                 var lastTrim: Duration?
+                var namesAdopted = false
                 while !Task.isCancelled {
                     let started = ContinuousClock.now
                     // The next look is due a poll interval after this one began: time that
@@ -102,6 +103,10 @@ final class WebhookSender: Service, Sendable {
                     let nextPoll = self.time.now + self.pollInterval
                     do {
                         if try await self.holdLease() {
+                            if !namesAdopted {
+                                try await self.adoptReceiverNames()
+                                namesAdopted = true
+                            }
                             let now = self.time.now
                             if lastTrim.map({ now - $0 > .seconds(10) }) ?? true {
                                 try await self.store.trimOutbox(
@@ -124,6 +129,17 @@ final class WebhookSender: Service, Sendable {
         }
         try? await store.releaseWebhookLease(node: node)
         try? await http.shutdown()
+    }
+
+    /// Rows written before receivers were named without their credentials
+    /// (0.9 and earlier kept the whole URL) are renamed, so that no
+    /// `user:password@` or query stays in the database, and so in a backup.
+    /// Each rename is one statement, the same whichever node makes it.
+    func adoptReceiverNames() async throws {
+        for target in try await store.outboxTargets() {
+            let name = ReceiverURL(target.target).name
+            if name != target.target { try await store.renameOutboxTarget(from: target.target, to: name) }
+        }
     }
 
     /// Takes or renews the lease; false while another node sends. Renewed
@@ -291,8 +307,11 @@ final class WebhookSender: Service, Sendable {
         } catch {
             return Failure(reason: "the call could not be made: \(error)", unreachable: false)
         }
+        guard let url = settings.url(ofReceiver: call.target) else {
+            return Failure(reason: "no receiver named \(call.target) is configured", unreachable: false)
+        }
         do {
-            let receiver = ReceiverURL(call.target)
+            let receiver = ReceiverURL(url.absoluteString)
             var request = HTTPClientRequest(url: receiver.requestURL)
             request.method = .POST
             if let authorization = receiver.authorization { request.headers.add(name: "Authorization", value: authorization) }

@@ -44,11 +44,17 @@ public struct WebhookSettings: Sendable, Equatable {
     public var isEnabled: Bool { !webhooks.isEmpty || pushURL != nil }
 
     /// Every receiver's URL, each once: the webhooks', then the push hook's.
-    var targets: [String] {
+    var receiverURLs: [URL] {
         var seen = Set<String>()
-        return (webhooks.map(\.url) + (pushURL.map { [$0] } ?? [])).map(\.absoluteString).filter {
-            seen.insert($0).inserted
-        }
+        return (webhooks.map(\.url) + (pushURL.map { [$0] } ?? [])).filter { seen.insert($0.absoluteString).inserted }
+    }
+
+    /// Every receiver by its name (`ReceiverURL.name`), each once: what the outbox's rows say.
+    var targets: [String] { receiverURLs.map { ReceiverURL($0.absoluteString).name } }
+
+    /// The URL of the receiver the outbox names `name`, credentials and all; nil when none is configured.
+    func url(ofReceiver name: String) -> URL? {
+        receiverURLs.first { ReceiverURL($0.absoluteString).name == name }
     }
 
     /// A webhook: its URL and the event types it gets (every type when nil).
@@ -97,19 +103,24 @@ public struct WebhookSettings: Sendable, Equatable {
         return url
     }
 
-    /// Checks the numbers; the CLI calls it before starting.
+    /// Checks the numbers, and that no two receivers share a name; the CLI calls it before starting.
     public func validate() throws {
         guard maxAttempts >= 1, concurrency >= 1, pushRecipientsPerCall >= 1, maxWaiting >= 1, maxDead >= 1,
             callTimeout > .zero, firstBackoff > .zero, maxBackoff >= firstBackoff, maxAge > .zero,
             deliveryTokenLifetime >= .seconds(60)
         else { throw WebhookSettingsError.badNumbers }
+        var named = Set<String>()
+        for name in targets where !named.insert(name).inserted {
+            throw WebhookSettingsError.sameReceiverName(name)
+        }
     }
 }
 
-/// A receiver's URL as the settings and the outbox keep it, and the two
-/// ways it goes out: in a log or an error, only its scheme, host, port and
-/// path (never a `user:password@` part or a query's values, which often hold
-/// secrets); on the wire, its `user:password@` part as HTTP Basic
+/// A receiver's URL as the settings keep it, and the ways it goes out: its
+/// name, in a log, an error, `GET /webhooks/failed` and the outbox's rows,
+/// only its scheme, host, port and path (never a `user:password@` part or a
+/// query, which often hold secrets: nothing in the database, and so in a
+/// backup, holds them); on the wire, its `user:password@` part as HTTP Basic
 /// authentication (docs/webhooks.md), since a URL's credentials are not sent
 /// by themselves.
 struct ReceiverURL: Sendable {
@@ -119,6 +130,8 @@ struct ReceiverURL: Sendable {
     let authorization: String?
     /// What a log may say of it.
     let redacted: String
+    /// How the outbox names the receiver: what a log may say of it.
+    var name: String { redacted }
 
     init(_ text: String) {
         guard var components = URLComponents(string: text), let scheme = components.scheme, let host = components.host
@@ -148,6 +161,7 @@ public enum WebhookSettingsError: Error, CustomStringConvertible, Equatable {
     case noEventTypes
     case badURL(String)
     case badNumbers
+    case sameReceiverName(String)
 
     public var description: String {
         switch self {
@@ -157,6 +171,8 @@ public enum WebhookSettingsError: Error, CustomStringConvertible, Equatable {
         case .badURL(let text): "'\(text)' is not an http(s) URL"
         case .badNumbers:
             "webhook attempts, concurrency, calls kept and recipients per call must be at least 1, timeouts and ages positive, the delivery-token lifetime at least 60 s"
+        case .sameReceiverName(let name):
+            "two receivers differ only in their credentials or query (\(name)): the outbox names a receiver without them, so give each its own path"
         }
     }
 }

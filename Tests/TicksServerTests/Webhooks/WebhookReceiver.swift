@@ -15,6 +15,8 @@ import TicksTestSupport
 final class WebhookReceiver: Sendable {
     struct Call: Sendable {
         var path: String
+        /// The request's query, as sent (nil for none).
+        var query: String? = nil
         var headers: HTTPFields
         var body: Data
         var status: Int
@@ -102,7 +104,9 @@ final class WebhookReceiver: Sendable {
             let json = (try? JSON(parsing: String(decoding: data, as: UTF8.self))) ?? JSON(nil)
             let attempt = Int(request.headers[HTTPField.Name("X-Webhook-Attempt")!] ?? "") ?? 0
             let (status, held) = self.answer.withLock { $0 }(request.uri.path, attempt, json)
-            let call = Call(path: request.uri.path, headers: request.headers, body: data, status: Int(status.code))
+            let call = Call(
+                path: request.uri.path, query: request.uri.query, headers: request.headers, body: data,
+                status: Int(status.code))
             self.arrivals.withLock { $0.append(call) }
             if held { await self.released() }
             self.calls.withLock { $0.append(call) }

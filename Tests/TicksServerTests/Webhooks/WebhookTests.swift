@@ -44,7 +44,7 @@ struct WebhookTests {
     /// The calls waiting in the outbox for `target` in `cid`, in order.
     static func waiting(_ server: TestServer, _ target: URL, _ cid: String) async throws -> [OutboxCall] {
         let store = try #require(server.store as? SQLStore)
-        return try await store.outboxQueue(target: target.absoluteString, cid: cid, limit: 100)
+        return try await store.outboxQueue(target: ReceiverURL(target.absoluteString).name, cid: cid, limit: 100)
     }
 
     @Test(

@@ -31,6 +31,11 @@ extension StoreSQL {
         """
     }
 
+    /// Rows that named their receiver by its whole URL (before 0.10) name it as the settings do now.
+    static func renameOutboxTarget(from old: String, to new: String) -> StoreQuery {
+        "UPDATE webhook_outbox SET target = \(new) WHERE target = \(old)"
+    }
+
     static func deleteOutbox(id: Int64) -> StoreQuery {
         "DELETE FROM webhook_outbox WHERE id = \(id)"
     }
