@@ -90,6 +90,8 @@ public struct TicksServices: Sendable {
     let outbox: any WebhookOutbox
     /// Deletes the receipt log's old moves; nil when retention is off.
     let receiptLogPruner: ReceiptLogPruner?
+    /// Whether the node drains (`GET /ready`).
+    public let readiness = NodeReadiness()
 }
 
 /// Builds the application the `ticks serve` binary runs, with the store its
@@ -195,7 +197,7 @@ public func buildApplication(
                 headerTimeout: limits.headerTimeout)
         },
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ticks"),
-        services: storeServices + [ConnectionShutdown(hub: hub)]
+        services: storeServices + [ConnectionShutdown(hub: hub, readiness: services.readiness)]
             + (webhookServices + (pruner.map { [$0] } ?? [])
                 + (configuration.eventBus.map { [EventBusService(bus: $0, hub: hub)] } ?? []))
             .map { AfterStorePrepared(prepared: prepared, base: $0) }
@@ -252,6 +254,15 @@ func buildRouter(
     router.on(.health) { _, context in
         try context.respond(["status": "ok"])
     }
+    // For a balancer: 503 with Retry-After while the node drains or its store is known to be away.
+    router.on(.ready) { [readiness = services.readiness, health = services.health] _, context in
+        if readiness.isDraining { throw APIError.unavailable("the node is stopping: send requests to another") }
+        if let since = health.unreachableSince {
+            throw APIError.unavailable(
+                "the store has been unreachable since \(since) (\(health.reason ?? "no answer")): try again shortly")
+        }
+        return try context.respond(["status": "ready"])
+    }
     if configuration.metricsAddress == nil {
         router.on(.metrics) { _, _ in await metricsResponse(services) }
     }
@@ -297,13 +308,16 @@ func buildRouter(
     return router
 }
 
-/// On graceful shutdown, ends every WebSocket's event stream so its handler returns and the socket closes.
+/// On graceful shutdown, says the node drains (`GET /ready` answers 503) and ends every
+/// WebSocket's event stream so its handler returns and the socket closes.
 struct ConnectionShutdown: Service {
     let hub: ConnectionHub
+    let readiness: NodeReadiness
 
     func run() async throws {
         // Returns when graceful shutdown begins; throws (and so also returns) when cancelled.
         _ = try? await gracefulShutdown()
+        readiness.drain()
         hub.closeAll()
     }
 }

@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 
-from dbfaults import Node, Traffic, live_events_flow, lost_receipts  # noqa: E402
+from dbfaults import Node, Traffic, assert_503s_at_once, live_events_flow, lost_receipts  # noqa: E402
 from ha import HACluster  # noqa: E402
 
 # Patroni: the leader key lives TTL s; members look every LOOP_WAIT s. A dead
@@ -89,6 +89,10 @@ def test_receipts_survive_a_failover(cluster, tmp_path):
               f"503s: {sum(1 for a in answers if a.status == 503)} of {len(answers)} answers")
         for (name, kind), seconds in resumed.items():
             assert seconds <= TTL + LOOP_WAIT, f"{name} {kind} resumed {seconds:.1f} s after the kill"
+        # Once a node knows the primary is gone, its 503s come at once, not at the deadline (issue 55).
+        for node in nodes:
+            first = assert_503s_at_once(answers, node.name, until=promoted)
+            print(f"{node.name}: the first 503 took {first:.2f} s, the later ones under 1 s")
         lost = lost_receipts(Database(cluster), schema, traffic)
         assert not lost, f"acknowledged, not on the new primary: {lost[:20]}"
         # The bus listens on the new primary: live events cross the nodes both ways.

@@ -317,3 +317,22 @@ def lost_receipts(postgres, schema, traffic):
         if message_id not in sequence or cursors.get((cid, reader), -1) < sequence[message_id]:
             lost.append(("read", cid, reader, index))
     return lost
+
+
+# A 503 while the store is known to be away comes at once: well under the deadline.
+AT_ONCE = 1.0
+
+
+def assert_503s_at_once(answers, node, until):
+    """Once `node` has answered a 503 (its store is then known to be away), every later 503 it gives
+    before `until` (when the database is back) comes within AT_ONCE, not at the store's deadline
+    (docs/operations.md, "When the database goes away"). Returns how long the first 503 took."""
+    mine = sorted((answer for answer in answers if answer.node == node), key=lambda answer: answer.sent)
+    first = next((answer for answer in mine if answer.status == 503), None)
+    assert first is not None, f"{node} never answered 503"
+    known = first.answered
+    later = [answer for answer in mine if answer.status == 503 and known < answer.sent < until]
+    slow = [answer for answer in later if answer.seconds > AT_ONCE]
+    assert later, f"{node} answered no 503 after its first one: {mine[-10:]}"
+    assert not slow, f"{len(slow)} of {len(later)} later 503s of {node} took over {AT_ONCE} s: {slow[:10]}"
+    return first.seconds

@@ -24,7 +24,8 @@ import time
 
 import pytest
 from conftest import TICKS_BIN, TicksProcess, free_port
-from dbfaults import OwnPostgres, Node, Traffic, live_events_flow, lost_receipts, postgres_installed
+from dbfaults import (OwnPostgres, Node, Traffic, assert_503s_at_once, live_events_flow, lost_receipts,
+                      postgres_installed)
 from wire import APIError, Ticks
 
 # Short, so a case takes seconds; the default is 5 s (StoreDeadline.defaultTimeout).
@@ -157,11 +158,15 @@ def test_postgresql_stopped_for_30_seconds(cluster, receiver):
             assert status["store"]["reachable"] is False and status["store"]["unreachable_since"], status["store"]
             assert "ticks_store_reachable 0" in node.client(timeout=5).raw("GET", "/metrics").text
         time.sleep(20)
+        stopping_ends = time.monotonic()
         postgres.start()
         back = time.monotonic()
         traffic.wait_for_reads(20, after=back, timeout=60)
         time.sleep(RECOVERY + 1)
-    assert_survived(traffic, [a, b], postgres, schema, fault, back)
+    answers = assert_survived(traffic, [a, b], postgres, schema, fault, back)
+    # Known away, a node answers 503 at once: none waits out the deadline again (issue 55).
+    for node in (a, b):
+        assert_503s_at_once(answers, node.name, until=stopping_ends)
     for node in (a, b):
         status = status_of(node)
         assert status["store"]["reachable"] is True and "unreachable_since" not in status["store"], status["store"]
@@ -248,7 +253,10 @@ def test_a_silent_partition_between_one_node_and_postgresql(cluster, namespace):
         back = time.monotonic()
         traffic.wait_for_reads(20, after=back, timeout=60)
         time.sleep(RECOVERY + 1)
-    assert_survived(traffic, [a, b], postgres, schema, fault, back)
+    answers = assert_survived(traffic, [a, b], postgres, schema, fault, back)
+    # B learns of the partition at its deadline, once; afterwards its 503s come at once.
+    first = assert_503s_at_once(answers, "b", until=back)
+    print(f"node B's first 503 took {first:.2f} s (the deadline is {DEADLINE} s); the later ones under {1.0} s")
 
 
 def test_a_full_disk_refuses_writes_and_keeps_reads_and_the_data(tmp_path):

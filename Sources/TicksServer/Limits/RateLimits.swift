@@ -65,7 +65,7 @@ public struct RateLimits: Sendable, Equatable {
                     Limit(user: 60, serverSide: 1_000)
                 case .connect, .demoToken:
                     Limit(user: 60, serverSide: 60)
-                case .health, .metrics, .openAPI:
+                case .health, .ready, .metrics, .openAPI:
                     Limit(user: 6_000, serverSide: 6_000)
                 }
         }

@@ -10,6 +10,10 @@ public final class StoreHealth: Sendable {
     private struct State {
         var unreachableSince: Timestamp?
         var reason: String?
+        /// Why the store is away, while it is.
+        var why: StoreError.Unavailability?
+        /// A probe watches the database while it is away and says when it is back (`probeAnswered`).
+        var probed = false
         /// Calls that failed as unavailable since the start.
         var unavailableCalls = 0
         /// Transactions run again since the start, by why (`StoreRetry`).
@@ -31,11 +35,39 @@ public final class StoreHealth: Sendable {
     /// Why the last call failed, while it is unreachable.
     public var reason: String? { state.withLock { $0.reason } }
 
+    /// Why the last call failed, while it is unreachable, as the store said it.
+    var reasonWhy: StoreError.Unavailability? { state.withLock { $0.why } }
+
     /// Calls that failed because the store was unavailable, since the start.
     public var unavailableCalls: Int { state.withLock { $0.unavailableCalls } }
 
     /// Transactions PostgreSQL aborted and the store ran again since the start, by why.
     public func retries(_ reason: StoreRetry) -> Int { state.withLock { $0.retries[reason] ?? 0 } }
+
+    /// A probe (PostgreSQL's pool) will watch the database while it is away:
+    /// from then on, calls made while the store is known to be away fail at
+    /// once (`awayWhileProbed()`) rather than each waiting out its deadline,
+    /// and the probe says when it is back.
+    func probing() {
+        state.withLock { $0.probed = true }
+    }
+
+    /// Why the store is away, while it is and a probe watches it: a call then
+    /// fails at once with this (and is counted as unavailable), without
+    /// reaching for the database. Nil while the store answers, or when nothing
+    /// probes it (SQLite: each call finds out for itself).
+    func awayWhileProbed() -> StoreError.Unavailability? {
+        state.withLock { state in
+            guard state.probed, state.unreachableSince != nil else { return nil }
+            state.unavailableCalls += 1
+            return state.why
+        }
+    }
+
+    /// The probe found the database answering: calls reach for it again.
+    func probeAnswered() {
+        answered()
+    }
 
     /// A transaction was aborted by a conflict with another writer and runs again.
     func retried(_ reason: StoreRetry) {
@@ -48,6 +80,7 @@ public final class StoreHealth: Sendable {
         let began = state.withLock { state -> Bool in
             state.unavailableCalls += 1
             state.reason = why.description
+            state.why = why
             guard state.unreachableSince == nil else { return false }
             state.unreachableSince = now
             return true
@@ -66,6 +99,7 @@ public final class StoreHealth: Sendable {
             defer {
                 state.unreachableSince = nil
                 state.reason = nil
+                state.why = nil
             }
             return state.unreachableSince
         }) else { return }

@@ -6,6 +6,7 @@ import Hummingbird
 /// by these names, and they are the operationIds of the OpenAPI document.
 public enum APIEndpoint: String, CaseIterable, Sendable {
     case health = "Health"
+    case ready = "Ready"
     case metrics = "Metrics"
     case openAPI = "OpenAPI"
     case getApp = "GetApp"
@@ -58,7 +59,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
 
     public var method: HTTPRequest.Method {
         switch self {
-        case .health, .metrics, .openAPI, .getApp, .getRateLimits, .queryUsers, .listChannelTypes, .getChannelType,
+        case .health, .ready, .metrics, .openAPI, .getApp, .getRateLimits, .queryUsers, .listChannelTypes, .getChannelType,
             .getMessage, .getReceipts, .getReplies, .connect, .getTask, .queryMembers, .getManyMessages, .unreadCounts,
             .explainUnread, .listFailedWebhooks, .getStatus:
             .get
@@ -73,6 +74,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     public var path: String {
         switch self {
         case .health: "/health"
+        case .ready: "/ready"
         case .metrics: "/metrics"
         case .openAPI: "/openapi.json"
         case .getApp, .updateApp: "/app"
@@ -158,7 +160,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     /// or by the WebSocket handler for `Connect`).
     public var isAuthenticated: Bool {
         switch self {
-        case .health, .metrics, .openAPI, .demoToken: false
+        case .health, .ready, .metrics, .openAPI, .demoToken: false
         default: true
         }
     }

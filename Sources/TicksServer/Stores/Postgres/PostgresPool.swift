@@ -14,7 +14,12 @@ import TicksProtocol
 /// (measured: 7.1 s; the test allows 5). So while `StoreHealth` says the
 /// store is away, `run()` tries a connection of its own every
 /// `probeInterval`; once one opens and answers, a fresh client takes the
-/// place of the one still backing off, and the old one is shut down.
+/// place of the one that lost its connections (it may be backing off), the
+/// old one is shut down, and `StoreHealth` hears that the store is back.
+/// Meanwhile no call waits on the pool: the health says the store is away,
+/// and every call fails at once (`StoreHealth.awayWhileProbed()`). A call
+/// still waiting for a connection of the old client when it is shut down
+/// takes one of the new client instead (`withConnection`).
 final class PostgresPool: Service, Sendable {
     private let configuration: PostgresClient.Configuration
     private let probe: PostgresConnection.Configuration
@@ -48,6 +53,7 @@ final class PostgresPool: Service, Sendable {
         self.probeInterval = probeInterval
         self.logger = logger
         current = Mutex(Current(client: PostgresClient(configuration: configuration, backgroundLogger: logger)))
+        health.probing()
     }
 
     /// The client connections are leased from now.
@@ -56,8 +62,19 @@ final class PostgresPool: Service, Sendable {
     /// How many times the client was renewed since the start.
     var renewals: Int { current.withLock { $0.renewals } }
 
+    /// `body` on a connection of the current client. A client shut down while
+    /// the call waited for one of its connections (it was renewed) never ran
+    /// `body` (postgres-nio answers `poolClosed` only to a lease): the call
+    /// waits on the client that replaced it instead of failing.
     func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await client.withConnection(body)
+        while true {
+            let client = self.client
+            do {
+                return try await client.withConnection(body)
+            } catch let error as PSQLError where error.code == .poolClosed && self.client !== client {
+                continue
+            }
+        }
     }
 
     /// Runs the client (and those that replace it) and the probe, until shutdown.
@@ -71,12 +88,12 @@ final class PostgresPool: Service, Sendable {
                     return
                 }
                 guard self.health.unreachableSince != nil else { continue }
+                let why = self.health.reasonWhy
                 guard await self.databaseAnswers() else { continue }
-                // Still away after the database answered a connection of its own: the client is backing off.
-                guard self.health.unreachableSince != nil else { continue }
-                self.renew()
-                // Give the new client a moment to be used before judging it.
-                try? await self.time.sleep(for: .seconds(1))
+                // The connections were refused or dropped: the client may be backing off, so a fresh one
+                // takes its place. A database that was only slow, or whose disk filled, keeps its client.
+                if case .unreachable? = why { self.renew() }
+                self.health.probeAnswered()
             }
         }
         let runner = current.withLock { $0.runner }

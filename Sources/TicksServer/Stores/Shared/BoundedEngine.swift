@@ -6,6 +6,8 @@
 ///
 /// Every `SQLStore` runs its engine through one (`SQLStore.init`); only
 /// `prepare`, the migrations before the first request, has no deadline.
+/// While the store is known to be away and a probe watches it
+/// (`StoreHealth.awayWhileProbed()`: PostgreSQL's pool), a call fails at once.
 struct BoundedEngine: StoreEngine {
     let base: any StoreEngine
     let deadline: StoreDeadline
@@ -45,6 +47,8 @@ struct BoundedEngine: StoreEngine {
     func unavailability(of error: any Error) -> StoreError.Unavailability? { base.unavailability(of: error) }
 
     private func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        // Known to be away, with a probe watching for its return: fail at once, not at the deadline.
+        if let why = health.awayWhileProbed() { throw StoreError.unavailable(why) }
         do {
             let value = try await deadline.run(body)
             health.answered()

@@ -1,0 +1,110 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+import TicksProtocol
+import TicksTestSupport
+
+@testable import TicksServer
+
+/// While the store is known to be away and a probe watches it, a call fails
+/// at once instead of waiting out its deadline; the probe says when it is
+/// back; a call waiting on a pool that is replaced runs on the new one
+/// (docs/operations.md, "When the database goes away").
+@Suite("Failing fast while the store is away")
+struct FailFastTests {
+    @Test("probed and known away: a call fails at once, without reaching the database, and is counted")
+    func probedFailsAtOnce() async throws {
+        // A deadline that would only pass if the test advanced its clock: a call that waited for it would hang.
+        let store = try SQLStore.memory(deadline: StoreDeadline(timeout: .seconds(5), time: ManualClock().timeSource))
+        try await store.prepare()
+        store.health.probing()
+        store.health.failed(.unreachable("connection refused"))
+        let before = store.health.unavailableCalls
+        await #expect(throws: StoreError.unavailable(.unreachable("connection refused"))) {
+            _ = try await store.channelType(named: "messaging")
+        }
+        #expect(store.health.unavailableCalls == before + 1)
+        #expect(store.health.unreachableSince != nil, "only the probe says the store is back")
+        store.health.probeAnswered()
+        #expect(try await store.channelType(named: "messaging") != nil)
+    }
+
+    @Test("with nothing probing (SQLite), each call still tries the database and its answer clears the state")
+    func unprobedStillTries() async throws {
+        let store = try SQLStore.memory(deadline: StoreDeadline(timeout: .seconds(5), time: ManualClock().timeSource))
+        try await store.prepare()
+        store.health.failed(.diskFull)
+        #expect(try await store.channelType(named: "messaging") != nil)
+        #expect(store.health.unreachableSince == nil)
+    }
+
+    @Test("PostgreSQL: the probe finds the database answering, renews the pool and clears the state")
+    func probeRecovers() async throws {
+        guard let url = PostgresTestDatabase.url else { return }
+        let location = try PostgresLocation(url: url)
+        var configuration = location.clientConfiguration()
+        configuration.options.maximumConnections = 1
+        let health = StoreHealth(logger: PostgresTestDatabase.logger)
+        let pool = PostgresPool(
+            configuration: configuration, probe: try location.connectionConfiguration(), health: health,
+            probeInterval: .milliseconds(50), logger: PostgresTestDatabase.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await pool.run() }
+            defer { group.cancelAll() }
+            health.failed(.unreachable("connection refused"))
+            #expect(health.awayWhileProbed() != nil)
+            // A positive wait: it ends as soon as the probe has answered.
+            let deadline = ContinuousClock.now + .seconds(60)
+            while health.unreachableSince != nil, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(health.unreachableSince == nil)
+            #expect(pool.renewals == 1, "refused connections: the client is replaced")
+            // A slow database (a timeout) keeps its client.
+            health.failed(.timedOut(.seconds(5)))
+            while health.unreachableSince != nil, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(health.unreachableSince == nil && pool.renewals == 1)
+        }
+    }
+
+    @Test("PostgreSQL: a call waiting for a connection when the pool is renewed runs on the new pool")
+    func queuedCallMovesToTheNewPool() async throws {
+        guard let url = PostgresTestDatabase.url else { return }
+        let location = try PostgresLocation(url: url)
+        var configuration = location.clientConfiguration()
+        configuration.options.maximumConnections = 1
+        let health = StoreHealth(logger: PostgresTestDatabase.logger)
+        let pool = PostgresPool(
+            configuration: configuration, probe: try location.connectionConfiguration(), health: health,
+            logger: PostgresTestDatabase.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await pool.run() }
+            defer { group.cancelAll() }
+            let (held, hold) = AsyncStream.makeStream(of: Void.self)
+            let (taken, take) = AsyncStream.makeStream(of: Void.self)
+            // The pool's one connection, held until the test lets go.
+            let holder = Task {
+                try await pool.withConnection { _ in
+                    take.yield()
+                    for await _ in held {}
+                }
+            }
+            for await _ in taken { break }
+            let waiter = Task {
+                try await pool.withConnection { connection in
+                    try await connection.query("SELECT 1", logger: PostgresTestDatabase.logger).collect().count
+                }
+            }
+            // The waiter asks the old client for a connection before the renewal (if the machine is so slow
+            // that it has not yet, it asks the new one, and the test shows nothing but cannot fail).
+            try await Task.sleep(for: .milliseconds(300))
+            pool.renew()
+            hold.finish()
+            try? await holder.value
+            #expect(try await waiter.value == 1)
+        }
+    }
+}
