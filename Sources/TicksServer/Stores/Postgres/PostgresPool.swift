@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import _ConnectionPoolModule
 import ServiceLifecycle
 import Synchronization
 import TicksProtocol
@@ -64,17 +65,26 @@ final class PostgresPool: Service, Sendable {
 
     /// `body` on a connection of the current client. A client shut down while
     /// the call waited for one of its connections (it was renewed) never ran
-    /// `body` (postgres-nio answers `poolClosed` only to a lease): the call
-    /// waits on the client that replaced it instead of failing.
+    /// `body`: postgres-nio answers a lease it cannot give any more with
+    /// `ConnectionPoolError.poolShutdown` (`PSQLError.poolClosed` where it maps
+    /// it), and a query on a connection that closes fails otherwise. The call
+    /// then waits on the client that replaced it instead of failing.
     func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         while true {
             let client = self.client
             do {
                 return try await client.withConnection(body)
-            } catch let error as PSQLError where error.code == .poolClosed && self.client !== client {
+            } catch where Self.leaseRefused(error) && self.client !== client {
                 continue
             }
         }
+    }
+
+    /// Whether `error` says the client was shut down before it gave a connection.
+    private static func leaseRefused(_ error: any Error) -> Bool {
+        if let error = error as? ConnectionPoolError { return error == .poolShutdown }
+        if let error = error as? PSQLError { return error.code == .poolClosed }
+        return false
     }
 
     /// Runs the client (and those that replace it) and the probe, until shutdown.
