@@ -98,6 +98,7 @@ extension ChatClient {
     /// show (open or in a list) load again and the rest are forgotten. Only
     /// once everything known is current does the point to sync from move on.
     func catchUp(_ session: Session) async {
+        let socket = socketsEnded
         let known = models.filter { $0.value.isLoaded && $0.value.isMember }.map(\.key)
         var caughtUp = known.isEmpty
         if !caughtUp, let since = syncedThrough {
@@ -120,7 +121,8 @@ extension ChatClient {
         for (query, list) in lists where list.isLoaded && !list.isFresh {
             Task { try? await self.loadList(query, more: false) }
         }
-        if caughtUp {
+        // A socket that ended meanwhile may have missed events this catch-up did not see: the next one's covers them.
+        if caughtUp, socketsEnded == socket {
             isCaughtUp = true
             if let connectedAt, syncedThrough.map({ $0 < connectedAt }) ?? true { syncedThrough = connectedAt }
             await flushCache()

@@ -91,14 +91,18 @@ extension ChatClient {
             setStatus(.connecting)
             do {
                 try await socket.run { event in await self.handle(event) }
+                socketEnded()
                 failures = 0
             } catch let error as TicksClientError where !error.isTransient {
+                socketEnded()
                 logger.error("the server refused the connection", metadata: ["error": "\(error)"])
                 setStatus(.refused(error))
                 return
             } catch is CancellationError {
+                socketEnded()
                 break
             } catch {
+                socketEnded()
                 logger.debug("could not connect", metadata: ["error": "\(error)"])
             }
             if Task.isCancelled { break }
@@ -106,6 +110,14 @@ extension ChatClient {
             failures += 1
             try? await time.sleep(for: configuration.reconnectBackoff.delay(after: failures))
         }
+    }
+
+    /// A socket ended, however: events may have been missed from now on, so the
+    /// client is not caught up until the next connection's catch-up is done,
+    /// and no event moves `syncedThrough` past what this one missed.
+    private func socketEnded() {
+        isCaughtUp = false
+        socketsEnded += 1
     }
 
     /// After every (re)connect: send what waits in the outbox, catch up with

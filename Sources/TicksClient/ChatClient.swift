@@ -60,8 +60,13 @@ public actor ChatClient {
     var syncedThrough: Timestamp?
     /// The server's time when the socket (re)connected: changes after it arrive live.
     var connectedAt: Timestamp?
-    /// Whether the changes made while the client was away have been caught up with.
+    /// Whether the changes made while the client was away have been caught up with: false from
+    /// the moment a socket ends until the catch-up of the next one is done, so that no event of the
+    /// new connection moves `syncedThrough` past what the socket missed.
     var isCaughtUp = false
+    /// Counts the sockets that ended: a catch-up started on one connection that ended meanwhile
+    /// does not count as caught up (the next connection's catch-up runs again).
+    var socketsEnded = 0
     /// Loads under way, and the events that arrived meanwhile (replayed on the loaded state).
     var loadsInFlight: [ChannelID: Int] = [:]
     var eventsDuringLoad: [ChannelID: [Event]] = [:]

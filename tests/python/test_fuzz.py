@@ -190,6 +190,63 @@ def with_a_hostile_id(case, number):
     return case
 
 
+# Whole numbers at the edges (issue 55: an offset of 2^63-1 overflowed `offset + limit` and
+# killed the server; Hypothesis keeps to an integer's bounds in positive cases and goes just
+# past them in negative ones, never to the ends of 64 bits). One case in HOSTILE_SHARE, another
+# residue than the hostile ids', gets one integer of its query, its `payload` or its body
+# replaced by one of these; tests/python/test_numbers.py sends each to every integer anyway.
+EDGE_NUMBERS = [-1, 0, 2**31, 2**53, 2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 2**64]
+
+
+def integer_slots(value):
+    """(container, key) of every whole number (not a bool) in a JSON value."""
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    elif isinstance(value, list):
+        pairs = list(enumerate(value))
+    else:
+        return []
+    slots = []
+    for key, item in pairs:
+        if isinstance(item, int) and not isinstance(item, bool):
+            slots.append((value, key))
+        else:
+            slots += integer_slots(item)
+    return slots
+
+
+def with_an_edge_number(case, number):
+    """`case`, or (when `number` is 1 more than a multiple of HOSTILE_SHARE) `case` with one of its
+    whole numbers (in its query, its `payload` JSON or its body) at one of EDGE_NUMBERS."""
+    if number % HOSTILE_SHARE != 1:
+        return case
+    query = dict(case.query or {})
+    body = copy.deepcopy(case.body) if isinstance(case.body, (dict, list)) else None
+    payload, payload_text = None, isinstance(query.get("payload"), str)
+    if payload_text:
+        try:
+            payload = json.loads(query["payload"])
+        except ValueError:
+            payload = None
+    elif isinstance(query.get("payload"), (dict, list)):
+        payload = copy.deepcopy(query["payload"])
+    slots = integer_slots(body) + integer_slots(payload)
+    slots += [(query, name) for name, value in sorted(query.items())
+              if isinstance(value, int) and not isinstance(value, bool)
+              or isinstance(value, str) and value.lstrip("-").isdigit()]
+    if not slots:
+        return case
+    container, key = slots[(number // HOSTILE_SHARE) % len(slots)]
+    edge = EDGE_NUMBERS[(number // HOSTILE_SHARE // len(slots)) % len(EDGE_NUMBERS)]
+    container[key] = str(edge) if container is query else edge
+    if payload is not None:
+        query["payload"] = json.dumps(payload) if payload_text else payload
+    case.query = query
+    if body is not None:
+        case.body = body
+    return case
+
+
 def drawn_by_hypothesis(case):
     return case.meta is not None and case.meta.phase.name == "fuzzing"
 
@@ -204,8 +261,9 @@ if __name__ == "_schemathesis_hooks":  # loaded by Schemathesis (SCHEMATHESIS_HO
         is a checksum of the case, so the same case is always sent the same way."""
         if drawn_by_hypothesis(case):
             return case
-        return with_a_hostile_id(case, zlib.crc32(repr((case.operation.label, case.path_parameters, case.body))
-                                                  .encode("utf-8", "surrogatepass")))
+        number = zlib.crc32(repr((case.operation.label, case.path_parameters, case.query, case.body))
+                            .encode("utf-8", "surrogatepass"))
+        return with_an_edge_number(with_a_hostile_id(case, number), number)
 
     @schemathesis.hook
     def flatmap_case(context, case):
@@ -213,7 +271,8 @@ if __name__ == "_schemathesis_hooks":  # loaded by Schemathesis (SCHEMATHESIS_HO
         a failure like any other draw; a checksum would repeat itself on the many equal cases)."""
         if not drawn_by_hypothesis(case):
             return strategies.just(case)
-        return strategies.integers(0, 2**32).map(lambda number: with_a_hostile_id(case, number))
+        return strategies.integers(0, 2**32).map(
+            lambda number: with_an_edge_number(with_a_hostile_id(case, number), number))
 
 
 def toml_string(text):

@@ -35,6 +35,11 @@ struct ChannelModel: Sendable {
     var playedBy: [String: Set<String>] = [:]
     /// Replies already counted in their parent's `replyCount` since it was loaded.
     private var countedReplies: Set<String> = []
+    /// Edits and deletes heard of before the message itself (its `message.new` overtaken, or a catch-up's
+    /// older answer applied after them), by id: the version used when the message arrives. At most
+    /// `maxEarlyVersions`, the newest kept.
+    private var earlyVersions: [String: Message] = [:]
+    static let maxEarlyVersions = 256
 
     init(cid: ChannelID) {
         self.cid = cid
@@ -342,9 +347,35 @@ struct ChannelModel: Sendable {
         return true
     }
 
-    /// Replaces a loaded message by its new version (edited or deleted); false when it is not loaded.
+    /// Whether `candidate` is a later version of a message than `current`:
+    /// a delete is final (nothing after it brings the message back), and
+    /// otherwise the version changed last wins. Events and catch-ups may
+    /// arrive in any order; the state only moves forward.
+    static func supersedes(_ candidate: Message, _ current: Message) -> Bool {
+        if current.deletedAt != nil { return false }
+        if candidate.deletedAt != nil { return true }
+        return candidate.updatedAt > current.updatedAt
+    }
+
+    /// Replaces a loaded message by its new version (edited or deleted); false when it is not
+    /// loaded, or the version is not newer than the one there. A version of a message not yet
+    /// here is kept for when it comes (`earlyVersions`).
     private mutating func replace(_ message: Message) -> Bool {
-        guard let at = index[message.id] else { return false }
+        guard let at = index[message.id] else {
+            if earlyVersions[message.id].map({ Self.supersedes(message, $0) }) ?? true {
+                earlyVersions[message.id] = message
+                if earlyVersions.count > Self.maxEarlyVersions,
+                    let oldest = earlyVersions.values.min(by: { $0.createdAt < $1.createdAt })
+                {
+                    earlyVersions[oldest.id] = nil
+                }
+            }
+            return false
+        }
+        let current = messages[at]
+        guard current.deletedAt == nil || message.deletedAt != nil, message.updatedAt >= current.updatedAt else {
+            return false
+        }
         messages[at] = message
         return true
     }
@@ -356,6 +387,15 @@ struct ChannelModel: Sendable {
     /// must not make them a reader of earlier messages here.
     @discardableResult
     mutating func stored(_ message: Message, currentUserID: String) -> Bool {
+        var message = message
+        if let early = earlyVersions.removeValue(forKey: message.id), Self.supersedes(early, message) { message = early }
+        if let at = index[message.id] {
+            // Heard of again (live and in a catch-up, which tells a message in its state now):
+            // a later version replaces the one here; the cursors moved when it first came.
+            guard Self.supersedes(message, messages[at]) else { return false }
+            messages[at] = message
+            return true
+        }
         guard insert(message), let seq = position(of: message.id) else { return false }
         if let current = channel, (current.lastMessageAt ?? current.createdAt) < message.createdAt,
             message.parentID == nil || message.showInChannel

@@ -132,6 +132,13 @@ struct ConnectController {
         let first = OutboundFrame(try JSONCoding.string(hello))
         try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: first.buffer)))
 
+        // Receipts sent as frames wait here for the one task that runs them, in the order sent
+        // (a device's marks must reach the store in order), so the reader never waits on the
+        // store: it goes on reading, and so answering pings, while a write is slow. A client
+        // that sends faster than its receipts are written finds the queue full and gets
+        // each further receipt refused (429) until it has room.
+        let (receipts, queue) = AsyncStream.makeStream(
+            of: SocketReceipt.Request.self, bufferingPolicy: .bufferingOldest(Self.receiptsWaitingPerSocket))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await frame in frames {
@@ -140,12 +147,19 @@ struct ConnectController {
                 }
             }
             group.addTask {
+                for await request in receipts {
+                    let ack = await acknowledge(request, from: userID)
+                    hub.enqueue(OutboundFrame(try JSONCoding.string(ack)), on: outbox)
+                }
+            }
+            group.addTask {
+                defer { queue.finish() }
                 for try await message in inbound.messages(maxSize: limits.maxInboundFrameBytes) {
                     guard case .text(let text) = message else { continue }
                     if let request = SocketReceipt.request(in: text) {
-                        // One at a time, in the order sent: a device's marks must reach the store in order.
-                        let ack = await acknowledge(request, from: userID)
-                        hub.enqueue(OutboundFrame(try JSONCoding.string(ack)), on: outbox)
+                        if case .dropped = queue.yield(request) {
+                            hub.enqueue(OutboundFrame(try JSONCoding.string(Self.refused(request))), on: outbox)
+                        }
                     } else if text.contains("health.check") {
                         var pong = Event(type: .healthCheck, createdAt: .now())
                         pong.connectionID = outbox.id
@@ -171,6 +185,18 @@ struct ConnectController {
 }
 
 extension ConnectController {
+    /// Receipts a socket may have waiting to be written; past it, each further one is refused.
+    static let receiptsWaitingPerSocket = 64
+
+    /// The ack of a receipt refused because too many of its socket's wait.
+    static func refused(_ request: SocketReceipt.Request) -> SocketReceipt.Ack {
+        var ack = SocketReceipt.Ack(requestID: request.requestID, createdAt: .now())
+        ack.error = APIErrorBody(
+            APIError.rateLimited(
+                "\(receiptsWaitingPerSocket) receipts of this connection are waiting to be written: send this one again once they are acknowledged"))
+        return ack
+    }
+
     /// Runs a receipt a client sent on its socket, as its user, with HTTP's
     /// checks and limits; the ack carries the request's id, and the event
     /// (mark read) or Stream's error body.
