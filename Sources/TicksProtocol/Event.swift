@@ -36,16 +36,22 @@ public struct OwnUser: Codable, Sendable, Equatable {
     public var user: User
     public var totalUnreadCount: Int
     public var unreadChannels: Int
+    public var unreadThreads: Int
 
-    public init(user: User, totalUnreadCount: Int, unreadChannels: Int) {
+    public init(user: User, totalUnreadCount: Int, unreadChannels: Int, unreadThreads: Int = 0) {
         self.user = user
         self.totalUnreadCount = totalUnreadCount
         self.unreadChannels = unreadChannels
+        self.unreadThreads = unreadThreads
     }
 
     enum CodingKeys: String, CodingKey {
         case totalUnreadCount = "total_unread_count"
+        case unreadCount = "unread_count"
         case unreadChannels = "unread_channels"
+        case unreadThreads = "unread_threads"
+        case devices, mutes
+        case channelMutes = "channel_mutes"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -53,13 +59,25 @@ public struct OwnUser: Codable, Sendable, Equatable {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         totalUnreadCount = try c.decodeIfPresent(Int.self, forKey: .totalUnreadCount) ?? 0
         unreadChannels = try c.decodeIfPresent(Int.self, forKey: .unreadChannels) ?? 0
+        unreadThreads = try c.decodeIfPresent(Int.self, forKey: .unreadThreads) ?? 0
     }
 
+    /// Stream's `OwnUser`: the user, the counts, and the lists its client SDKs
+    /// require (`devices`, `mutes`, `channel_mutes`), empty: Ticks keeps no
+    /// devices or mutes. Stream's JavaScript client copies `mutes` and
+    /// `channel_mutes` into its state and reads their `length` on every
+    /// `message.new`: without them it threw on the first message from
+    /// someone else (docs/compatibility.md).
     public func encode(to encoder: any Encoder) throws {
         try user.encode(to: encoder)
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(totalUnreadCount, forKey: .totalUnreadCount)
+        try c.encode(totalUnreadCount, forKey: .unreadCount)
         try c.encode(unreadChannels, forKey: .unreadChannels)
+        try c.encode(unreadThreads, forKey: .unreadThreads)
+        for list in [CodingKeys.devices, .mutes, .channelMutes] {
+            try c.encode([JSONValue](), forKey: list)
+        }
     }
 }
 

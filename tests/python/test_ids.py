@@ -20,6 +20,7 @@ must answer alike. Afterwards the seeded channel, messages and users read
 back unchanged.
 """
 
+import contextlib
 import json
 import re
 import secrets
@@ -310,18 +311,26 @@ def build_request(base_url, api_key, target, value_name):
     return method.upper(), base_url + url_path + "?" + "&".join(f"{k}={v}" for k, v in query), data
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def swept_server(request, tmp_path_factory):
-    with store_arguments(request.param, "ids") as store_args:
-        server = TicksProcess(tmp_path_factory.mktemp("ids-" + request.param), api_key="idskey",
+@contextlib.contextmanager
+def seeded_server(store, prefix, tmp_path_factory):
+    """A demo server on `store` with the fuzzer's seed (the objects the document's examples name):
+    (store, server); it must exit cleanly if it is still running at the end."""
+    with store_arguments(store, prefix) as store_args:
+        server = TicksProcess(tmp_path_factory.mktemp(f"{prefix}-{store}"), api_key=f"{prefix}key",
                               api_secret=secrets.token_urlsafe(48), extra_args=[*SERVER_ARGS, *store_args])
         try:
             seed(Ticks(server.base_url, server.api_key, server.api_secret))
-            yield request.param, server
+            yield store, server
         finally:
             running = server.process.poll() is None
             code = server.stop()
             assert not running or code == 0, server.output()[-5000:]
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def swept_server(request, tmp_path_factory):
+    with seeded_server(request.param, "ids", tmp_path_factory) as swept:
+        yield swept
 
 
 # The answers of each store, to compare them.

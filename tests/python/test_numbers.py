@@ -18,14 +18,12 @@ field. The process is alive at the end and still serves the seeded data.
 """
 
 import json
-import secrets
 import urllib.parse
 
 import pytest
 import requests
-from conftest import TicksProcess, store_arguments
-from test_fuzz import SEED_CHANNEL, seed
-from test_ids import SCHEMAS, SERVER_ONLY, example, get_at, operations, plain, send, set_at
+from test_fuzz import SEED_CHANNEL
+from test_ids import SCHEMAS, SERVER_ONLY, example, get_at, operations, plain, seeded_server, send, set_at
 from wire import Ticks
 
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
@@ -45,7 +43,6 @@ EDGES = {
 }
 TEXT = {"1e309": "1e309", "fraction": "1.5", "string": '"7"'}
 MARK = "@@number@@"
-SERVER_ARGS = ("--demo", "--host", "127.0.0.1", "--rate-limits", "off")
 
 
 def resolve(schema):
@@ -221,16 +218,8 @@ def judge(target, edge, label, status, text, body):
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def swept_server(request, tmp_path_factory):
-    with store_arguments(request.param, "numbers") as store_args:
-        server = TicksProcess(tmp_path_factory.mktemp("numbers-" + request.param), api_key="numberskey",
-                              api_secret=secrets.token_urlsafe(48), extra_args=[*SERVER_ARGS, *store_args])
-        try:
-            seed(Ticks(server.base_url, server.api_key, server.api_secret))
-            yield request.param, server
-        finally:
-            running = server.process.poll() is None
-            code = server.stop()
-            assert not running or code == 0, server.output()[-5000:]
+    with seeded_server(request.param, "numbers", tmp_path_factory) as swept:
+        yield swept
 
 
 def test_every_integer_takes_its_edges_on_both_stores(swept_server):

@@ -119,13 +119,15 @@ struct ConnectController {
             details.role = nil
             user = try await store.upsertUsers([details], now: .now()).first
         }
-        let totals = try await store.unreadTotals(of: userID)
+        let counts = try await store.unreadCounts(of: [userID])[userID]
         let logger = logger.with(["user_id": "\(userID)", "connection_id": "\(outbox.id)"])
         logger.debug("connected")
 
         var hello = Event(type: .healthCheck, createdAt: .now())
         hello.connectionID = outbox.id
-        hello.me = OwnUser(user: user ?? User(id: userID), totalUnreadCount: totals.messages, unreadChannels: totals.channels)
+        hello.me = OwnUser(
+            user: user ?? User(id: userID), totalUnreadCount: counts?.totals.messages ?? 0,
+            unreadChannels: counts?.totals.channels ?? 0, unreadThreads: counts?.threads.count ?? 0)
         // The first frame, written before the buffer is drained: the connection was registered
         // before the look-ups above (so no event is missed), and events published meanwhile wait
         // in its buffer behind this health.check, as Stream's clients expect.

@@ -43,6 +43,12 @@ struct EventTests {
                 #expect(hello["me"]["name"].string == "Bob")
                 #expect(hello["me"]["total_unread_count"].int == 1)
                 #expect(hello["me"]["unread_channels"].int == 1)
+                // Stream's OwnUser, whose lists its client SDKs read (issue 56): none kept, none missing.
+                #expect(hello["me"]["unread_count"].int == 1)
+                #expect(hello["me"]["unread_threads"].int == 0)
+                for list in ["devices", "mutes", "channel_mutes"] {
+                    #expect(hello["me"][list].exists && hello["me"][list].array.isEmpty, "me.\(list)")
+                }
                 #expect(hello["created_at"].time != nil)
                 try await socket.send(#"[{"type": "health.check"}]"#)
                 let pong = try await socket.next("health.check")

@@ -39,8 +39,10 @@ struct FailFastTests {
         #expect(store.health.unreachableSince == nil)
     }
 
-    @Test("PostgreSQL: the probe finds the database answering, renews the pool and clears the state")
-    func probeRecovers() async throws {
+    /// A running pool of one connection to the test database, with its health; nothing without one.
+    static func withPool(
+        probeInterval: Duration = .milliseconds(250), _ body: (PostgresPool, StoreHealth) async throws -> Void
+    ) async throws {
         guard let url = PostgresTestDatabase.url else { return }
         let location = try PostgresLocation(url: url)
         var configuration = location.clientConfiguration()
@@ -48,10 +50,17 @@ struct FailFastTests {
         let health = StoreHealth(logger: PostgresTestDatabase.logger)
         let pool = PostgresPool(
             configuration: configuration, probe: try location.connectionConfiguration(), health: health,
-            probeInterval: .milliseconds(50), logger: PostgresTestDatabase.logger)
+            probeInterval: probeInterval, logger: PostgresTestDatabase.logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await pool.run() }
             defer { group.cancelAll() }
+            try await body(pool, health)
+        }
+    }
+
+    @Test("PostgreSQL: the probe finds the database answering, renews the pool and clears the state")
+    func probeRecovers() async throws {
+        try await Self.withPool(probeInterval: .milliseconds(50)) { pool, health in
             health.failed(.unreachable("connection refused"))
             #expect(health.awayWhileProbed() != nil)
             // A positive wait: it ends as soon as the probe has answered.
@@ -72,17 +81,7 @@ struct FailFastTests {
 
     @Test("PostgreSQL: a call waiting for a connection when the pool is renewed runs on the new pool")
     func queuedCallMovesToTheNewPool() async throws {
-        guard let url = PostgresTestDatabase.url else { return }
-        let location = try PostgresLocation(url: url)
-        var configuration = location.clientConfiguration()
-        configuration.options.maximumConnections = 1
-        let health = StoreHealth(logger: PostgresTestDatabase.logger)
-        let pool = PostgresPool(
-            configuration: configuration, probe: try location.connectionConfiguration(), health: health,
-            logger: PostgresTestDatabase.logger)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await pool.run() }
-            defer { group.cancelAll() }
+        try await Self.withPool { pool, _ in
             let (held, hold) = AsyncStream.makeStream(of: Void.self)
             let (taken, take) = AsyncStream.makeStream(of: Void.self)
             // The pool's one connection, held until the test lets go.
