@@ -90,6 +90,6 @@ struct ChannelTypesController {
             throw APIError.input(
                 "permissions cannot be changed: Ticks enforces fixed rules, which every channel type shows as its permissions")
         }
-        _ = try bounded(patch.maxMessageLength, "max_message_length", 1...ChannelConfig.maxMessageLengthLimit)
+        _ = try withinBounds(patch.maxMessageLength, "max_message_length", 1...ChannelConfig.maxMessageLengthLimit)
     }
 }

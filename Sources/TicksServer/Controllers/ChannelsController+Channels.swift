@@ -144,8 +144,8 @@ extension ChannelsController {
         let viewer = try context.actingUser(named: body.userID, body.user?.id)
         var filter = try ChannelFilter(conditions: body.filterConditions ?? [:], limits: limits)
         if case .user(let own) = try context.requirePrincipal() { filter.requiredMember = own }
-        let limit = try bounded(body.limit, "limit", 1...Self.maxChannelsPerQuery) ?? 10
-        let offset = try bounded(body.offset, "offset", 0...ServerLimits.maxOffset) ?? 0
+        let limit = try withinBounds(body.limit, "limit", 1...Self.maxChannelsPerQuery) ?? 10
+        let offset = try withinBounds(body.offset, "offset", 0...ServerLimits.maxOffset) ?? 0
         let messageLimit = try messageLimit(body.messageLimit, "message_limit")
         var states: [ChannelState] = []
         // An empty `$in` matches nothing: no query to run.
@@ -183,7 +183,7 @@ extension ChannelsController {
                 let fields = ChannelSort.Field.allCases.map(\.rawValue).joined(separator: ", ")
                 throw APIError.input("sorting channels on '\(key.field.prefix(64))' is not supported: use \(fields)")
             }
-            switch try bounded(key.direction, "sort.direction", -1...1) ?? -1 {
+            switch try withinBounds(key.direction, "sort.direction", -1...1) ?? -1 {
             case 1: return ChannelSort(field, descending: false)
             case -1: return ChannelSort(field, descending: true)
             default: throw APIError.input("sort.direction is 1 (ascending) or -1 (descending), not 0")

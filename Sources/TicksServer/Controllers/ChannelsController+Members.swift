@@ -93,13 +93,13 @@ extension ChannelsController {
         }
         // Members come in the order they joined: Stream's `created_at` ascending.
         let sort = query.sort ?? []
-        for key in sort { _ = try bounded(key.direction, "sort.direction", -1...1) }
+        for key in sort { _ = try withinBounds(key.direction, "sort.direction", -1...1) }
         guard sort.allSatisfy({ $0.field == "created_at" && ($0.direction?.value ?? 1) == 1 }), sort.count <= 1 else {
             throw APIError.input(
                 "members are answered in the order they joined: sort on created_at, direction 1, or give no sort")
         }
-        let limit = try bounded(query.limit, "limit", 1...Self.maxMembersPerQuery) ?? 100
-        let offset = try bounded(query.offset, "offset", 0...ServerLimits.maxOffset) ?? 0
+        let limit = try withinBounds(query.limit, "limit", 1...Self.maxMembersPerQuery) ?? 100
+        let offset = try withinBounds(query.offset, "offset", 0...ServerLimits.maxOffset) ?? 0
         let principal = try context.requirePrincipal()
         let channel = try await receipts.channel(ChannelID(type: query.type, id: id), for: principal, to: .read)
         let states: [MemberState]

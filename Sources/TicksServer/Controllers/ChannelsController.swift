@@ -61,6 +61,6 @@ struct ChannelsController {
     }
 
     func messageLimit(_ limit: WholeNumber?, _ name: String) throws -> Int {
-        try bounded(limit, name, 0...Self.maxMessageLimit) ?? Self.defaultMessageLimit
+        try withinBounds(limit, name, 0...Self.maxMessageLimit) ?? Self.defaultMessageLimit
     }
 }

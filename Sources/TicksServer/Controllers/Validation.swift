@@ -84,7 +84,7 @@ func integerParameter(_ text: String?, _ name: String, range: ClosedRange<Int64>
 /// through here (read as a `WholeNumber`, so that a number past 64 bits or a
 /// fraction is refused naming its field) or `integerParameter`, and the OpenAPI document gives each
 /// the same `minimum` and `maximum` (docs/limits.md, "Numbers").
-func bounded(_ number: WholeNumber?, _ name: String, _ range: ClosedRange<Int>) throws -> Int? {
+func withinBounds(_ number: WholeNumber?, _ name: String, _ range: ClosedRange<Int>) throws -> Int? {
     guard let value = number?.value else { return nil }
     guard range.contains(value) else { throw outOfBounds(name, range) }
     return value
