@@ -60,7 +60,7 @@ struct CacheTests {
             // Written offline: pending, and sent once the server is back.
             try await channel.send("from the plane", id: "a3")
             try await server.start()
-            try await channel.wait("synced and sent", timeout: .seconds(60)) {
+            try await channel.wait("synced and sent") {
                 $0.isSynced && $0.message(withID: "a3")?.deliveryStatus == .sent
             }
             #expect(try await server.messageIDs("messaging:c1") == ["a1", "a2", "a3"])

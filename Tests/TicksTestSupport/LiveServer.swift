@@ -145,7 +145,7 @@ public final class LiveServer: WireCalls {
         request.headers.add(name: "Authorization", value: token)
         request.headers.add(name: "stream-auth-type", value: "jwt")
         if let body { request.body = .bytes(ByteBuffer(string: body)) }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+        let response = try await HTTPClient.shared.execute(request, timeout: .init(Patience.wait))
         let bytes = try await response.body.collect(upTo: 16 << 20)
         let text = String(buffer: bytes)
         guard (200..<300).contains(Int(response.status.code)) else {

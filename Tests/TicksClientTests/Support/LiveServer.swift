@@ -25,7 +25,7 @@ extension LiveServer {
         // The tests poll the API (receipts, states) far faster than an app would.
         configuration.rateLimits = .off
         // A long deadline: the SDK's tests run all at once on a machine that may be saturated.
-        let deadline = StoreDeadline(timeout: .seconds(120))
+        let deadline = StoreDeadline(timeout: Patience.wait)
         return try await with(
             configuration: configuration, logger: logger,
             openStore: { try SQLStore.sqlite(path: $0.appendingPathComponent(databaseName).path, deadline: deadline) },

@@ -1,13 +1,14 @@
 import Foundation
 import Synchronization
 import Testing
+import TicksTestSupport
 import TicksClient
 
 /// Polls `condition` until it holds, failing the test after `timeout`: a
 /// deadline for what never happens, long enough for a loaded machine (no
 /// test asserts how fast anything is).
 func eventually<Value: Sendable>(
-    _ what: String, timeout: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation,
+    _ what: String, timeout: Duration = Patience.wait, sourceLocation: SourceLocation = #_sourceLocation,
     _ condition: @Sendable () async throws -> Value?
 ) async throws -> Value {
     let deadline = ContinuousClock.now + timeout
@@ -25,7 +26,7 @@ extension ChannelController {
     /// Waits until the channel state satisfies `condition`.
     @discardableResult
     func wait(
-        _ what: String, timeout: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation,
+        _ what: String, timeout: Duration = Patience.wait, sourceLocation: SourceLocation = #_sourceLocation,
         until condition: @escaping @Sendable (ChatChannel) -> Bool
     ) async throws -> ChatChannel {
         try await eventually(what, timeout: timeout, sourceLocation: sourceLocation) {

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Testing
+import TicksTestSupport
 import TicksProtocol
 
 @testable import TicksServer
@@ -296,7 +297,7 @@ extension String {
 /// Waits until `condition` holds, up to `timeout` (a deadline for what never
 /// happens, long enough for a loaded machine; no test asserts how fast).
 func eventually(
-    timeout: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation,
+    timeout: Duration = Patience.wait, sourceLocation: SourceLocation = #_sourceLocation,
     _ condition: () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + timeout

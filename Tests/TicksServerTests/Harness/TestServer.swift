@@ -28,7 +28,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
     /// since every test starts at once on a machine that may be saturated beside them;
     /// the deadline's own behaviour is tested on a test's clock (`StoreDeadlineTests`)
     /// and against the real engines (tests/python/test_database_faults.py).
-    static let deadline = StoreDeadline(timeout: .seconds(120))
+    static let deadline = StoreDeadline(timeout: Patience.wait)
 
     /// Runs `body` with a new, empty store of this kind, removed afterwards.
     func withStore<Value: Sendable>(
@@ -87,7 +87,7 @@ struct TestServer: Sendable {
     }
 
     /// How long a live call may wait for its answer: the bar is a busy machine, not an idle one.
-    static let patience: Duration = .seconds(180)
+    static let patience: Duration = Patience.wait
 
     var store: any TicksStore { services.store }
 

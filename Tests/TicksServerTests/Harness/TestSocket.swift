@@ -73,7 +73,7 @@ final class TestSocket: Sendable {
     /// Takes the oldest frame of `type`, waiting up to `timeout` for one:
     /// a deadline for a frame that never comes, long enough that a loaded
     /// machine's slow one is not taken for it.
-    func next(_ type: String, timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation)
+    func next(_ type: String, timeout: Duration = Patience.wait, sourceLocation: SourceLocation = #_sourceLocation)
         async throws -> JSON
     {
         let deadline = ContinuousClock.now + timeout
@@ -100,7 +100,7 @@ final class TestSocket: Sendable {
 
     /// How the server closed the connection, waiting up to `timeout` for it;
     /// throws `TestSocketTimeout` when it has not.
-    func closeFrame(timeout: Duration = .seconds(30)) async throws -> WebSocketCloseFrame? {
+    func closeFrame(timeout: Duration = Patience.wait) async throws -> WebSocketCloseFrame? {
         let task = self.task
         return try await withThrowingTaskGroup(of: WebSocketCloseFrame?.self) { group in
             group.addTask { try await task.value }

@@ -54,7 +54,7 @@ struct EventBusTests {
     /// Publishes small events from A until one reaches `userID` on B: both listeners are up.
     static func waitUntilConnected(_ a: Node, _ frames: Collector, _ userID: String) async throws {
         // One ping a second at most: pings must not fill a small queue while A is still connecting.
-        let deadline = ContinuousClock.now + .seconds(120)
+        let deadline = ContinuousClock.now + Patience.wait
         while ContinuousClock.now < deadline {
             a.bus.publish(event("ping"), to: [userID])
             if await frames.first(within: .seconds(1), where: { $0.contains("ping") }) != nil { return }

@@ -64,7 +64,7 @@ struct FailFastTests {
             health.failed(.unreachable("connection refused"))
             #expect(health.awayWhileProbed() != nil)
             // A positive wait: it ends as soon as the probe has answered.
-            let deadline = ContinuousClock.now + .seconds(60)
+            let deadline = ContinuousClock.now + Patience.wait
             while health.unreachableSince != nil, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(20))
             }

@@ -84,7 +84,7 @@ final class WebhookReceiver: Sendable {
         for what: String, arrived: Bool = false, sourceLocation: SourceLocation = #_sourceLocation,
         until condition: @Sendable ([Call]) -> Bool
     ) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + Patience.wait
         while ContinuousClock.now < deadline {
             if condition(arrived ? self.arrived : received) { return }
             try await Task.sleep(for: .milliseconds(20))
