@@ -22,6 +22,12 @@ struct RateLimitTests {
         return limits
     }
 
+    /// The wall time the windows are read from, standing still: a call counts in the window it
+    /// was made in however long a loaded machine takes over the test (a minute passed between
+    /// calls once, and the window slid). Windows moving is `slidingWindow`'s, on given times.
+    static let frozenAt = Timestamp(microseconds: 1_800_000_030_000_000)
+    static var frozen: TimeSource { TimeSource(clock: ManualClock(), wallNow: { frozenAt }) }
+
     func setUp(_ server: TestServer) async throws {
         try await server.upsert("alice", "bob")
         try await server.createChannel("messaging:r", members: ["alice", "bob"])
@@ -36,13 +42,13 @@ struct RateLimitTests {
 
     @Test("one user hammering one endpoint gets 429 with code 9; the headers count down on every answer")
     func userLimit() async throws {
-        try await TestServer.run(rateLimits: Self.tight) { server in
+        try await TestServer.run(rateLimits: Self.tight, time: Self.frozen) { server in
             try await setUp(server)
             for expected in [2, 1, 0] {
-                // The window ends within a minute of the call, however long the call took.
-                let sent = Int64(Date().timeIntervalSince1970)
+                // The window ends within a minute of the call (the server's wall time stands still).
+                let sent = Self.frozenAt.microseconds / 1_000_000
                 let reply = try await markRead(server, as: "bob")
-                let answered = Int64(Date().timeIntervalSince1970)
+                let answered = sent
                 #expect(reply.status == 200, "\(reply.body)")
                 #expect(reply.headers[Self.limit] == "3")
                 #expect(reply.headers[Self.remaining] == String(expected))
@@ -61,7 +67,7 @@ struct RateLimitTests {
 
     @Test("server tokens count per app: five calls for any users, then 429")
     func appLimit() async throws {
-        try await TestServer.run(rateLimits: Self.tight) { server in
+        try await TestServer.run(rateLimits: Self.tight, time: Self.frozen) { server in
             try await setUp(server)
             for user in ["bob", "alice", "bob", "alice", "bob"] {
                 let reply = try await server.call(.post, "/channels/messaging/r/read", body: #"{"user_id": "\#(user)"}"#)
@@ -93,7 +99,7 @@ struct RateLimitTests {
     func unauthenticatedByAddress() async throws {
         var limits = RateLimits()
         try limits.set("GetMessage=2")
-        try await TestServer.run(.standard, .live, rateLimits: limits) { server in
+        try await TestServer.run(.standard, .live, rateLimits: limits, time: Self.frozen) { server in
             #expect(try await server.call(.get, "/messages/x1", token: "forged-1").status == 401)
             #expect(try await server.call(.get, "/messages/x1", token: "forged-2").status == 401)
             try await server.call(.get, "/messages/x1", token: "forged-3").expectError(429, code: 9)
@@ -175,7 +181,7 @@ struct RateLimitTests {
     func refusedConnectsSpendNoUserBudget(kind: StoreKind) async throws {
         var limits = RateLimits()
         try limits.set("Connect=5")
-        try await TestServer.run(kind, .live, rateLimits: limits) { server in
+        try await TestServer.run(kind, .live, rateLimits: limits, time: Self.frozen) { server in
             try await setUp(server)
             let port = try #require(server.livePort)
             for token in [try await deliveryToken(server), try await forgedToken(for: "bob")] {
@@ -207,7 +213,7 @@ struct RateLimitTests {
     func connectPastTheLimit() async throws {
         var limits = RateLimits()
         try limits.set("Connect=2")
-        try await TestServer.run(.standard, .live, rateLimits: limits) { server in
+        try await TestServer.run(.standard, .live, rateLimits: limits, time: Self.frozen) { server in
             try await server.upsert("bob")
             let port = try #require(server.livePort)
             let token = try await server.token("bob")
@@ -254,7 +260,7 @@ struct RateLimitTests {
     func app() async throws {
         var limits = ServerLimits.patient
         limits.maxConnectionsPerUser = 7
-        try await TestServer.run(limits: limits, rateLimits: Self.tight) { server in
+        try await TestServer.run(limits: limits, rateLimits: Self.tight, time: Self.frozen) { server in
             let app = try await server.ok(.get, "/app")["app"]
             #expect(app["name"].string == TestKeys.apiKey)
             #expect(app["channel_configs"]["messaging"]["read_events"].bool == true)
@@ -272,7 +278,7 @@ struct RateLimitTests {
 
     @Test("GET /rate_limits as Stream answers it: per platform and endpoint, remaining calls counted down")
     func quotas() async throws {
-        try await TestServer.run(rateLimits: Self.tight) { server in
+        try await TestServer.run(rateLimits: Self.tight, time: Self.frozen) { server in
             try await setUp(server)
             _ = try await markRead(server, as: "bob")
             let bob = try await server.token("bob")
