@@ -44,11 +44,7 @@ struct ReceiverSecretsTests {
                 #expect(call.headers[.authorization] == basic)
 
                 let store = try #require(server.store as? SQLStore)
-                var failed = try await server.ok(.get, "/webhooks/failed")
-                for _ in 0..<600 where failed["failed"].array.isEmpty {
-                    try await Task.sleep(for: .milliseconds(50))
-                    failed = try await server.ok(.get, "/webhooks/failed")
-                }
+                try await eventually { try await !server.ok(.get, "/webhooks/failed")["failed"].array.isEmpty }
                 let dead = try await store.deadCalls(after: 0, limit: 100)
                 #expect(!dead.isEmpty)
                 for row in dead {
