@@ -211,6 +211,9 @@ public struct Channel: Codable, Sendable, Equatable {
     public var truncatedAt: Timestamp?
     /// When the channel was deleted (in `channel.deleted` and the delete answer).
     public var deletedAt: Timestamp?
+    /// What the viewer may do in the channel, named as Stream's client SDKs
+    /// check it (Stream's `own_capabilities`); in answers for a viewer, not in events.
+    public var ownCapabilities: [String]?
 
     public init(
         id: String, type: String, createdAt: Timestamp, updatedAt: Timestamp, createdBy: User?,
@@ -251,6 +254,7 @@ public struct Channel: Codable, Sendable, Equatable {
         frozen = try c.decodeIfPresent(Bool.self, forKey: AnyCodingKey("frozen")) ?? false
         truncatedAt = try c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("truncated_at"))
         deletedAt = try c.decodeIfPresent(Timestamp.self, forKey: AnyCodingKey("deleted_at"))
+        ownCapabilities = try c.decodeIfPresent([String].self, forKey: AnyCodingKey("own_capabilities"))
         custom = try c.customFields(excluding: Self.reserved, in: decoder.apiVersion)
     }
 
@@ -269,6 +273,7 @@ public struct Channel: Codable, Sendable, Equatable {
         try c.encode(frozen, forKey: AnyCodingKey("frozen"))
         try c.encodeIfPresent(truncatedAt, forKey: AnyCodingKey("truncated_at"))
         try c.encodeIfPresent(deletedAt, forKey: AnyCodingKey("deleted_at"))
+        try c.encodeIfPresent(ownCapabilities, forKey: AnyCodingKey("own_capabilities"))
         try c.encodeCustom(custom, excluding: Self.reserved, in: encoder.apiVersion)
     }
 }

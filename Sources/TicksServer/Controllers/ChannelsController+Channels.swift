@@ -106,7 +106,8 @@ extension ChannelsController {
             }
         }
         let state = Presenter.channelState(
-            snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)),
+            snapshot, viewer: viewer, capabilities: ChannelPermissions.ownCapabilities(of: viewer, in: snapshot),
+            watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)),
             allReached: try await allReached(in: snapshot, by: viewer),
             seesReadsAsDeliveries: try await receipts.seesReadsAsDeliveries(viewer, known: snapshot.users))
         return try context.respond(state, status: created ? .created : .ok)
@@ -159,7 +160,8 @@ extension ChannelsController {
             let snapshot = try await store.snapshot(of: channel, messageLimit: messageLimit, beforeMessageID: nil)
             states.append(
                 Presenter.channelState(
-                    snapshot, viewer: viewer, watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)),
+                    snapshot, viewer: viewer, capabilities: ChannelPermissions.ownCapabilities(of: viewer, in: snapshot),
+                    watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)),
                     allReached: try await allReached(in: snapshot, by: viewer),
                     seesReadsAsDeliveries: seesReadsAsDeliveries))
         }

@@ -178,3 +178,70 @@ extension ChannelPermissions {
         }
     }
 }
+
+extension ChannelPermissions {
+    /// One of Stream's `own_capabilities` that Ticks serves: the action it
+    /// takes, and the channel type's switch it needs (docs/compatibility.md,
+    /// "Capabilities").
+    struct Capability: Sendable {
+        var name: String
+        var action: Action
+        var needs: Switch? = nil
+    }
+
+    /// A channel type's switch a capability needs on.
+    enum Switch: Sendable {
+        case replies, readEvents, deliveryEvents, typingEvents
+
+        func isOn(in config: ChannelConfig) -> Bool {
+            switch self {
+            case .replies: config.replies
+            case .readEvents: config.readEvents
+            case .deliveryEvents: config.deliveryEvents
+            case .typingEvents: config.typingEvents
+            }
+        }
+    }
+
+    /// Every capability Ticks may list, in Stream's names. What Ticks does
+    /// not serve (reactions, quotes, uploads, pins, polls, search, mutes,
+    /// flags, slow mode) is never listed, so Stream's UI kits hide it.
+    static let capabilities: [Capability] = [
+        Capability(name: "send-message", action: .send),
+        Capability(name: "send-reply", action: .send, needs: .replies),
+        Capability(name: "read-events", action: .mark, needs: .readEvents),
+        Capability(name: "delivery-events", action: .mark, needs: .deliveryEvents),
+        Capability(name: "update-own-message", action: .changeOwnMessage),
+        Capability(name: "delete-own-message", action: .changeOwnMessage),
+        Capability(name: "update-any-message", action: .editOthersMessage),
+        Capability(name: "delete-any-message", action: .deleteOthersMessage),
+        Capability(name: "update-channel", action: .update),
+        Capability(name: "update-channel-members", action: .manageMembers),
+        Capability(name: "delete-channel", action: .delete),
+        Capability(name: "leave-channel", action: .leave),
+    ]
+
+    /// Stream's `own_capabilities` for `standing` in a channel of type
+    /// `config`: the capabilities whose action the rule allows and whose
+    /// switch the type has on. An outsider has none.
+    static func ownCapabilities(_ standing: Standing, config: ChannelConfig) -> [String] {
+        capabilities.filter { capability in
+            allows(capability.action, standing) && capability.needs?.isOn(in: config) ?? true
+        }.map(\.name)
+    }
+
+    /// `viewer`'s capabilities in the channel `snapshot` shows; a server
+    /// token's own (no viewer) are all the type allows.
+    static func ownCapabilities(of viewer: String?, in snapshot: ChannelSnapshot) -> [String] {
+        let standing: Standing
+        if let viewer {
+            standing = ChannelPermissions.standing(
+                of: .user(viewer), role: snapshot.users[viewer]?.role,
+                membership: snapshot.members.first { $0.userID == viewer }?.channelRole,
+                createdBy: snapshot.channel.createdBy)
+        } else {
+            standing = .server
+        }
+        return ownCapabilities(standing, config: snapshot.config)
+    }
+}

@@ -51,9 +51,10 @@ enum Presenter {
             lastDeliveredMessageID: showDelivered ? state.lastDeliveredMessageID : nil)
     }
 
+    /// The channel as `viewer` sees it, `capabilities` being what they may do in it (`own_capabilities`).
     static func channelState(
-        _ snapshot: ChannelSnapshot, viewer: String?, watcherCount: Int, allReached: AllReachedUpTo = AllReachedUpTo(),
-        seesReadsAsDeliveries: Bool
+        _ snapshot: ChannelSnapshot, viewer: String?, capabilities: [String], watcherCount: Int,
+        allReached: AllReachedUpTo = AllReachedUpTo(), seesReadsAsDeliveries: Bool
     ) -> ChannelState {
         let visibility = ReceiptVisibility(
             config: snapshot.config, users: snapshot.users, viewer: viewer,
@@ -68,6 +69,7 @@ enum Presenter {
             membership: snapshot.members.first { $0.userID == viewer }.map {
                 member($0, of: snapshot.channel, users: users)
             })
+        state.channel.ownCapabilities = capabilities
         state.readByAllUpTo = visibility.seesReadsAsDeliveries ? nil : allReached.read
         state.deliveredToAllUpTo = allReached.delivered
         return state
