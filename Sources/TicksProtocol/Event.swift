@@ -29,6 +29,10 @@ public enum EventType: String, Codable, Sendable {
     case messageDeliveredToAll = "message.delivered_to_all"
     /// A member played a voice note or video (R14): `message_id`, `user`, `played_at`.
     case messagePlayed = "message.played"
+    /// A member started typing (`POST /channels/{type}/{id}/event`); never stored.
+    case typingStart = "typing.start"
+    /// A member stopped typing.
+    case typingStop = "typing.stop"
 }
 
 /// The logged-in user as the first `health.check` frame describes them.
@@ -121,6 +125,8 @@ public struct Event: Codable, Sendable, Equatable {
     public var unreadThreadMessages: Int?
     /// `message.played`: when the member first played the message (R14).
     public var playedAt: Timestamp?
+    /// `typing.start` / `typing.stop`: the thread the member types in (its parent message).
+    public var parentID: String?
 
     public init(type: EventType, createdAt: Timestamp, cid: ChannelID? = nil, user: User? = nil) {
         self.type = type
@@ -158,6 +164,7 @@ public struct Event: Codable, Sendable, Equatable {
         case threadID = "thread_id"
         case unreadThreadMessages = "unread_thread_messages"
         case playedAt = "played_at"
+        case parentID = "parent_id"
     }
 }
 

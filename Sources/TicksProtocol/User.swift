@@ -77,6 +77,8 @@ public struct User: Codable, Sendable, Equatable {
     public var sharesReadReceipts: Bool { privacySettings?.readReceipts?.enabled ?? true }
     /// Whether others may see this user's deliveries (R10). On unless turned off.
     public var sharesDeliveryReceipts: Bool { privacySettings?.deliveryReceipts?.enabled ?? true }
+    /// Whether others may see the user type (Stream's `privacy_settings.typing_indicators`).
+    public var sharesTyping: Bool { privacySettings?.typingIndicators?.enabled ?? true }
 
     /// Whether `viewer` may see this user's reads in a channel (R8, R10): always
     /// their own; someone else's only with read events on and shared. The

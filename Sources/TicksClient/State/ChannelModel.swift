@@ -334,6 +334,9 @@ struct ChannelModel: Sendable {
             outcome.changed = playedBy[id, default: []].insert(user.id).inserted
         case .healthCheck, .channelCreated:
             break
+        case .typingStart, .typingStop:
+            // Who is typing is not kept in a channel's state.
+            break
         }
         return outcome
     }

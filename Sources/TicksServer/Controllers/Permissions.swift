@@ -211,6 +211,8 @@ extension ChannelPermissions {
         Capability(name: "send-reply", action: .send, needs: .replies),
         Capability(name: "read-events", action: .mark, needs: .readEvents),
         Capability(name: "delivery-events", action: .mark, needs: .deliveryEvents),
+        Capability(name: "typing-events", action: .send, needs: .typingEvents),
+        Capability(name: "send-typing-events", action: .send, needs: .typingEvents),
         Capability(name: "update-own-message", action: .changeOwnMessage),
         Capability(name: "delete-own-message", action: .changeOwnMessage),
         Capability(name: "update-any-message", action: .editOthersMessage),

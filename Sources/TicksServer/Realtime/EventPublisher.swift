@@ -74,6 +74,11 @@ struct EventPublisher: Sendable {
         try send(notice.event, to: recipients)
     }
 
+    /// `typing.start` / `typing.stop` to the channel's members (`TypingNotice.recipients`).
+    func typing(_ notice: TypingNotice, members: [String]) throws {
+        try send(notice.event, to: notice.recipients(members: members))
+    }
+
     /// `notification.mark_unread` to the reader's own connections.
     func markedUnread(_ outcome: CursorOutcome) throws {
         guard outcome.update.changed else { return }

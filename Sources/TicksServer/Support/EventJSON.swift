@@ -68,6 +68,7 @@ enum EventJSON {
         writer.field("thread_id", event.threadID)
         writer.field("unread_thread_messages", event.unreadThreadMessages)
         writer.field("played_at", event.playedAt?.rfc3339)
+        writer.field("parent_id", event.parentID)
         writer.raw("}")
         return writer.out
     }

@@ -32,7 +32,7 @@ struct CapabilityTableTests {
     enum Kind: String, CaseIterable, Sendable {
         /// `messaging`: reads, deliveries, typing and replies on.
         case messaging
-        /// A type with read and delivery events and replies off.
+        /// A type with read and delivery events and replies off (typing on).
         case quiet
         /// `livestream`: reads, deliveries and typing off (Stream's built-in).
         case livestream
@@ -45,6 +45,7 @@ struct CapabilityTableTests {
         var names: Set<String> = ["send-message", "update-own-message", "delete-own-message", "leave-channel"]
         if kind == .messaging || kind == .livestream { names.insert("send-reply") }
         if kind == .messaging { names.formUnion(["read-events", "delivery-events"]) }
+        if kind != .livestream { names.formUnion(["typing-events", "send-typing-events"]) }
         if [.creator, .channelModerator, .admin, .server].contains(viewer) {
             names.formUnion(["update-channel", "update-channel-members", "delete-channel", "delete-any-message"])
         }

@@ -73,7 +73,7 @@ struct EventJSONTests {
         var rng = SplitMix(state: seed)
         let types: [EventType] = [
             .messageRead, .messageDelivered, .notificationMarkRead, .messageReadByAll, .messageDeliveredToAll,
-            .messagePlayed, .healthCheck,
+            .messagePlayed, .healthCheck, .typingStart, .typingStop,
         ]
         // Any text either side: the writer escapes a cid's type and id as the encoder does.
         let cid = maybe(&rng) { rng in
@@ -105,6 +105,7 @@ struct EventJSONTests {
         event.threadID = maybe(&rng, text)
         event.unreadThreadMessages = maybe(&rng, number)
         event.playedAt = maybe(&rng, time)
+        event.parentID = maybe(&rng, text)
         return event
     }
 
