@@ -143,7 +143,7 @@ enum ChangeEvents {
         var event = Event(
             type: .notificationMarkUnread, createdAt: outcome.at, cid: outcome.channel.cid, user: outcome.reader)
         event.firstUnreadMessageID = outcome.state.firstUnreadMessageID
-        event.lastReadAt = outcome.state.readAt
+        event.lastReadAt = outcome.state.lastRead
         event.lastReadMessageID = outcome.state.lastReadMessageID
         event.unreadMessages = outcome.state.unread
         event.totalUnreadCount = outcome.totals.messages

@@ -43,11 +43,11 @@ enum Presenter {
         guard showRead || showDelivered else { return nil }
         return ReadState(
             user: user(state.userID, users),
-            lastRead: showRead ? state.readAt : nil,
+            lastRead: showRead ? state.lastRead : nil,
             lastReadMessageID: showRead ? state.lastReadMessageID : nil,
             unreadMessages: showRead ? state.unread : nil,
             firstUnreadMessageID: showRead ? state.firstUnreadMessageID : nil,
-            lastDeliveredAt: showDelivered ? state.deliveredAt : nil,
+            lastDeliveredAt: showDelivered ? state.lastDelivered : nil,
             lastDeliveredMessageID: showDelivered ? state.lastDeliveredMessageID : nil)
     }
 

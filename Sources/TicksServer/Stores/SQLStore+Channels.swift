@@ -179,6 +179,8 @@ extension SQLStore {
                 }.then { rows in
                     let messages = try rows.reversed().map { try StoreRows.message($0, cid: channel.cid) }
                     return Fetch.memberStates(channel.pk).then { members in
+                        Fetch.withNextMessageTimes(members, in: channel)
+                    }.then { members in
                         let userIDs = StoreRules.userIDs(members: members, messages: messages, createdBy: channel.createdBy)
                         return Fetch.users(userIDs).map { users in
                             ChannelSnapshot(channel: channel, config: config, members: members, messages: messages, users: users)

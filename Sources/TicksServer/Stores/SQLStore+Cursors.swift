@@ -44,6 +44,13 @@ extension SQLStore {
                     }
                 }.then { update in
                     self.outcome(of: update, by: userID, in: found, now: now, audience: nil)
+                }.then { outcome in
+                    // notification.mark_unread's `last_read_at` is the read state as a time (`MemberState.lastRead`).
+                    Fetch.withNextMessageTimes([outcome.state], in: found.channel, userID: userID).map { states in
+                        var outcome = outcome
+                        outcome.state = states[0]
+                        return outcome
+                    }
                 }
             }
         }, change: { outcome in .markedUnread(outcome) })

@@ -65,6 +65,28 @@ public struct MemberState: Sendable, Equatable {
     public var firstUnreadMessageID: String?
     /// The member's custom data (partial member update).
     public var custom: [String: JSONValue] = [:]
+    /// When the first message after the read cursor was sent; nil when there
+    /// is none, or where the store did not read it (a channel's snapshot and
+    /// a mark unread's outcome do: `NextMessageTimes`).
+    public var nextAfterReadAt: Timestamp?
+    /// The same after the delivered cursor.
+    public var nextAfterDeliveredAt: Timestamp?
+
+    /// Stream's `last_read`: the read state as a time, for clients that
+    /// decide "read" by comparing it with each message's `created_at`
+    /// (Stream's own do): the time of the last move, but always before the
+    /// first message after the read cursor, so that exactly the messages up
+    /// to the cursor compare as read (docs/compatibility.md, "Read state as a time").
+    public var lastRead: Timestamp { Self.before(nextAfterReadAt, readAt) }
+
+    /// `last_delivered_at`, in the same way: before the first message after the delivered cursor.
+    public var lastDelivered: Timestamp { Self.before(nextAfterDeliveredAt, deliveredAt) }
+
+    /// `time`, or the microsecond before `next` when that is earlier.
+    static func before(_ next: Timestamp?, _ time: Timestamp) -> Timestamp {
+        guard let next, next <= time else { return time }
+        return Timestamp(microseconds: next.microseconds - 1)
+    }
 }
 
 /// Totals over all of a user's channels (for `me` and notification events).

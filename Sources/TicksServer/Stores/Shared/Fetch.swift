@@ -66,6 +66,28 @@ enum Fetch {
         Step.rows(StoreSQL.memberStates(channelPK, userID: userID)).map { try $0.map { try StoreRows.memberState($0) } }
     }
 
+    /// `states` with the times of the first message after each one's cursors
+    /// (`StoreSQL.nextMessageTimes`): for the answers that show a read state as a time.
+    static func withNextMessageTimes(_ states: [MemberState], in channel: ChannelRecord, userID: String? = nil)
+        -> StoreProgram<[MemberState]>
+    {
+        Step.rows(StoreSQL.nextMessageTimes(in: channel.pk, lastSeq: channel.lastSeq, userID: userID)).map { rows in
+            var times: [String: (read: Timestamp?, delivered: Timestamp?)] = [:]
+            for row in rows {
+                times[try row.text(0)] = (
+                    try row.optionalInt(1).map(Timestamp.init(microseconds:)),
+                    try row.optionalInt(2).map(Timestamp.init(microseconds:))
+                )
+            }
+            return states.map { state in
+                var state = state
+                state.nextAfterReadAt = times[state.userID]?.read
+                state.nextAfterDeliveredAt = times[state.userID]?.delivered
+                return state
+            }
+        }
+    }
+
     static func unreadTotals(of userID: String) -> StoreProgram<UnreadTotals> {
         Step.row(StoreSQL.unreadTotals(of: userID)).map {
             try $0.map { try StoreRows.totals($0) } ?? UnreadTotals(messages: 0, channels: 0)

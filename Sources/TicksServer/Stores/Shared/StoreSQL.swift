@@ -180,6 +180,22 @@ enum StoreSQL {
           m.custom
         """
 
+    /// For each member behind the channel's newest message (`lastSeq`), or
+    /// `userID` alone: when the first message after their read cursor and
+    /// after their delivered cursor was sent (`MemberState.lastRead`).
+    static func nextMessageTimes(in channelPK: Int64, lastSeq: Int64, userID: String? = nil) -> StoreQuery {
+        var sql: StoreQuery = """
+            SELECT m.user_id,
+              (SELECT created_at FROM message g WHERE g.channel_pk = m.channel_pk AND g.seq > m.read_seq
+                 ORDER BY g.seq LIMIT 1),
+              (SELECT created_at FROM message g WHERE g.channel_pk = m.channel_pk AND g.seq > m.delivered_seq
+                 ORDER BY g.seq LIMIT 1)
+            FROM member m WHERE m.channel_pk = \(channelPK) AND m.read_seq < \(lastSeq)
+            """
+        if let userID { sql = sql + " AND m.user_id = \(userID)" }
+        return sql
+    }
+
     /// Every member's read state in join order, or `userID`'s alone.
     static func memberStates(_ channelPK: Int64, userID: String? = nil) -> StoreQuery {
         var sql: StoreQuery = """
