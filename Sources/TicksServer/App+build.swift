@@ -18,6 +18,8 @@ public struct TicksServerConfiguration: Sendable {
     public var limits = ServerLimits()
     /// Stream-style rate limits; `.off` for benchmarks.
     public var rateLimits = RateLimits()
+    /// Which web pages' scripts may call the API from a browser (CORS); any by default.
+    public var browserOrigins = BrowserOrigins.any
     /// How often the server pings each WebSocket; one that does not answer is closed.
     public var pingInterval: Duration
     /// In channels with more members than this, read and delivered events go
@@ -225,7 +227,7 @@ public func buildApplication(
 /// API needs a token; demo mode adds the web client. Middleware, outermost
 /// first: tracing when on (a span per request, the parent of the store's and
 /// the events' spans; it honours a client's W3C `traceparent`), metrics (sees
-/// every answer), rate limits (headers on every answer), Stream's error format.
+/// every answer), CORS (`BrowserOrigins`), rate limits (headers on every answer), Stream's error format.
 func buildRouter(
     services: TicksServices, configuration: TicksServerConfiguration, webhookSender: WebhookSender?, logger: Logger
 ) -> Router<TicksRequestContext> {
@@ -243,6 +245,10 @@ func buildRouter(
                 attributes: ["ticks.node": .string(configuration.nodeID)]))
     }
     router.add(middleware: RequestMetricsMiddleware(metrics: services.metrics))
+    // A browser's preflight is answered here, before rate limits and tokens (it carries neither).
+    if let origins = configuration.browserOrigins.middleware(TicksRequestContext.self) {
+        router.add(middleware: origins)
+    }
     if configuration.rateLimits.enabled {
         router.add(
             middleware: RateLimitMiddleware(

@@ -99,6 +99,12 @@ struct Serve: AsyncParsableCommand {
             (or TICKS_STORE_TIMEOUT; docs/operations.md, "When the database goes away").
             """)
     var storeTimeout: Double?
+    @Option(
+        name: .customLong("cors-origin"),
+        help: ArgumentHelp(
+            "A web page origin whose scripts may call the API from a browser; repeat for several, or none (default: any).",
+            valueName: "https://chat.example.com"))
+    var corsOrigins: [String] = []
     @Flag(help: "Serve the web demo at / and hand out user tokens to anyone who asks (never in production).")
     var demo = false
     @Flag(
@@ -142,10 +148,27 @@ struct Serve: AsyncParsableCommand {
         _ = try webhookOptions.settings()
         if let endpoint = otelEndpoint { _ = try Traces.tracesURL(for: endpoint) }
         _ = try storeTimeoutSetting()
+        _ = try browserOriginsSetting()
         _ = try metricsAddressSetting()
     }
 
     /// The flags, else the environment; nil (metrics on the API's address) without a port.
+    /// `--cors-origin`: none given is any page; `none` is no page; else each an origin (`scheme://host[:port]`).
+    func browserOriginsSetting() throws -> BrowserOrigins {
+        if corsOrigins.isEmpty || corsOrigins == ["*"] { return .any }
+        if corsOrigins == ["none"] { return .none }
+        for origin in corsOrigins {
+            guard let url = URL(string: origin), ["http", "https"].contains(url.scheme ?? ""), url.host != nil,
+                url.path.isEmpty, url.query == nil, url.user == nil, !origin.hasSuffix("/")
+            else {
+                throw ValidationError(
+                    "--cors-origin '\(origin)' is not an origin: scheme://host[:port], e.g. https://chat.example.com "
+                        + "(or none, alone)")
+            }
+        }
+        return .only(corsOrigins)
+    }
+
     func metricsAddressSetting() throws -> MetricsAddress? {
         let environment = ProcessInfo.processInfo.environment
         let host = metricsHost ?? environment["TICKS_METRICS_HOST"].flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
@@ -202,6 +225,7 @@ struct Serve: AsyncParsableCommand {
         configuration.receiptLogRetention = try retentionOptions.retention()
         configuration.storeDeadline = StoreDeadline(timeout: try storeTimeoutSetting())
         configuration.metricsAddress = try metricsAddressSetting()
+        configuration.browserOrigins = try browserOriginsSetting()
         configuration.allowsNewerSchema = allowNewerSchema
         let database: String
         // A SQLite folder has one server at a time, and no restore under it (`ticks restore`).

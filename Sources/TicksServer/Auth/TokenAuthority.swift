@@ -100,7 +100,7 @@ public struct TokenAuthority: Sendable {
         } catch {
             throw .unauthorized("token signature is invalid")
         }
-        if let expiry = claims.exp?.value, expiry <= now { throw .unauthorized("token has expired") }
+        if let expiry = claims.exp?.value, expiry <= now { throw .tokenExpired("token has expired") }
         let principal = try Self.principal(of: claims)
         var grant = TokenGrant(principal: principal)
         if let scope = claims.scope {

@@ -13,6 +13,8 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
         case notAllowed = 17
         case rateLimited = 9
         case payloadTooBig = 22
+        /// The token's `exp` has passed: Stream's clients fetch a new token on this code alone.
+        case tokenExpired = 40
     }
 
     public var status: HTTPResponse.Status
@@ -33,6 +35,11 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func input(_ message: String) -> APIError { .init(status: .badRequest, code: .inputError, message) }
     public static func unauthorized(_ message: String) -> APIError {
         .init(status: .unauthorized, code: .authFailed, message)
+    }
+    /// 401 with code 40, Stream's code for an expired token: its client SDKs ask the app's token provider
+    /// for a new token on this code (and on no other) and try again.
+    public static func tokenExpired(_ message: String) -> APIError {
+        .init(status: .unauthorized, code: .tokenExpired, message)
     }
     public static func forbidden(_ message: String) -> APIError { .init(status: .forbidden, code: .notAllowed, message) }
     public static func notFound(_ message: String) -> APIError { .init(status: .notFound, code: .notFound, message) }

@@ -36,7 +36,7 @@ struct CredentialsTests {
         #expect(try await authority.principal(for: authority.userToken(for: "alice")) == .user("alice"))
         #expect(try await authority.principal(for: authority.serverToken()) == .server)
         let expired = try await authority.userToken(for: "alice", expiresIn: -1)
-        await #expect(throws: APIError.unauthorized("token has expired")) { try await authority.principal(for: expired) }
+        await #expect(throws: APIError.tokenExpired("token has expired")) { try await authority.principal(for: expired) }
         let other = await TokenAuthority(credentials: try Credentials(apiKey: "k", apiSecret: String(repeating: "t", count: 32)))
         let forged = try await other.userToken(for: "alice")
         await #expect(throws: APIError.self) { try await authority.principal(for: forged) }

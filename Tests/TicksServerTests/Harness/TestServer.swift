@@ -97,7 +97,7 @@ struct TestServer: Sendable {
         _ kind: StoreKind = .standard, _ setup: ServerSetup = .router, limits: ServerLimits = .patient,
         rateLimits: RateLimits = RateLimits(), largeChannelMembers: Int = 100, demo: Bool = false,
         webhooks: WebhookSettings = WebhookSettings(), time: TimeSource = .system,
-        receiptLogRetention: ReceiptLogRetention = ReceiptLogRetention(),
+        receiptLogRetention: ReceiptLogRetention = ReceiptLogRetention(), browserOrigins: BrowserOrigins = .any,
         _ body: @Sendable (TestServer) async throws -> Value
     ) async throws -> Value {
         var logger = Logger(label: "ticks-test")
@@ -112,6 +112,7 @@ struct TestServer: Sendable {
         configuration.webhooks = webhooks
         configuration.time = time
         configuration.receiptLogRetention = receiptLogRetention
+        configuration.browserOrigins = browserOrigins
         return try await kind.withStore { store in
             switch setup {
             case .router:

@@ -432,6 +432,6 @@ struct WebhookTests {
         #expect(try await authority.grant(for: try await authority.userToken(for: "bob")).deliveryOnly == nil)
         // Expired: refused.
         let expired = try await authority.deliveryToken(for: "bob", in: channel, expiresIn: .seconds(-5))
-        await #expect(throws: APIError.unauthorized("token has expired")) { try await authority.grant(for: expired) }
+        await #expect(throws: APIError.tokenExpired("token has expired")) { try await authority.grant(for: expired) }
     }
 }
