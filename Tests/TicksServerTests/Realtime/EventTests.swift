@@ -482,7 +482,7 @@ struct EventTests {
             let expired = try await server.services.authority.userToken(for: "bob", expiresIn: -1)
             // Stream's way: the upgrade succeeds, the only frame is the error, then a close (1008).
             for (token, userID, status, code) in [
-                (expired, "bob", 401, 5), ("garbage", "bob", 401, 5), (try await server.token("alice"), "bob", 403, 17),
+                (expired, "bob", 401, 40), ("garbage", "bob", 401, 5), (try await server.token("alice"), "bob", 403, 17),
                 (server.serverToken, "bob", 403, 17),
             ] {
                 let (close, frames) = try await TestSocket.refusal(server, as: userID, token: token)
