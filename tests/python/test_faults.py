@@ -216,9 +216,13 @@ def test_slow_consumers_of_large_frames_leave_memory_bounded_and_others_on_time(
     reader = Socket(server, client, "reader")
     try:
         # Warm up (allocator arenas, caches) before the baseline.
+        # Their latencies are the baseline of this run, on this machine as loaded as it is now.
+        alone = []
         for n in range(50):
             client.send_message(cid, "author", text, message_id=f"warm{n}", **custom)
+            acknowledged = time.monotonic()
             reader.wait_for(lambda e, n=n: e["type"] == "message.new" and e["message"]["id"] == f"warm{n}")
+            alone.append(time.monotonic() - acknowledged)
         # Anonymous memory: SQLite's database is mapped into the process, and
         # the pages of the messages stored would count in the resident set.
         baseline = peak = memory_kib(server.process.pid, "RssAnon")
@@ -249,6 +253,13 @@ def test_slow_consumers_of_large_frames_leave_memory_bounded_and_others_on_time(
     assert growth_mib < bound_mib, \
         f"the server grew by {growth_mib:.0f} MiB (bound {bound_mib:.0f} MiB; " \
         f"{SLOW_CONSUMERS * sent_per_sloth / 2**20:.0f} MiB were sent to the slow clients)"
-    # The reading client got every event, none held up behind the slow ones.
+    # The reading client got every event, none held up behind the slow ones: measured against the
+    # same events with no slow client, in this run (a fixed bound in seconds failed on a machine
+    # saturated beside the tests, where the baseline itself is slow). A fan-out that waited for the
+    # slow clients would hold the reader until each was closed.
     latencies.sort()
-    assert latencies[-1] < 2.0, f"slowest event took {latencies[-1]:.2f}s; median {latencies[len(latencies) // 2]:.3f}s"
+    alone.sort()
+    bound = max(2.0, 10 * alone[-1])
+    assert latencies[-1] < bound, \
+        f"slowest event took {latencies[-1]:.2f}s (bound {bound:.2f}s: 10x the slowest of {len(alone)} " \
+        f"alone, {alone[-1]:.3f}s); median {latencies[len(latencies) // 2]:.3f}s"
