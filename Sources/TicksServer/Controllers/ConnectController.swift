@@ -110,29 +110,7 @@ struct ConnectController {
     ) async throws {
         let (outbox, frames) = registration
         let userID = session.userID
-        var user = try await store.users(ids: [userID])[userID]
-        if user == nil {
-            // Like Stream, connecting creates a user that does not exist yet;
-            // its details never set a role (only a server token may).
-            var details = session.userDetails ?? User(id: userID)
-            details.id = userID
-            details.role = nil
-            user = try await store.upsertUsers([details], now: .now()).first
-        }
-        let counts = try await store.unreadCounts(of: [userID])[userID]
         let logger = logger.with(["user_id": "\(userID)", "connection_id": "\(outbox.id)"])
-        logger.debug("connected")
-
-        var hello = Event(type: .healthCheck, createdAt: .now())
-        hello.connectionID = outbox.id
-        hello.me = OwnUser(
-            user: user ?? User(id: userID), totalUnreadCount: counts?.totals.messages ?? 0,
-            unreadChannels: counts?.totals.channels ?? 0, unreadThreads: counts?.threads.count ?? 0)
-        // The first frame, written before the buffer is drained: the connection was registered
-        // before the look-ups above (so no event is missed), and events published meanwhile wait
-        // in its buffer behind this health.check, as Stream's clients expect.
-        let first = OutboundFrame(try JSONCoding.string(hello))
-        try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: first.buffer)))
 
         // Receipts sent as frames wait here for the one task that runs them, in the order sent
         // (a device's marks must reach the store in order), so the reader never waits on the
@@ -143,6 +121,14 @@ struct ConnectController {
             of: SocketReceipt.Request.self, bufferingPolicy: .bufferingOldest(Self.receiptsWaitingPerSocket))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
+                // The first frame, written before the buffer is drained: the connection was
+                // registered before the look-ups (so no event is missed), and events published
+                // meanwhile wait in its buffer behind this health.check, as Stream's clients expect.
+                // The reader below runs already, so a slow look-up does not leave the client's
+                // pings unanswered (the server's own ping closed such a connection before its hello).
+                let hello = try await hello(for: session, connectionID: outbox.id)
+                try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: hello.buffer)))
+                logger.debug("connected")
                 for await frame in frames {
                     outbox.taken(frame)
                     try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: frame.buffer)))
@@ -187,6 +173,28 @@ struct ConnectController {
 }
 
 extension ConnectController {
+    /// The first frame: `health.check` with the connection's id and `me`, the
+    /// user (made on first connect, like Stream) with their unread counts.
+    func hello(for session: ConnectParameters, connectionID: String) async throws -> OutboundFrame {
+        let userID = session.userID
+        var user = try await store.users(ids: [userID])[userID]
+        if user == nil {
+            // Like Stream, connecting creates a user that does not exist yet;
+            // its details never set a role (only a server token may).
+            var details = session.userDetails ?? User(id: userID)
+            details.id = userID
+            details.role = nil
+            user = try await store.upsertUsers([details], now: .now()).first
+        }
+        let counts = try await store.unreadCounts(of: [userID])[userID]
+        var hello = Event(type: .healthCheck, createdAt: .now())
+        hello.connectionID = connectionID
+        hello.me = OwnUser(
+            user: user ?? User(id: userID), totalUnreadCount: counts?.totals.messages ?? 0,
+            unreadChannels: counts?.totals.channels ?? 0, unreadThreads: counts?.threads.count ?? 0)
+        return OutboundFrame(try JSONCoding.string(hello))
+    }
+
     /// Receipts a socket may have waiting to be written; past it, each further one is refused.
     static let receiptsWaitingPerSocket = 64
 

@@ -14,6 +14,8 @@ final class TestSocket: Sendable {
     private final class Shared: Sendable {
         let frames = Mutex<[JSON]>([])
         let writer = Mutex<WebSocketOutboundWriter?>(nil)
+        /// How the connection ended, once it has: a waiting `next` then fails at once.
+        let ended = Mutex<String?>(nil)
     }
     private let shared = Shared()
     private let task: Task<WebSocketCloseFrame?, any Error>
@@ -53,36 +55,57 @@ final class TestSocket: Sendable {
         logger.logLevel = .critical
         let shared = self.shared
         task = Task {
-            try await WebSocketClient.connect(
-                url: "ws://127.0.0.1:\(port)/connect?\(query)", configuration: configuration, logger: logger
-            ) { inbound, outbound, _ in
-                shared.writer.withLock { $0 = outbound }
-                guard reading else {
-                    // A client that never reads: the server must give up on it, not wait.
-                    try await Task.sleep(for: .seconds(60))
-                    return
-                }
-                for try await message in inbound.messages(maxSize: 1 << 20) {
-                    guard case .text(let text) = message, let json = try? JSON(parsing: text) else { continue }
-                    shared.frames.withLock { $0.append(json) }
-                }
+            let close: WebSocketCloseFrame?
+            do {
+                close = try await Self.run(url: "ws://127.0.0.1:\(port)/connect?\(query)", configuration, logger, shared, reading)
+            } catch {
+                shared.ended.withLock { $0 = "failed: \(error)" }
+                throw error
+            }
+            shared.ended.withLock { $0 = "closed: \(close.map { "\($0.closeCode) \($0.reason ?? "")" } ?? "no close frame")" }
+            return close
+        }
+    }
+
+    private static func run(
+        url: String, _ configuration: WebSocketClientConfiguration, _ logger: Logger, _ shared: Shared, _ reading: Bool
+    ) async throws -> WebSocketCloseFrame? {
+        try await WebSocketClient.connect(
+            url: .init(url), configuration: configuration, logger: logger
+        ) { inbound, outbound, _ in
+            shared.writer.withLock { $0 = outbound }
+            guard reading else {
+                // A client that never reads: the server must give up on it, not wait.
+                try await Task.sleep(for: .seconds(60))
+                return
+            }
+            for try await message in inbound.messages(maxSize: 1 << 20) {
+                guard case .text(let text) = message, let json = try? JSON(parsing: text) else { continue }
+                shared.frames.withLock { $0.append(json) }
             }
         }
     }
 
     /// Takes the oldest frame of `type`, waiting up to `timeout` for one:
     /// a deadline for a frame that never comes, long enough that a loaded
-    /// machine's slow one is not taken for it.
+    /// machine's slow one is not taken for it. A connection that has ended
+    /// (closed, or failed to connect) fails at once, with how it ended.
     func next(_ type: String, timeout: Duration = Patience.wait, sourceLocation: SourceLocation = #_sourceLocation)
         async throws -> JSON
     {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
+            // Read before the frames: a frame that came before the end is still taken.
+            let ended = shared.ended.withLock { $0 }
             let found = shared.frames.withLock { frames -> JSON? in
                 guard let index = frames.firstIndex(where: { $0["type"].string == type }) else { return nil }
                 return frames.remove(at: index)
             }
             if let found { return found }
+            if let ended {
+                Issue.record("\(userID)'s connection ended before a \(type) came: \(ended)", sourceLocation: sourceLocation)
+                throw CancellationError()
+            }
             try await Task.sleep(for: .milliseconds(5))
         }
         Issue.record("\(userID) received no \(type) within \(timeout)", sourceLocation: sourceLocation)
