@@ -405,6 +405,8 @@ public struct ChannelState: Codable, Sendable, Equatable {
     public var pinnedMessages: [Message] = []
     public var read: [ReadState]
     public var watcherCount: Int
+    /// The users watching the channel, a page of them: only when the query asked (`watchers: {limit}`).
+    public var watchers: [User]?
     public var membership: Member?
     /// The newest of the viewer's own messages every other member has read (R13); absent when none.
     public var readByAllUpTo: String?
@@ -428,6 +430,7 @@ public struct ChannelState: Codable, Sendable, Equatable {
         case pinnedMessages = "pinned_messages"
         case read
         case watcherCount = "watcher_count"
+        case watchers
         case membership
         case readByAllUpTo = "read_by_all_up_to"
         case deliveredToAllUpTo = "delivered_to_all_up_to"
@@ -445,6 +448,7 @@ public struct ChannelState: Codable, Sendable, Equatable {
         try c.encode(pinnedMessages, forKey: .pinnedMessages)
         try c.encode(v2 ? read.filter { $0.lastRead != nil && $0.unreadMessages != nil } : read, forKey: .read)
         try c.encode(watcherCount, forKey: .watcherCount)
+        try c.encodeIfPresent(watchers, forKey: .watchers)
         try c.encodeIfPresent(membership, forKey: .membership)
         try c.encodeIfPresent(readByAllUpTo, forKey: .readByAllUpTo)
         try c.encodeIfPresent(deliveredToAllUpTo, forKey: .deliveredToAllUpTo)

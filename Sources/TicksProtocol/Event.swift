@@ -33,6 +33,24 @@ public enum EventType: String, Codable, Sendable {
     case typingStart = "typing.start"
     /// A member stopped typing.
     case typingStop = "typing.stop"
+    /// To a member's connections that watch channels but not this one: a
+    /// new message there, with the `channel` (docs/events.md, "Watching").
+    case notificationMessageNew = "notification.message_new"
+
+    /// Whether the event belongs to one channel's watchers (Stream's
+    /// "clients watching the channel"); the others go to all of a user's connections.
+    public var isChannelEvent: Bool {
+        switch self {
+        case .messageNew, .messageDelivered, .messageRead, .memberAdded, .memberRemoved, .memberUpdated,
+            .messageUpdated, .messageDeleted, .channelUpdated, .channelTruncated, .messagePlayed, .typingStart,
+            .typingStop:
+            true
+        case .healthCheck, .notificationMarkRead, .notificationMarkUnread, .notificationMarkThreadsRead,
+            .channelDeleted, .notificationAddedToChannel, .notificationRemovedFromChannel, .channelCreated,
+            .messageReadByAll, .messageDeliveredToAll, .notificationMessageNew:
+            false
+        }
+    }
 }
 
 /// The logged-in user as the first `health.check` frame describes them.

@@ -337,6 +337,9 @@ struct ChannelModel: Sendable {
         case .typingStart, .typingStop:
             // Who is typing is not kept in a channel's state.
             break
+        case .notificationMessageNew:
+            // Only for connections that watch channels; this SDK never watches (it hears `message.new`).
+            break
         }
         return outcome
     }

@@ -35,15 +35,27 @@ extension ChannelsController {
         }
     }
 
+    /// A page of the watchers (`watchers: {limit, offset}`).
+    struct WatcherPage: Decodable {
+        var limit: WholeNumber?
+        var offset: WholeNumber?
+    }
+
     struct QueryRequest: Decodable {
         var data: ChannelData?
         var messages: Pagination?
         var user: UserRef?
         var userID: String?
+        /// Makes the connection named by `connection_id` a watcher.
+        var watch: Bool?
+        var watchers: WatcherPage?
+        /// Where the query string has none (Stream's JavaScript SDK puts it there, newer SDKs in the body).
+        var connectionID: String?
 
         enum CodingKeys: String, CodingKey {
-            case data, messages, user
+            case data, messages, user, watch, watchers
             case userID = "user_id"
+            case connectionID = "connection_id"
         }
     }
 
@@ -51,7 +63,45 @@ extension ChannelsController {
         let cid = try channelPath(context)
         var request = request
         let body = try await request.decodeJSON(QueryRequest.self)
-        return try await queryChannel(cid, body: body, context: context)
+        return try await queryChannel(
+            cid, body: body, connection: try connectionID(of: request, body: body.connectionID), context: context)
+    }
+
+    /// The `connection_id` of the query string (Stream's JavaScript SDK sends
+    /// it there), else of the body, checked.
+    func connectionID(of request: Request, body: String?) throws -> String? {
+        guard let id = request.queryParameter("connection_id") ?? body else { return nil }
+        try requireValidID(id, "connection_id")
+        return id
+    }
+
+    /// Watchers shown in one answer, at most.
+    static let maxWatchersPerPage = 100
+
+    /// Makes `connection` (the viewer's) watch `cid` when the query asks to
+    /// watch; then `watcher_count` and the page of `watchers` asked for, from
+    /// this node's connections (docs/events.md, "Watching").
+    func watching(
+        _ cid: ChannelID, members: [String], viewer: String?, watch: Bool?, connection: String?, page: WatcherPage?
+    ) throws -> (count: Int, page: [String]?) {
+        if watch == true, let connection, let viewer {
+            do throws(ConnectionHub.WatchRefusal) {
+                try events.watch(WatchChange(connection: connection, user: viewer, cid: cid.description, watching: true))
+            } catch {
+                switch error {
+                case .tooMany(let limit):
+                    throw APIError.input(
+                        "connection '\(connection)' watches \(limit) channels already: stop watching some (POST /channels/{type}/{id}/stop-watching)")
+                case .unknownConnection:
+                    break  // not thrown: a connection not here is told through the bus
+                }
+            }
+        }
+        let watchers = hub.watchers(of: cid.description, among: members)
+        guard let page else { return (watchers.count, nil) }
+        let limit = try withinBounds(page.limit, "watchers.limit", 0...Self.maxWatchersPerPage) ?? 25
+        let offset = try withinBounds(page.offset, "watchers.offset", 0...ServerLimits.maxOffset) ?? 0
+        return (watchers.count, Array(watchers.sorted().dropFirst(offset).prefix(limit)))
     }
 
     /// A channel id that cannot be used: `/channels/{type}/query` is the
@@ -60,8 +110,8 @@ extension ChannelsController {
     static let reservedChannelIDs: Set<String> = ["query"]
 
     /// Gets the channel `cid`, or creates it with `body.data`.
-    func queryChannel(_ cid: ChannelID, body: QueryRequest, context: TicksRequestContext) async throws
-        -> Response
+    func queryChannel(_ cid: ChannelID, body: QueryRequest, connection: String?, context: TicksRequestContext)
+        async throws -> Response
     {
         guard !Self.reservedChannelIDs.contains(cid.id) else {
             throw APIError.input("channel id '\(cid.id)' is reserved: POST /channels/{type}/query makes a distinct channel")
@@ -105,11 +155,15 @@ extension ChannelsController {
                     .notificationAddedToChannel, member: member, snapshot: snapshot, at: snapshot.channel.createdAt)
             }
         }
-        let state = Presenter.channelState(
+        let watching = try watching(
+            cid, members: snapshot.members.map(\.userID), viewer: viewer, watch: body.watch, connection: connection,
+            page: body.watchers)
+        var state = Presenter.channelState(
             snapshot, viewer: viewer, capabilities: ChannelPermissions.ownCapabilities(of: viewer, in: snapshot),
-            watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)),
+            watcherCount: watching.count,
             allReached: try await allReached(in: snapshot, by: viewer),
             seesReadsAsDeliveries: try await receipts.seesReadsAsDeliveries(viewer, known: snapshot.users))
+        state.watchers = watching.page.map { $0.map { Presenter.user($0, snapshot.users) } }
         return try context.respond(state, status: created ? .created : .ok)
     }
 
@@ -121,6 +175,9 @@ extension ChannelsController {
         var userID: String?
         var user: UserRef?
         var sort: [SortKey]?
+        /// Makes the connection named by `connection_id` watch every channel listed.
+        var watch: Bool?
+        var connectionID: String?
 
         struct SortKey: Decodable {
             var field: String
@@ -129,8 +186,9 @@ extension ChannelsController {
 
         enum CodingKeys: String, CodingKey {
             case filterConditions = "filter_conditions"
-            case limit, offset, user, sort
+            case limit, offset, user, sort, watch
             case messageLimit = "message_limit"
+            case connectionID = "connection_id"
             case userID = "user_id"
         }
     }
@@ -142,6 +200,7 @@ extension ChannelsController {
     @Sendable func queryChannels(_ request: Request, context: TicksRequestContext) async throws -> Response {
         var request = request
         let body = try await request.decodeJSON(QueryChannelsRequest.self)
+        let connection = try connectionID(of: request, body: body.connectionID)
         let viewer = try context.actingUser(named: body.userID, body.user?.id)
         var filter = try ChannelFilter(conditions: body.filterConditions ?? [:], limits: limits)
         if case .user(let own) = try context.requirePrincipal() { filter.requiredMember = own }
@@ -158,10 +217,13 @@ extension ChannelsController {
         let seesReadsAsDeliveries = try await receipts.seesReadsAsDeliveries(viewer)
         for channel in channels {
             let snapshot = try await store.snapshot(of: channel, messageLimit: messageLimit, beforeMessageID: nil)
+            let watching = try watching(
+                channel.cid, members: snapshot.members.map(\.userID), viewer: viewer, watch: body.watch,
+                connection: connection, page: nil)
             states.append(
                 Presenter.channelState(
                     snapshot, viewer: viewer, capabilities: ChannelPermissions.ownCapabilities(of: viewer, in: snapshot),
-                    watcherCount: hub.connectedCount(among: snapshot.members.map(\.userID)),
+                    watcherCount: watching.count,
                     allReached: try await allReached(in: snapshot, by: viewer),
                     seesReadsAsDeliveries: seesReadsAsDeliveries))
         }
@@ -324,7 +386,8 @@ extension ChannelsController {
         }
         try members.forEach { try requireValidID($0, "member id") }
         return try await queryChannel(
-            ChannelID(type: type, id: Self.distinctChannelID(members: members)), body: body, context: context)
+            ChannelID(type: type, id: Self.distinctChannelID(members: members)), body: body,
+            connection: try connectionID(of: request, body: body.connectionID), context: context)
     }
 
     // MARK: Updating

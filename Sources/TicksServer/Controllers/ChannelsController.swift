@@ -6,7 +6,7 @@ import TicksReceipts
 /// Channels, their members, messages and the read/delivered marks: the
 /// sections Channels, Members, Messages and Receipts of docs/api.md, one
 /// file each (`ChannelsController+Channels.swift`, `+Members`, `+Messages`,
-/// `+Receipts`, `+Typing`); this file holds the routes and what they share.
+/// `+Receipts`, `+Typing`, `+Watching`); this file holds the routes and what they share.
 struct ChannelsController {
     let store: any TicksStore
     let hub: ConnectionHub
@@ -38,6 +38,8 @@ struct ChannelsController {
         group.on(.sendMessage, use: sendMessage)
         // Typing
         group.on(.sendEvent, use: sendEvent)
+        // Watching
+        group.on(.stopWatchingChannel, use: stopWatching)
         // Receipts
         group.on(.markRead, use: markRead)
         group.on(.markUnread, use: markUnread)

@@ -21,6 +21,16 @@ enum ChangeEvents {
         return event
     }
 
+    /// `notification.message_new`: `message.new` for a member's connections
+    /// that do not watch the channel, with the channel (its `config` too),
+    /// which a channel list then watches.
+    static func notificationMessageNew(_ message: MessageRecord, in channel: Channel, users: [String: User]) -> Event {
+        var event = messageNew(message, users: users)
+        event.type = .notificationMessageNew
+        event.channel = channel
+        return event
+    }
+
     /// `message.updated` / `message.deleted`, at the time of the change
     /// (by default its deletion, else its last edit).
     static func messageChanged(

@@ -49,7 +49,7 @@ public struct RateLimits: Sendable, Equatable {
                 switch endpoint {
                 case .markRead, .markDelivered, .markChannelsRead, .markThreadsRead, .markUnread, .markPlayed:
                     Limit(user: 300, serverSide: 60_000)
-                case .sendMessage, .sendEvent, .getOrCreateChannel, .getOrCreateDistinctChannel, .queryChannels, .getMessage,
+                case .sendMessage, .sendEvent, .stopWatchingChannel, .getOrCreateChannel, .getOrCreateDistinctChannel, .queryChannels, .getMessage,
                     .getReceipts, .getReplies, .getManyMessages, .updateMessage, .updateMessagePartial, .deleteMessage,
                     .unreadCounts, .queryMembers, .sync:
                     Limit(user: 300, serverSide: 10_000)

@@ -35,6 +35,8 @@ public struct ServerLimits: Sendable, Equatable {
     public static let maxMembersPerCall = 100
     /// The largest `offset` of a page of channels or members (Stream's limit, 10,000).
     public static let maxOffset = 10_000
+    /// Channels one WebSocket connection may watch at once (`watch: true`).
+    public static let maxWatchedChannelsPerConnection = 10_000
 
     public init() {}
 }

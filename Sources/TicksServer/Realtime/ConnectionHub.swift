@@ -25,7 +25,23 @@ public final class ConnectionHub: Sendable {
         let overflow: AsyncStream<Void>
         private let overflowContinuation: AsyncStream<Void>.Continuation
 
+        /// The channels (cids) this connection watches: Stream's query with
+        /// `watch: true` and its `connection_id`. Nil until it first watches
+        /// one: until then it hears every channel event of its user's
+        /// channels, as every connection did before watching (TicksClient,
+        /// the web demo, `ticks-chat`; docs/events.md, "Watching").
+        let watched = Mutex<Set<String>?>(nil)
+
         var isOverflowed: Bool { overflowed.load(ordering: .relaxed) }
+
+        /// Whether an event for `audience` goes to this connection.
+        func hears(_ audience: ConnectionAudience) -> Bool {
+            switch audience {
+            case .everyConnection: true
+            case .watchers(let cid): watched.withLock { $0?.contains(cid) ?? true }
+            case .notWatching(let cid): watched.withLock { $0.map { !$0.contains(cid) } ?? false }
+            }
+        }
 
         init(id: String, userID: String, continuation: AsyncStream<OutboundFrame>.Continuation) {
             self.id = id
@@ -107,13 +123,14 @@ public final class ConnectionHub: Sendable {
         if removed { metrics.connections.decrement() }
     }
 
-    /// Queues `event` for every connection of `userIDs`; returns how many connections got it.
+    /// Queues `event` for the connections of `userIDs` in its audience
+    /// (`EncodedEvent.audience`); returns how many connections got it.
     @discardableResult
     public func send(_ event: EncodedEvent, to userIDs: some Sequence<String>) -> Int {
         let targets = connections.withLock { all in userIDs.flatMap { all[$0].map { Array($0.values) } ?? [] } }
         var delivered = 0
         var bytes = 0
-        for outbox in targets {
+        for outbox in targets where outbox.hears(event.audience) {
             guard let frame = event.frame(for: outbox.userID) else { continue }
             if enqueue(frame, on: outbox) {
                 delivered += 1
@@ -155,14 +172,82 @@ public final class ConnectionHub: Sendable {
         }
     }
 
-    /// How many of `userIDs` have at least one connection (Stream's `watcher_count`).
-    public func connectedCount(among userIDs: some Sequence<String>) -> Int {
-        connections.withLock { all in userIDs.reduce(0) { $0 + (all[$1] == nil ? 0 : 1) } }
+    // MARK: Watching
+
+    /// Why a watch was not started.
+    enum WatchRefusal: Error, Equatable {
+        /// No connection of that id and user on this node (it may be on another).
+        case unknownConnection
+        /// The connection watches `limit` channels already.
+        case tooMany(limit: Int)
     }
 
-    /// Whether any of `userIDs` has a connection to this node.
-    func anyConnected(among userIDs: some Sequence<String>) -> Bool {
-        connections.withLock { all in userIDs.contains { all[$0] != nil } }
+    /// Makes connection `connectionID` of `userID` a watcher of `cid`: from
+    /// now on it hears that channel's events, and `notification.message_new`
+    /// for the channels it does not watch.
+    func watch(_ cid: String, connectionID: String, userID: String) throws(WatchRefusal) {
+        guard let outbox = connections.withLock({ $0[userID]?[connectionID] }) else { throw .unknownConnection }
+        let limit = ServerLimits.maxWatchedChannelsPerConnection
+        let admitted = outbox.watched.withLock { watched -> Bool in
+            var channels = watched ?? []
+            guard channels.contains(cid) || channels.count < limit else { return false }
+            channels.insert(cid)
+            watched = channels
+            return true
+        }
+        guard admitted else { throw .tooMany(limit: limit) }
+    }
+
+    /// Stops connection `connectionID` of `userID` watching `cid`; false when no such connection is here.
+    /// It stays a watching connection: the channel's events now reach it as notifications.
+    @discardableResult
+    func stopWatching(_ cid: String, connectionID: String, userID: String) -> Bool {
+        guard let outbox = connections.withLock({ $0[userID]?[connectionID] }) else { return false }
+        outbox.watched.withLock { watched in
+            var channels = watched ?? []
+            channels.remove(cid)
+            watched = channels
+        }
+        return true
+    }
+
+    /// A watch started or stopped on another node for a connection of this
+    /// one (`EventBus.watch`); nothing when the connection is not here.
+    func apply(_ change: WatchChange) {
+        guard change.watching else {
+            stopWatching(change.cid, connectionID: change.connection, userID: change.user)
+            return
+        }
+        do throws(WatchRefusal) {
+            try watch(change.cid, connectionID: change.connection, userID: change.user)
+        } catch {
+            switch error {
+            case .unknownConnection:
+                break  // another node's, or gone
+            case .tooMany(let limit):
+                logger.warning(
+                    "a connection watches too many channels; a watch from another node was not started",
+                    metadata: ["connection_id": "\(change.connection)", "limit": "\(limit)"])
+            }
+        }
+    }
+
+    /// Those of `userIDs` with a connection here that hears `cid`'s channel
+    /// events (one that watches it, or one that never watched any): Stream's
+    /// `watchers`, and `watcher_count` is their number.
+    public func watchers(of cid: String, among userIDs: some Sequence<String>) -> [String] {
+        connections.withLock { all in
+            userIDs.filter { user in all[user]?.values.contains { $0.hears(.watchers(cid)) } ?? false }
+        }
+    }
+
+    /// Whether any of `userIDs` has a connection to this node (in `audience`).
+    func anyConnected(among userIDs: some Sequence<String>, hearing audience: ConnectionAudience = .everyConnection)
+        -> Bool
+    {
+        connections.withLock { all in
+            userIDs.contains { user in all[user]?.values.contains { $0.hears(audience) } ?? false }
+        }
     }
 
     /// Those of `userIDs` with no connection to this node (the push hook's recipients).

@@ -6,6 +6,9 @@ public protocol EventBus: Sendable {
     /// Never waits; an event it cannot deliver makes those users' connections
     /// on the other nodes close, so their clients resync.
     func publish(_ event: EncodedEvent, to userIDs: [String])
+    /// Tells the other nodes that a connection starts or stops watching a
+    /// channel; the node holding the connection applies it (`ConnectionHub.apply`).
+    func watch(_ change: WatchChange)
     /// Until cancelled: hands what the other nodes publish to `hub`.
     func run(hub: ConnectionHub) async throws
     /// How the bus is doing now (`GET /admin/status`).
@@ -30,4 +33,17 @@ public struct EventBusStatus: Sendable, Codable, Equatable {
         case queuedBytes = "queued_bytes"
         case eventsLost = "events_lost"
     }
+}
+
+/// A connection that starts or stops watching a channel (Stream's query with
+/// `watch: true`, and `stop-watching`), named by its `connection_id`.
+public struct WatchChange: Codable, Sendable, Equatable {
+    /// The connection's id (`health.check`'s `connection_id`).
+    public var connection: String
+    /// Its user: a watch names a connection of the caller's own.
+    public var user: String
+    /// The channel, `type:id`.
+    public var cid: String
+    /// True to start watching, false to stop.
+    public var watching: Bool
 }

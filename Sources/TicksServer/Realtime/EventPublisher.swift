@@ -15,15 +15,20 @@ struct EventPublisher: Sendable {
     /// Whether each event is an `events.publish` span (`TicksServerConfiguration.tracing`).
     var tracing = false
 
-    /// `message.new` to every member, each with their own unread counts: the
-    /// message is encoded once for all of them (`EncodedEvent`), and each
-    /// recipient's frame ends with their counts.
+    /// `message.new` to every member's connections that watch the channel
+    /// (or never watched any), each with their own unread counts: the message
+    /// is encoded once for all of them (`EncodedEvent`), and each recipient's
+    /// frame ends with their counts. Their connections that watch other
+    /// channels but not this one get `notification.message_new` instead, with
+    /// the channel, for a message shown in the channel (docs/events.md, "Watching").
     /// The author's jump to their message (R4) may make others' messages read by all (R13): each
     /// to its author as they may see it (`Telling`, R15).
-    func messageNew(_ outcome: SendOutcome, channel: ChannelRecord, users: [String: User]) throws {
-        if anyoneHears(outcome.recipients.lazy.map(\.userID)) {
+    func messageNew(_ outcome: SendOutcome, channel: ChannelRecord, config: ChannelConfig, users: [String: User]) throws {
+        let recipients = outcome.recipients.map(\.userID)
+        if anyoneHears(recipients) {
+            let cid = channel.cid.description
             var event = ChangeEvents.messageNew(outcome.message, users: users)
-            event.watcherCount = hub.connectedCount(among: outcome.recipients.map(\.userID))
+            event.watcherCount = hub.watchers(of: cid, among: recipients).count
             var endings: [String: String] = [:]
             for recipient in outcome.recipients {
                 endings[recipient.userID] =
@@ -31,8 +36,20 @@ struct EventPublisher: Sendable {
                     + #""unread_channels":\#(recipient.totals.channels)"#
             }
             try publish(
-                EncodedEvent(object: JSONCoding.data(event), endings: endings), type: .messageNew,
-                to: Array(endings.keys))
+                EncodedEvent(object: JSONCoding.data(event), endings: endings, audience: .watchers(cid)),
+                type: .messageNew, to: recipients)
+            let message = outcome.message
+            if message.parentID == nil || message.showInChannel,
+                bus != nil || hub.anyConnected(among: recipients, hearing: .notWatching(cid))
+            {
+                var shown = channel
+                shown.lastMessageAt = message.createdAt
+                let notice = ChangeEvents.notificationMessageNew(
+                    message, in: Presenter.channel(shown, config: config, users: users), users: users)
+                try publish(
+                    EncodedEvent(object: JSONCoding.data(notice), endings: endings, audience: .notWatching(cid)),
+                    type: .notificationMessageNew, to: recipients)
+            }
         }
         // The author's cursors jumped to their message (R4): others' messages it made read by all, to their authors.
         guard !outcome.reachedAll.isEmpty else { return }
@@ -101,9 +118,30 @@ struct EventPublisher: Sendable {
         try send(event, to: [member.userID])
     }
 
+    /// A channel's events to the connections watching it (or never watching
+    /// any), the others to all of each user's connections (`EventType.isChannelEvent`).
     func send(_ event: Event, to userIDs: some Sequence<String>) throws {
         guard anyoneHears(userIDs) else { return }
-        try publish(EncodedEvent(EventJSON.data(event)), type: event.type, to: Array(userIDs))
+        var encoded = try EncodedEvent(EventJSON.data(event))
+        if event.type.isChannelEvent, let cid = event.cid { encoded.audience = .watchers(cid.description) }
+        publish(encoded, type: event.type, to: Array(userIDs))
+    }
+
+    /// Starts or stops a connection's watch of a channel, on the node that
+    /// holds the connection: here, or, when it is not here, through the bus on
+    /// the others (nothing about watches is shared or stored).
+    func watch(_ change: WatchChange) throws(ConnectionHub.WatchRefusal) {
+        if change.watching {
+            do throws(ConnectionHub.WatchRefusal) {
+                try hub.watch(change.cid, connectionID: change.connection, userID: change.user)
+                return
+            } catch .unknownConnection {
+                // On another node, if any.
+            }
+        } else if hub.stopWatching(change.cid, connectionID: change.connection, userID: change.user) {
+            return
+        }
+        bus?.watch(change)
     }
 
     /// To this node's connections, and through the bus to the other nodes'. In a trace, an

@@ -49,6 +49,8 @@ public struct EncodedEvent: Sendable {
     let shared: ByteBuffer
     /// Per recipient, the end of their copy; nil when `shared` is the whole frame for all.
     let personal: [String: ByteBuffer]?
+    /// Which of each recipient's connections it goes to.
+    var audience: ConnectionAudience = .everyConnection
 
     /// An event that is the same for every recipient.
     init(_ data: Data) {
@@ -58,15 +60,17 @@ public struct EncodedEvent: Sendable {
 
     /// `object` (a JSON object) with `endings[user]`'s fields added for each recipient.
     /// - Parameter endings: per recipient, `,"name":value,…` (without the closing brace).
-    init(object: Data, endings: [String: String]) throws {
+    init(object: Data, endings: [String: String], audience: ConnectionAudience = .everyConnection) throws {
         guard object.last == UInt8(ascii: "}") else { throw EncodingError.invalidValue(object, .init(codingPath: [], debugDescription: "an event must encode as a JSON object")) }
         self.shared = ByteBuffer(bytes: object.dropLast())
         self.personal = endings.mapValues { ByteBuffer(string: $0 + "}") }
+        self.audience = audience
     }
 
-    init(shared: ByteBuffer, personal: [String: ByteBuffer]?) {
+    init(shared: ByteBuffer, personal: [String: ByteBuffer]?, audience: ConnectionAudience = .everyConnection) {
         self.shared = shared
         self.personal = personal
+        self.audience = audience
     }
 
     /// `userID`'s frame; nil when the event has personal parts and none for them.
@@ -79,4 +83,15 @@ public struct EncodedEvent: Sendable {
     func byteCount(for userID: String) -> Int {
         shared.readableBytes + (personal?[userID]?.readableBytes ?? 0)
     }
+}
+
+/// Which of a recipient's connections an event goes to (docs/events.md, "Watching").
+public enum ConnectionAudience: Sendable, Equatable {
+    /// All of them: notifications (`notification.*`), a user's own changes.
+    case everyConnection
+    /// Those watching the channel `cid`, and those that never watched any
+    /// channel: the channel's events (`message.new`, receipts, members, typing).
+    case watchers(String)
+    /// Those that watch channels but not `cid`: `notification.message_new`.
+    case notWatching(String)
 }

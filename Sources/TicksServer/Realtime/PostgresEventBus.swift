@@ -81,7 +81,8 @@ public final class PostgresEventBus: EventBus {
             for entry in entries {
                 count += 1
                 guard !resyncEveryone else { continue }
-                resync.formUnion(entry.users)
+                // A lost watch: its user's connections resync, and their clients watch again.
+                resync.formUnion(entry.watch.map { [$0.user] } ?? entry.users)
                 if resync.count > PostgresEventBus.resyncUserLimit {
                     resync = []
                     resyncEveryone = true
@@ -97,6 +98,13 @@ public final class PostgresEventBus: EventBus {
         var users: [String]
         /// Each user's ending of the frame (same order as `users`).
         var endings: [String]?
+        /// For the connections watching this channel (or none): a channel event (`ConnectionAudience`).
+        var watchers: String?
+        /// For the connections watching channels but not this one (`notification.message_new`).
+        var unwatched: String?
+        /// Instead of an event (`frame` empty, no `users`): a connection starts or stops
+        /// watching a channel. A node of the release before sends the empty frame to no one.
+        var watch: WatchChange?
         /// The W3C trace context of the span that published it (traced nodes only).
         var traceparent: String?
         var tracestate: String?
@@ -151,10 +159,23 @@ public final class PostgresEventBus: EventBus {
         var entry = Entry(
             frame: String(buffer: event.shared), users: userIDs,
             endings: event.personal.map { personal in userIDs.map { personal[$0].map { String(buffer: $0) } ?? "}" } })
+        switch event.audience {
+        case .everyConnection: break
+        case .watchers(let cid): entry.watchers = cid
+        case .notWatching(let cid): entry.unwatched = cid
+        }
         if tracing, let trace = TraceContext.current() {
             entry.traceparent = trace.traceparent
             entry.tracestate = trace.tracestate
         }
+        enqueue(entry)
+    }
+
+    public func watch(_ change: WatchChange) {
+        enqueue(Entry(frame: "", users: [], watch: change))
+    }
+
+    private func enqueue(_ entry: Entry) {
         let size = Self.encodedSize(of: entry)
         let dropped = state.withLock { state -> Int in
             guard state.queuedBytes + size <= queueBytes else { return state.lost([entry]) }
@@ -329,9 +350,12 @@ public final class PostgresEventBus: EventBus {
         func escaped(_ text: String) -> Int {
             text.utf8.count + text.utf8.count { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
         }
-        // {"frame":"…","users":["…",…],"endings":["…",…],"traceparent":"…","tracestate":"…"},
+        // {"frame":"…","users":["…",…],"endings":["…",…],"watchers":"…","unwatched":"…",
+        //  "watch":{"connection":"…","user":"…","cid":"…","watching":false},"traceparent":"…","tracestate":"…"},
         return 24 + escaped(entry.frame) + entry.users.reduce(0) { $0 + $1.utf8.count + 3 }
             + (entry.endings.map { 12 + $0.reduce(0) { $0 + escaped($1) + 3 } } ?? 0)
+            + (entry.watchers.map { 14 + escaped($0) } ?? 0) + (entry.unwatched.map { 15 + escaped($0) } ?? 0)
+            + (entry.watch.map { 70 + escaped($0.connection) + escaped($0.user) + escaped($0.cid) } ?? 0)
             + (entry.traceparent.map { 17 + escaped($0) } ?? 0) + (entry.tracestate.map { 16 + escaped($0) } ?? 0)
     }
 
@@ -532,13 +556,21 @@ public final class PostgresEventBus: EventBus {
             }
         }
         for entry in entries {
+            if let change = entry.watch {
+                hub.apply(change)
+                continue
+            }
             let shared = ByteBuffer(string: entry.frame)
             var personal: [String: ByteBuffer]?
             if let endings = entry.endings, endings.count == entry.users.count {
                 personal = Dictionary(
                     zip(entry.users, endings.map { ByteBuffer(string: $0) }), uniquingKeysWith: { first, _ in first })
             }
-            let event = EncodedEvent(shared: shared, personal: personal)
+            let audience: ConnectionAudience =
+                if let cid = entry.watchers { .watchers(cid) } else if let cid = entry.unwatched { .notWatching(cid) } else {
+                    .everyConnection
+                }
+            let event = EncodedEvent(shared: shared, personal: personal, audience: audience)
             guard tracing, let traceparent = entry.traceparent else {
                 hub.send(event, to: entry.users)
                 continue

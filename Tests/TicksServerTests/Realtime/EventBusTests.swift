@@ -164,5 +164,37 @@ struct EventBusTests {
             }
         }
     }
-}
 
+    /// A tiny event for `audience`.
+    static func event(_ label: String, for audience: ConnectionAudience) -> EncodedEvent {
+        EncodedEvent(shared: .init(string: #"{"type":"\#(label)"}"#), personal: nil, audience: audience)
+    }
+
+    @Test("a watch made on one node reaches the connection on the other, and events keep their audience across the bus")
+    func watchAcrossNodes() async throws {
+        try await withNodes { a, b, _ in
+            let registration = try b.hub.register(userID: "bob")
+            let connection = registration.outbox.id
+            let bob = Collector(registration.frames)
+            try await Self.waitUntilConnected(a, bob, "bob")
+            // A does not hold the connection: the watch goes through the bus.
+            a.bus.watch(WatchChange(connection: connection, user: "bob", cid: "m:w", watching: true))
+            // Published after the watch, in order: a frame for x's watchers would have come first.
+            a.bus.publish(Self.event("x-channel", for: .watchers("m:x")), to: ["bob"])
+            a.bus.publish(Self.event("w-channel", for: .watchers("m:w")), to: ["bob"])
+            a.bus.publish(Self.event("x-notice", for: .notWatching("m:x")), to: ["bob"])
+            a.bus.publish(Self.event("w-notice", for: .notWatching("m:w")), to: ["bob"])
+            a.bus.publish(Self.event("everyone", for: .everyConnection), to: ["bob"])
+            let last = await bob.first(within: Patience.wait) { $0.contains("everyone") }
+            #expect(last != nil)
+            var heard: [String] = []
+            for text in bob.texts where !text.contains("ping") { heard.append(text) }
+            #expect(heard == [#"{"type":"w-channel"}"#, #"{"type":"x-notice"}"#])
+            // Stopping travels the same way.
+            a.bus.watch(WatchChange(connection: connection, user: "bob", cid: "m:w", watching: false))
+            a.bus.publish(Self.event("w-notice-2", for: .notWatching("m:w")), to: ["bob"])
+            let stopped = await bob.first(within: Patience.wait) { $0.contains("w-notice-2") }
+            #expect(stopped != nil)
+        }
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import Logging
+import Testing
+import TicksTestSupport
+
+@testable import TicksServer
+
+/// docs/events.md, "Watching", in the hub: which connection hears which
+/// audience, as a table, and the bound on a connection's watches (a watch
+/// carried to the node that holds the connection: `EventBusTests`).
+@Suite("Watching in the hub")
+struct WatchingHubTests {
+    func hub() -> ConnectionHub {
+        ConnectionHub(bufferBytes: 1 << 20, maxConnectionsPerUser: 50, metrics: ServerMetrics(), logger: Logger(label: "test"))
+    }
+
+    /// A connection's watches (nil: never watched) × the audience → whether it hears.
+    static let table: [(watched: Set<String>?, audience: ConnectionAudience, hears: Bool)] = [
+        (nil, .everyConnection, true),
+        (nil, .watchers("m:w"), true),
+        (nil, .notWatching("m:w"), false),
+        (["m:w"], .everyConnection, true),
+        (["m:w"], .watchers("m:w"), true),
+        (["m:w"], .notWatching("m:w"), false),
+        (["m:x"], .everyConnection, true),
+        (["m:x"], .watchers("m:w"), false),
+        (["m:x"], .notWatching("m:w"), true),
+        ([], .everyConnection, true),
+        ([], .watchers("m:w"), false),
+        ([], .notWatching("m:w"), true),
+    ]
+
+    @Test("each connection hears the audiences the table gives it, and only those", arguments: 0..<table.count)
+    func audience(row: Int) throws {
+        let (watched, audience, hears) = Self.table[row]
+        let hub = hub()
+        let (outbox, frames) = try hub.register(userID: "bob")
+        if let watched {
+            // Watch one channel and stop it, so the connection is a watcher with exactly `watched`.
+            try hub.watch("m:seed", connectionID: outbox.id, userID: "bob")
+            hub.stopWatching("m:seed", connectionID: outbox.id, userID: "bob")
+            for cid in watched { try hub.watch(cid, connectionID: outbox.id, userID: "bob") }
+        }
+        let event = EncodedEvent(shared: .init(string: #"{"type":"t"}"#), personal: nil, audience: audience)
+        #expect(hub.send(event, to: ["bob"]) == (hears ? 1 : 0), "watched \(String(describing: watched)), \(audience)")
+        #expect(hub.anyConnected(among: ["bob"], hearing: audience) == hears)
+        #expect(hub.watchers(of: "m:w", among: ["bob"]) == (outbox.hears(.watchers("m:w")) ? ["bob"] : []))
+        hub.unregister(outbox)
+        _ = frames
+    }
+
+    @Test("a connection watches at most 10,000 channels; watching one it watches is no new one; another user's connection is not found")
+    func bounds() throws {
+        let hub = hub()
+        let (outbox, _) = try hub.register(userID: "bob")
+        let limit = ServerLimits.maxWatchedChannelsPerConnection
+        for index in 0..<limit { try hub.watch("m:c\(index)", connectionID: outbox.id, userID: "bob") }
+        #expect(throws: ConnectionHub.WatchRefusal.tooMany(limit: limit)) {
+            try hub.watch("m:one-more", connectionID: outbox.id, userID: "bob")
+        }
+        try hub.watch("m:c0", connectionID: outbox.id, userID: "bob")
+        #expect(!outbox.hears(.watchers("m:one-more")) && outbox.hears(.watchers("m:c9999")))
+        hub.stopWatching("m:c0", connectionID: outbox.id, userID: "bob")
+        try hub.watch("m:one-more", connectionID: outbox.id, userID: "bob")
+        #expect(throws: ConnectionHub.WatchRefusal.unknownConnection) {
+            try hub.watch("m:x", connectionID: outbox.id, userID: "alice")
+        }
+        #expect(throws: ConnectionHub.WatchRefusal.unknownConnection) {
+            try hub.watch("m:x", connectionID: "no-such", userID: "bob")
+        }
+        #expect(!hub.stopWatching("m:x", connectionID: "no-such", userID: "bob"))
+    }
+}
