@@ -109,14 +109,14 @@ def test_a_token_for_someone_else_cannot_connect(ticks, unique):
     query = urllib.parse.urlencode(
         {"api_key": ticks.api_key, "json": json.dumps({"user_id": f"{unique}-alice"}), "authorization": token}
     )
-    # As Stream does: the socket opens, its only frame is the error, then it closes (1008).
+    # As Stream does: the socket opens, its only frame is the error, then it closes (1000).
     with connect(f"ws://127.0.0.1:{ticks.port}/connect?{query}", open_timeout=10) as socket:
         error = json.loads(socket.recv(timeout=10))["error"]
         assert (error["StatusCode"], error["code"]) == (403, 17)
         assert "mallory" in error["message"]
         with pytest.raises(ConnectionClosed) as closed:
             socket.recv(timeout=10)
-        assert closed.value.rcvd.code == 1008
+        assert closed.value.rcvd.code == 1000
 
 
 def test_a_websocket_upgrade_is_taken_only_as_a_connections_first_request(ticks, client, unique):

@@ -817,13 +817,13 @@ def test_the_push_hook_names_members_without_a_socket_with_a_delivery_only_token
             {"cid": cid, "id": "p1"}]}, token=made), 401)
     for message in ("p1", "p2"):
         assert not receipt(client, message, "ossi").get("delivered_at"), message
-    # As Stream refuses a connection: its only frame is the error, then it closes (1008).
+    # As Stream refuses a connection: its only frame is the error, then it closes (1000).
     with connect(client.socket_url("ossi", token=token), open_timeout=10) as socket:
         error = json.loads(socket.recv(timeout=10))["error"]
         assert error["StatusCode"] == 403 and "delivery" in error["message"], error
         with pytest.raises(ConnectionClosed) as closed:
             socket.recv(timeout=10)
-        assert closed.value.rcvd.code == 1008
+        assert closed.value.rcvd.code == 1000
     with connect(client.socket_url("ossi"), open_timeout=10) as ordinary:  # the user's own token may
         assert json.loads(ordinary.recv(timeout=10))["type"] == "health.check"
 

@@ -9,7 +9,10 @@ import TicksProtocol
 ///
 /// Like Stream, the upgrade always succeeds and the credentials are checked
 /// afterwards: a refused connection gets one frame `{"error": {…}}` in
-/// Stream's error format and is closed with code 1008. Only the rate limit
+/// Stream's error format and is closed with code 1000, which Stream's
+/// clients take as final (any other code makes them reconnect, with the
+/// same refused credentials, for ever; code 40, an expired token, makes them
+/// fetch a new one first). Only the rate limit
 /// (`Connect`, counted by `RateLimitMiddleware` before the upgrade) refuses
 /// the upgrade itself: HTTP 429 with code 9 and the `X-RateLimit-*` headers
 /// (`WebSocketUpgradeResponder`).
@@ -100,7 +103,7 @@ struct ConnectController {
         logger.debug("connection refused", metadata: ["error": "\(apiError)"])
         let body = APIErrorBody(apiError)
         try await outbound.write(.text(try JSONCoding.string(ErrorFrame(error: body))))
-        try await outbound.close(.policyViolation, reason: String(apiError.message.prefix(100)))
+        try await outbound.close(.normalClosure, reason: String(apiError.message.prefix(100)))
     }
 
     func run(
@@ -119,7 +122,8 @@ struct ConnectController {
         // each further receipt refused (429) until it has room.
         let (receipts, queue) = AsyncStream.makeStream(
             of: SocketReceipt.Request.self, bufferingPolicy: .bufferingOldest(Self.receiptsWaitingPerSocket))
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        // Each task returns whether the client ended the connection (only the reader does).
+        let clientLeft = try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask {
                 // The first frame, written before the buffer is drained: the connection was
                 // registered before the look-ups (so no event is missed), and events published
@@ -133,12 +137,14 @@ struct ConnectController {
                     outbox.taken(frame)
                     try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: frame.buffer)))
                 }
+                return false
             }
             group.addTask {
                 for await request in receipts {
                     let ack = await acknowledge(request, from: userID)
                     hub.enqueue(OutboundFrame(try JSONCoding.string(ack)), on: outbox)
                 }
+                return true  // its queue ends only when the reader's does: the client left
             }
             group.addTask {
                 defer { queue.finish() }
@@ -154,22 +160,32 @@ struct ConnectController {
                         hub.enqueue(OutboundFrame(try JSONCoding.string(pong)), on: outbox)
                     }
                 }
+                return true
             }
             group.addTask {
                 // Ends on overflow, shutdown or unregistering.
                 for await _ in outbox.overflow {}
+                return false
             }
             // Whichever ends first ends the connection: the client left, the
             // server is shutting down, or the client fell behind. A writer
             // stuck on a client that does not read is cancelled here.
-            try await group.next()
+            let clientLeft = try await group.next() ?? true
             group.cancelAll()
+            return clientLeft
         }
         if outbox.isOverflowed {
             logger.info("dropped a connection that fell behind")
         }
         logger.debug("disconnected")
+        // The server ended it (the client fell behind, the server shuts down, a node missed
+        // events): the handler's error makes the close 1011, not 1000, which Stream's clients
+        // take as final; on any other code they reconnect and recover their state.
+        if !clientLeft { throw ConnectionDropped() }
     }
+
+    /// A connection the server ended; its close code is 1011 (`run`).
+    struct ConnectionDropped: Error {}
 }
 
 extension ConnectController {

@@ -82,10 +82,15 @@ public struct MemberState: Sendable, Equatable {
     /// `last_delivered_at`, in the same way: before the first message after the delivered cursor.
     public var lastDelivered: Timestamp { Self.before(nextAfterDeliveredAt, deliveredAt) }
 
-    /// `time`, or the microsecond before `next` when that is earlier.
+    /// `time`, or, when that is not in an earlier millisecond than `next`,
+    /// the microsecond before `next`'s millisecond: JavaScript's dates keep
+    /// milliseconds, and Stream's JS client compares them with `>=`, so the
+    /// microsecond before `next` itself read as `next` there.
     static func before(_ next: Timestamp?, _ time: Timestamp) -> Timestamp {
-        guard let next, next <= time else { return time }
-        return Timestamp(microseconds: next.microseconds - 1)
+        guard let next else { return time }
+        let millisecond = next.microseconds - ((next.microseconds % 1000) + 1000) % 1000
+        guard millisecond <= time.microseconds else { return time }
+        return Timestamp(microseconds: millisecond - 1)
     }
 }
 

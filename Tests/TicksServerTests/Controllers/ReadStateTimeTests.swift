@@ -24,6 +24,13 @@ struct ReadStateTimeTests {
             let messages = ["m1", "m2", "m3", "m4", "m5"]
             var sent: [String: Timestamp] = [:]
             for id in messages {
+                // Each message in a millisecond of its own: JavaScript's dates cannot tell apart two
+                // messages of one millisecond (docs/compatibility.md), so a same-millisecond pair would
+                // make the millisecond comparison below wrong by design. Waits for the wall clock, which
+                // stamps messages, to pass the previous one's millisecond (a millisecond at most).
+                if let previous = sent.values.max() {
+                    while Timestamp.now().microseconds / 1000 <= previous.microseconds / 1000 { await Task.yield() }
+                }
                 let answer = try await server.send(cid, id: id, from: "alice")
                 sent[id] = try #require(answer["message"]["created_at"].time)
             }
@@ -59,12 +66,16 @@ struct ReadStateTimeTests {
                     let lastRead = try #require(read["last_read"].time)
                     let lastDelivered = try #require(read["last_delivered_at"].time)
                     let receipt = byUser[member]
-                    #expect(
-                        (lastRead >= sent[id]!) == (receipt?["read_at"].exists ?? false),
-                        "\(member) \(id): last_read \(lastRead) vs created_at \(sent[id]!), receipt \(String(describing: receipt))")
-                    #expect(
-                        (lastDelivered >= sent[id]!) == (receipt?["delivered_at"].exists ?? false),
-                        "\(member) \(id): last_delivered_at \(lastDelivered), receipt \(String(describing: receipt))")
+                    // As Ticks' SDK compares (microseconds) and as Stream's JS client does (milliseconds).
+                    for unit: Int64 in [1, 1000] {
+                        func since(_ time: Timestamp) -> Int64 { Int64(time.microseconds) / unit }
+                        #expect(
+                            (since(lastRead) >= since(sent[id]!)) == (receipt?["read_at"].exists ?? false),
+                            "\(member) \(id) in units of \(unit) µs: last_read \(lastRead) vs created_at \(sent[id]!), receipt \(String(describing: receipt))")
+                        #expect(
+                            (since(lastDelivered) >= since(sent[id]!)) == (receipt?["delivered_at"].exists ?? false),
+                            "\(member) \(id) in units of \(unit) µs: last_delivered_at \(lastDelivered), receipt \(String(describing: receipt))")
+                    }
                 }
             }
             // The cases themselves, so that the table above cannot pass by reading nothing.
@@ -76,7 +87,7 @@ struct ReadStateTimeTests {
             // bob's own client heard the same time in notification.mark_unread.
             let unread = try await bobSocket.next("notification.mark_unread")
             let told = try #require(unread["last_read_at"].time)
-            #expect(told >= sent["m2"]! && told < sent["m3"]!, "\(told)")
+            #expect(told >= sent["m2"]! && told.microseconds / 1000 < sent["m3"]!.microseconds / 1000, "\(told)")
             #expect(unread["last_read_message_id"].string == "m2" && unread["first_unread_message_id"].string == "m3")
         }
     }
