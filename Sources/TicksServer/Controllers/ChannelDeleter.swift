@@ -9,7 +9,7 @@ struct ChannelDeleter {
 
     /// Deletes `channel` and returns it as it was, deleted.
     func delete(_ channel: ChannelRecord, hard: Bool, by actingUserID: String?) async throws -> Channel {
-        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
+        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, page: .newest)
         let now = Timestamp.now()
         let members = try await store.deleteChannel(channel, hard: hard, by: actingUserID, now: now)
         return try tell(snapshot, deletedAt: now, to: members, by: actingUserID)
@@ -18,7 +18,7 @@ struct ChannelDeleter {
     /// Deletes `channel` if it is a conversation of `userID` (two members,
     /// one of them `userID`) when the store looks; whether it did.
     func deleteConversation(_ channel: ChannelRecord, of userID: String, hard: Bool) async throws -> Bool {
-        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
+        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, page: .newest)
         let now = Timestamp.now()
         guard let members = try await store.deleteConversation(channel, of: userID, hard: hard, now: now) else {
             return false

@@ -25,13 +25,46 @@ extension ChannelsController {
         }
     }
 
+    /// A channel query's `messages`: its limit and at most one of Stream's page keys.
     struct Pagination: Decodable {
         var limit: WholeNumber?
         var idLt: String?
+        var idLte: String?
+        var idGt: String?
+        var idGte: String?
+        var idAround: String?
+        var createdAtAround: Timestamp?
 
         enum CodingKeys: String, CodingKey {
             case limit
             case idLt = "id_lt"
+            case idLte = "id_lte"
+            case idGt = "id_gt"
+            case idGte = "id_gte"
+            case idAround = "id_around"
+            case createdAtAround = "created_at_around"
+        }
+
+        /// The page asked for, its ids checked; 400 when more than one key names it.
+        func page() throws -> MessagePage {
+            var pages: [(String, MessagePage)] = []
+            for (name, id, page) in [
+                ("id_lt", idLt, { MessagePage.before($0, inclusive: false) }),
+                ("id_lte", idLte, { .before($0, inclusive: true) }),
+                ("id_gt", idGt, { .after($0, inclusive: false) }),
+                ("id_gte", idGte, { .after($0, inclusive: true) }),
+                ("id_around", idAround, { .around($0) }),
+            ] as [(String, String?, (String) -> MessagePage)] {
+                guard let id else { continue }
+                try requireValidID(id, "messages.\(name)")
+                pages.append((name, page(id)))
+            }
+            if let createdAtAround { pages.append(("created_at_around", .aroundTime(createdAtAround))) }
+            guard pages.count <= 1 else {
+                throw APIError.input(
+                    "messages names its page with one of id_lt, id_lte, id_gt, id_gte, id_around and created_at_around, not \(pages.map(\.0).joined(separator: " and "))")
+            }
+            return pages.first?.1 ?? .newest
         }
     }
 
@@ -78,30 +111,38 @@ extension ChannelsController {
     /// Watchers shown in one answer, at most.
     static let maxWatchersPerPage = 100
 
+    /// `watchers: {limit, offset}`, checked (before anything is made or watched).
+    func watcherPage(_ page: WatcherPage?) throws -> (limit: Int, offset: Int)? {
+        guard let page else { return nil }
+        return (
+            try withinBounds(page.limit, "watchers.limit", 0...Self.maxWatchersPerPage) ?? 25,
+            try withinBounds(page.offset, "watchers.offset", 0...ServerLimits.maxOffset) ?? 0
+        )
+    }
+
     /// Makes `connection` (the viewer's) watch `cid` when the query asks to
-    /// watch; then `watcher_count` and the page of `watchers` asked for, from
-    /// this node's connections (docs/events.md, "Watching").
-    func watching(
-        _ cid: ChannelID, members: [String], viewer: String?, watch: Bool?, connection: String?, page: WatcherPage?
-    ) throws -> (count: Int, page: [String]?) {
-        if watch == true, let connection, let viewer {
-            do throws(ConnectionHub.WatchRefusal) {
-                try events.watch(WatchChange(connection: connection, user: viewer, cid: cid.description, watching: true))
-            } catch {
-                switch error {
-                case .tooMany(let limit):
-                    throw APIError.input(
-                        "connection '\(connection)' watches \(limit) channels already: stop watching some (POST /channels/{type}/{id}/stop-watching)")
-                case .unknownConnection:
-                    break  // not thrown: a connection not here is told through the bus
-                }
+    /// watch: before the channel's state is read, so that no event published
+    /// after that read misses it (docs/events.md, "Watching").
+    func startWatching(_ cid: ChannelID, viewer: String?, watch: Bool?, connection: String?) throws {
+        guard watch == true, let connection, let viewer else { return }
+        do throws(ConnectionHub.WatchRefusal) {
+            try events.watch(WatchChange(connection: connection, user: viewer, cid: cid.description, watching: true))
+        } catch {
+            switch error {
+            case .tooMany(let limit):
+                throw APIError.input(
+                    "connection '\(connection)' watches \(limit) channels already: stop watching some (POST /channels/{type}/{id}/stop-watching)")
+            case .unknownConnection:
+                break  // not thrown: a connection not here is told through the bus
             }
         }
+    }
+
+    /// `watcher_count`, and the page of `watchers` asked for, from this node's connections.
+    func watchers(of cid: ChannelID, members: [String], page: (limit: Int, offset: Int)?) -> (count: Int, page: [String]?) {
         let watchers = hub.watchers(of: cid.description, among: members)
         guard let page else { return (watchers.count, nil) }
-        let limit = try withinBounds(page.limit, "watchers.limit", 0...Self.maxWatchersPerPage) ?? 25
-        let offset = try withinBounds(page.offset, "watchers.offset", 0...ServerLimits.maxOffset) ?? 0
-        return (watchers.count, Array(watchers.sorted().dropFirst(offset).prefix(limit)))
+        return (watchers.count, Array(watchers.sorted().dropFirst(page.offset).prefix(page.limit)))
     }
 
     /// A channel id that cannot be used: `/channels/{type}/query` is the
@@ -121,6 +162,8 @@ extension ChannelsController {
         // Every id named, whether or not this call creates the channel.
         try (body.data?.members ?? []).forEach { try requireValidID($0.userID, "member id") }
         let limit = try messageLimit(body.messages?.limit, "messages.limit")
+        let page = try body.messages?.page() ?? .newest
+        let watcherPage = try watcherPage(body.watchers)
         var created = false
         let channel: ChannelRecord
         if let existing = try await store.channel(cid) {
@@ -133,6 +176,9 @@ extension ChannelsController {
             }
             try memberIDs.forEach { try requireValidID($0, "member id") }
             try requireCustomData(body.data?.custom ?? [:], of: "channel \(cid)", limits: limits)
+            if let anchor = page.messageID {
+                throw APIError.input("messages names message '\(anchor)', and channel \(cid) has none yet: this call creates it")
+            }
             let principal = try context.requirePrincipal()
             let isMember = viewer.map(memberIDs.contains) ?? false
             try ChannelPermissions.require(
@@ -145,8 +191,8 @@ extension ChannelsController {
             created = result.created
             if !created { try await ChannelPermissions.require(.read, in: channel, context: context, store: store) }
         }
-        if let before = body.messages?.idLt { try requireValidID(before, "messages.id_lt") }
-        let snapshot = try await store.snapshot(of: channel, messageLimit: limit, beforeMessageID: body.messages?.idLt)
+        try startWatching(cid, viewer: viewer, watch: body.watch, connection: connection)
+        let snapshot = try await store.snapshot(of: channel, messageLimit: limit, page: page)
         if created {
             // Every member's devices learn of the channel, the creator's other devices too.
             for state in snapshot.members {
@@ -155,9 +201,7 @@ extension ChannelsController {
                     .notificationAddedToChannel, member: member, snapshot: snapshot, at: snapshot.channel.createdAt)
             }
         }
-        let watching = try watching(
-            cid, members: snapshot.members.map(\.userID), viewer: viewer, watch: body.watch, connection: connection,
-            page: body.watchers)
+        let watching = watchers(of: cid, members: snapshot.members.map(\.userID), page: watcherPage)
         var state = Presenter.channelState(
             snapshot, viewer: viewer, capabilities: ChannelPermissions.ownCapabilities(of: viewer, in: snapshot),
             watcherCount: watching.count,
@@ -216,10 +260,9 @@ extension ChannelsController {
         // R15 is the viewer's, the same in every channel: asked once.
         let seesReadsAsDeliveries = try await receipts.seesReadsAsDeliveries(viewer)
         for channel in channels {
-            let snapshot = try await store.snapshot(of: channel, messageLimit: messageLimit, beforeMessageID: nil)
-            let watching = try watching(
-                channel.cid, members: snapshot.members.map(\.userID), viewer: viewer, watch: body.watch,
-                connection: connection, page: nil)
+            try startWatching(channel.cid, viewer: viewer, watch: body.watch, connection: connection)
+            let snapshot = try await store.snapshot(of: channel, messageLimit: messageLimit, page: .newest)
+            let watching = watchers(of: channel.cid, members: snapshot.members.map(\.userID), page: nil)
             states.append(
                 Presenter.channelState(
                     snapshot, viewer: viewer, capabilities: ChannelPermissions.ownCapabilities(of: viewer, in: snapshot),
@@ -343,7 +386,7 @@ extension ChannelsController {
             _ = try await store.updateChannelData(channel, by: actingUserID, now: now) { _ in custom }
         }
 
-        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
+        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, page: .newest)
         if body.data != nil { try announceUpdate(snapshot, by: actingUserID) }
         let users = try await store.users(ids: snapshot.members.map(\.userID) + removed)
         let memberIDs = snapshot.members.map(\.userID)
@@ -404,7 +447,7 @@ extension ChannelsController {
         let updated = try await store.updateChannelData(channel, by: actingUserID, now: .now()) {
             update.applied(to: $0)
         }
-        let snapshot = try await store.snapshot(of: updated, messageLimit: 0, beforeMessageID: nil)
+        let snapshot = try await store.snapshot(of: updated, messageLimit: 0, page: .newest)
         try announceUpdate(snapshot, by: actingUserID)
         return try context.respond(UpdateResponse(snapshot))
     }
@@ -456,7 +499,7 @@ extension ChannelsController {
         }
         let truncated = try await store.truncateChannel(
             channel, hard: body.hardDelete ?? false, by: actingUserID, now: .now())
-        let snapshot = try await store.snapshot(of: truncated, messageLimit: 0, beforeMessageID: nil)
+        let snapshot = try await store.snapshot(of: truncated, messageLimit: 0, page: .newest)
         let event = ChangeEvents.channel(
             .channelTruncated, snapshot.channel, config: snapshot.config, users: snapshot.users, by: actingUserID,
             at: truncated.truncatedAt ?? .now())

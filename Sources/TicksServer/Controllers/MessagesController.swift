@@ -26,7 +26,7 @@ struct MessagesController {
             throw APIError.notFound("message '\(id)' does not exist")
         }
         try await ChannelPermissions.require(.read, in: channel, context: context, store: store)
-        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
+        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, page: .newest)
         var users = snapshot.users
         users.merge(try await store.users(ids: [record.userID])) { $1 }
         var message = Presenter.message(record, users: users)

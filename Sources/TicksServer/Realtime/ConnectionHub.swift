@@ -199,15 +199,13 @@ public final class ConnectionHub: Sendable {
     }
 
     /// Stops connection `connectionID` of `userID` watching `cid`; false when no such connection is here.
-    /// It stays a watching connection: the channel's events now reach it as notifications.
+    /// It stays a watching connection: the channel's new messages now reach it as notifications.
+    /// A connection that never watched any channel is left as it is.
     @discardableResult
     func stopWatching(_ cid: String, connectionID: String, userID: String) -> Bool {
         guard let outbox = connections.withLock({ $0[userID]?[connectionID] }) else { return false }
-        outbox.watched.withLock { watched in
-            var channels = watched ?? []
-            channels.remove(cid)
-            watched = channels
-        }
+        // A connection that never watched stays one: it hears every channel, this one too.
+        outbox.watched.withLock { _ = $0?.remove(cid) }
         return true
     }
 

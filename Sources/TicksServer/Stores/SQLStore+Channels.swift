@@ -166,19 +166,14 @@ extension SQLStore {
         }.map { _ in () }
     }
 
-    public func snapshot(of channel: ChannelRecord, messageLimit: Int, beforeMessageID: String?) async throws
+    public func snapshot(of channel: ChannelRecord, messageLimit: Int, page: MessagePage) async throws
         -> ChannelSnapshot
     {
         try await engine.read {
             Fetch.channel(pk: channel.pk).then { found in
                 let (channel, config) = (found.channel, try StoreRules.requireConfig(found))
-                let before: StoreProgram<Seq> =
-                    beforeMessageID.map { Fetch.requiredSeq(of: $0, in: channel) } ?? .done(channel.lastSeq + 1)
-                return before.then { before in
-                    Step.rows(StoreSQL.messages(in: channel, before: before, limit: messageLimit))
-                }.then { rows in
-                    let messages = try rows.reversed().map { try StoreRows.message($0, cid: channel.cid) }
-                    return Fetch.memberStates(channel.pk).then { members in
+                return Fetch.messages(page, limit: messageLimit, in: channel).then { messages in
+                    Fetch.memberStates(channel.pk).then { members in
                         Fetch.withNextMessageTimes(members, in: channel)
                     }.then { members in
                         let userIDs = StoreRules.userIDs(members: members, messages: messages, createdBy: channel.createdBy)

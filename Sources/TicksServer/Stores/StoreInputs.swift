@@ -62,6 +62,30 @@ public enum UnreadStart: Sendable, Equatable {
     case time(Timestamp)
 }
 
+/// Which of a channel's messages a query answers (its `messages` object):
+/// a page of at most the limit, oldest first, of the messages a channel
+/// shows (not truncated away, not hard-deleted, not replies kept in their thread).
+public enum MessagePage: Sendable, Equatable {
+    /// The newest.
+    case newest
+    /// The newest before that message (`id_lt`), or up to it (`id_lte`).
+    case before(String, inclusive: Bool)
+    /// The oldest after that message (`id_gt`), or from it (`id_gte`).
+    case after(String, inclusive: Bool)
+    /// That message in the middle (`id_around`): up to half the page older, the rest from it on.
+    case around(String)
+    /// The same around the first message sent at or after that time (`created_at_around`).
+    case aroundTime(Timestamp)
+
+    /// The message the page is anchored on, if any.
+    public var messageID: String? {
+        switch self {
+        case .newest, .aroundTime: nil
+        case .before(let id, _), .after(let id, _), .around(let id): id
+        }
+    }
+}
+
 /// One key of `POST /channels`' `sort`; ties end with the newest channel first.
 public struct ChannelSort: Sendable, Equatable {
     public typealias Field = ChannelSortField

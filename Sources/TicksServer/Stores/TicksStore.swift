@@ -30,7 +30,8 @@ public protocol TicksStore: Sendable {
     func createChannel(
         _ cid: ChannelID, createdBy: String?, memberIDs: [String], custom: [String: JSONValue], now: Timestamp
     ) async throws -> (channel: ChannelRecord, created: Bool)
-    func snapshot(of channel: ChannelRecord, messageLimit: Int, beforeMessageID: String?) async throws -> ChannelSnapshot
+    /// The channel, its members with their read states, and the `page` of its messages (`messageLimit` at most).
+    func snapshot(of channel: ChannelRecord, messageLimit: Int, page: MessagePage) async throws -> ChannelSnapshot
     func channels(matching filter: ChannelFilter, sort: [ChannelSort], limit: Int, offset: Int) async throws
         -> [ChannelRecord]
     func isMember(_ userID: String, of channelPK: Int64) async throws -> Bool

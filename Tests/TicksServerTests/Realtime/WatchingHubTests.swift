@@ -69,5 +69,9 @@ struct WatchingHubTests {
             try hub.watch("m:x", connectionID: "no-such", userID: "bob")
         }
         #expect(!hub.stopWatching("m:x", connectionID: "no-such", userID: "bob"))
+        // A connection that never watched stays one when told to stop: it still hears every channel.
+        let (plain, _) = try hub.register(userID: "carol")
+        #expect(hub.stopWatching("m:x", connectionID: plain.id, userID: "carol"))
+        #expect(plain.hears(.watchers("m:x")) && plain.hears(.watchers("m:y")) && !plain.hears(.notWatching("m:x")))
     }
 }

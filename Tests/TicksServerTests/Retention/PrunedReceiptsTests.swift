@@ -98,7 +98,7 @@ struct PrunedReceiptsTests {
         let prunedBefore = try await (store as? SQLStore)?.receiptLogPrunedBefore()
         #expect(prunedBefore == cutoff)
 
-        let members = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members
+        let members = try await store.snapshot(of: channel, messageLimit: 0, page: .newest).members
         var upperBounds = 0
         for (index, message) in messages.enumerated() {
             let seq = Seq(index + 1)

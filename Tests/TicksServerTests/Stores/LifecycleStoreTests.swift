@@ -68,7 +68,7 @@ struct LifecycleStoreTests {
                 "b", [DeliveredTarget(channel: channel.cid, messageID: "edit-m2")], audience: everyone, now: .now())
             _ = try await store.markRead("c", in: channel.cid, upTo: "edit-m1", audience: everyone, now: .now())
             let before = try #require(try await store.receipts(forMessage: "edit-m1"))
-            let statesBefore = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members
+            let statesBefore = try await store.snapshot(of: channel, messageLimit: 0, page: .newest).members
             let edited = try await store.editMessage(id: "edit-m1", by: nil, now: .now()) { _ in
                 MessageEdit(text: "changed", custom: ["k": .string("v")])
             }
@@ -80,7 +80,7 @@ struct LifecycleStoreTests {
                     == before.entries.sorted { $0.userID < $1.userID }.map {
                         "\($0.userID) \($0.deliveredAt!) \($0.readAt.map(String.init(describing:)) ?? "-")"
                     })
-            #expect(try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members == statesBefore)
+            #expect(try await store.snapshot(of: channel, messageLimit: 0, page: .newest).members == statesBefore)
         }
     }
 
@@ -101,7 +101,7 @@ struct LifecycleStoreTests {
             }
             #expect(try await store.receipts(forMessage: "trunc-m3") == nil)
             #expect(try await store.message(id: "trunc-m1") == nil)
-            #expect(try await store.snapshot(of: truncated, messageLimit: 10, beforeMessageID: nil).messages.isEmpty)
+            #expect(try await store.snapshot(of: truncated, messageLimit: 10, page: .newest).messages.isEmpty)
             // Receipts go on as before for what is sent afterwards.
             _ = try await store.sendMessage(
                 NewMessage(id: "trunc-m5", userID: "a", text: "after", custom: [:]), to: truncated, now: .now())
@@ -199,7 +199,7 @@ struct LifecycleStoreTests {
             #expect(created && again.memberCount == 2)
             // A new key: nothing stored under the old one can reach the new channel.
             #expect(again.pk != channel.pk)
-            #expect(try await store.snapshot(of: again, messageLimit: 10, beforeMessageID: nil).messages.isEmpty)
+            #expect(try await store.snapshot(of: again, messageLimit: 10, page: .newest).messages.isEmpty)
             #expect(try await unread(store, "c", in: again) == (0, nil))
         }
     }

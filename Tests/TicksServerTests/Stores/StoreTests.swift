@@ -63,7 +63,7 @@ struct SQLiteStoreTests {
             }
         }
         let log = messages.enumerated().map { LogEntry(seq: Seq($0.offset + 1), authorID: $0.element.author) }
-        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil)
+        let snapshot = try await store.snapshot(of: channel, messageLimit: 0, page: .newest)
         for (index, message) in messages.enumerated() {
             let seq = Seq(index + 1)
             let receipts = try #require(try await store.receipts(forMessage: message.id))
@@ -127,7 +127,7 @@ struct SQLiteStoreTests {
                 let log = logs[index].enumerated().map {
                     LogEntry(seq: Seq($0.offset + 1), authorID: $0.element.author, counts: $0.element.counts)
                 }
-                for state in try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members {
+                for state in try await store.snapshot(of: channel, messageLimit: 0, page: .newest).members {
                     let unread = ReceiptRules.unread(in: log, for: state.userID, read: state.cursors.read)
                     #expect(state.unread == unread.count, "seed \(seed) step \(step): \(state.userID) in \(channel.id)")
                     expected[state.userID]!.messages += unread.count
@@ -142,7 +142,7 @@ struct SQLiteStoreTests {
         for step in 0..<150 {
             let index = Int.random(in: 0..<channels.count, using: &random)
             let channel = channels[index]
-            let members = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members.map(\.userID)
+            let members = try await store.snapshot(of: channel, messageLimit: 0, page: .newest).members.map(\.userID)
             let member = members.randomElement(using: &random)!
             let pickIndex = logs[index].indices.filter { logs[index][$0].there }.randomElement(using: &random)
             let pick = pickIndex.map { logs[index][$0].id }
@@ -214,7 +214,7 @@ struct SQLiteStoreTests {
             _ = try await store.addMembers(["c", "d", "e"], to: channel, maxMembers: 100, now: now)
             _ = try await store.removeMembers(["a", "x"], from: channel, now: now)
             let current = try #require(try await store.channel(ChannelID(type: "messaging", id: "count")))
-            let snapshot = try await store.snapshot(of: current, messageLimit: 0, beforeMessageID: nil)
+            let snapshot = try await store.snapshot(of: current, messageLimit: 0, page: .newest)
             #expect(current.memberCount == 4)
             #expect(snapshot.members.count == 4)
         }
@@ -336,7 +336,7 @@ struct SQLiteStoreTests {
         try await #require(store.unbounded as? SQLiteEngine).writer.write { db in
             try SQLiteSession(db: db).run(SQLStore.apply(toTwo, of: "b", in: channel.pk, unread: 0, now: now))
         }
-        let state = try #require(try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members.first { $0.userID == "b" })
+        let state = try #require(try await store.snapshot(of: channel, messageLimit: 0, page: .newest).members.first { $0.userID == "b" })
         #expect(state.cursors == Cursors(read: 3, delivered: 3))
     }
 
@@ -414,7 +414,7 @@ struct SQLiteStoreTests {
             // Authors' cursors moved when they sent (R4).
             var before: [[String: Cursors]] = []
             for channel in channels {
-                let members = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members
+                let members = try await store.snapshot(of: channel, messageLimit: 0, page: .newest).members
                 before.append(Dictionary(uniqueKeysWithValues: members.map { ($0.userID, $0.cursors) }))
             }
             let snapshot = channels
@@ -453,7 +453,7 @@ struct SQLiteStoreTests {
             }
             #expect(refused == 2)
             for (index, channel) in channels.enumerated() {
-                let members = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members
+                let members = try await store.snapshot(of: channel, messageLimit: 0, page: .newest).members
                 for state in members {
                     let own = receipts.filter { $0.user == state.userID && $0.channel == index }
                     let start = try #require(before[index][state.userID])
@@ -466,7 +466,7 @@ struct SQLiteStoreTests {
             for user in users {
                 var expected = UnreadTotals(messages: 0, channels: 0)
                 for (index, channel) in channels.enumerated() {
-                    let members = try await store.snapshot(of: channel, messageLimit: 0, beforeMessageID: nil).members
+                    let members = try await store.snapshot(of: channel, messageLimit: 0, page: .newest).members
                     let read = try #require(members.first { $0.userID == user }).cursors.read
                     let unread = ReceiptRules.unread(in: logs[index], for: user, read: read).count
                     expected.messages += unread
@@ -498,7 +498,7 @@ struct SQLiteStoreTests {
                 times.append(outcome.message.createdAt.microseconds)
             }
             #expect(times == [5_000, 5_001, 5_002, 5_003, 9_000])
-            let stored = try await store.snapshot(of: channel, messageLimit: 10, beforeMessageID: nil).messages
+            let stored = try await store.snapshot(of: channel, messageLimit: 10, page: .newest).messages
             #expect(stored.map(\.createdAt.microseconds) == times)
         }
     }

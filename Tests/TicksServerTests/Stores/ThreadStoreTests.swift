@@ -53,7 +53,7 @@ struct ThreadStoreTests {
             #expect(try await threads(store, "c") == [])
             #expect(try await store.message(id: "t1-p")?.message.replyCount == 1)
             // The channel's messages leave the reply out; the thread has it.
-            let snapshot = try await store.snapshot(of: channel, messageLimit: 10, beforeMessageID: nil)
+            let snapshot = try await store.snapshot(of: channel, messageLimit: 10, page: .newest)
             #expect(snapshot.messages.map(\.id) == ["t1-p"])
             #expect(try await store.replies(to: "t1-p", before: nil, limit: 10).map(\.id) == ["t1-r1"])
             // a reads the thread: their thread is read, their channel cursors stay.
@@ -84,7 +84,7 @@ struct ThreadStoreTests {
             #expect(try #require(try await store.member("a", of: channel)).unread == 1)
             #expect(try #require(try await store.member("b", of: channel)).unread == 0)
             #expect(try await threads(store, "a") == ["t2-p 1"])
-            let snapshot = try await store.snapshot(of: channel, messageLimit: 10, beforeMessageID: nil)
+            let snapshot = try await store.snapshot(of: channel, messageLimit: 10, page: .newest)
             #expect(snapshot.messages.map(\.id) == ["t2-p", "t2-r1"])
             // Reading the channel does not read the thread, nor the other way round.
             _ = try await store.markRead("a", in: channel.cid, upTo: nil, audience: everyone, now: .now())

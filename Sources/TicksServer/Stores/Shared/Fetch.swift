@@ -62,6 +62,47 @@ enum Fetch {
         }
     }
 
+    /// The page of the channel's messages a query asks for, oldest first
+    /// (`MessagePage`). Two statements at most: the messages before a seq,
+    /// newest first, and those from it on, oldest first; each at most `limit`.
+    static func messages(_ page: MessagePage, limit: Int, in channel: ChannelRecord) -> StoreProgram<[MessageRecord]> {
+        func older(than seq: Seq, _ count: Int) -> StoreProgram<[MessageRecord]> {
+            guard count > 0 else { return .done([]) }
+            return Step.rows(StoreSQL.messages(in: channel, before: seq, limit: count)).map { rows in
+                try rows.reversed().map { try StoreRows.message($0, cid: channel.cid) }
+            }
+        }
+        func newer(from seq: Seq, _ count: Int) -> StoreProgram<[MessageRecord]> {
+            guard count > 0 else { return .done([]) }
+            return Step.rows(StoreSQL.messages(in: channel, from: seq, limit: count)).map { rows in
+                try rows.map { try StoreRows.message($0, cid: channel.cid) }
+            }
+        }
+        // Up to half the page before `seq`, the rest from it on; a side short of messages
+        // leaves its room to the other.
+        func around(_ seq: Seq) -> StoreProgram<[MessageRecord]> {
+            older(than: seq, limit).then { before in
+                newer(from: seq, limit).map { after in
+                    let olderCount = min(before.count, max((limit - 1) / 2, limit - after.count))
+                    return Array(before.suffix(olderCount)) + after.prefix(limit - olderCount)
+                }
+            }
+        }
+        switch page {
+        case .newest:
+            return older(than: channel.lastSeq + 1, limit)
+        case .before(let id, let inclusive):
+            return requiredSeq(of: id, in: channel).then { older(than: inclusive ? $0 + 1 : $0, limit) }
+        case .after(let id, let inclusive):
+            return requiredSeq(of: id, in: channel).then { newer(from: inclusive ? $0 : $0 + 1, limit) }
+        case .around(let id):
+            return requiredSeq(of: id, in: channel).then { around($0) }
+        case .aroundTime(let time):
+            // The first message at or after `time` (as mark unread by time finds it).
+            return unreadStart(.time(time), in: channel).then { around($0) }
+        }
+    }
+
     static func memberStates(_ channelPK: Int64, userID: String? = nil) -> StoreProgram<[MemberState]> {
         Step.rows(StoreSQL.memberStates(channelPK, userID: userID)).map { try $0.map { try StoreRows.memberState($0) } }
     }

@@ -257,6 +257,16 @@ enum StoreSQL {
         """
     }
 
+    /// The oldest `limit` messages still there from `fromSeq` on, oldest first.
+    static func messages(in channel: ChannelRecord, from fromSeq: Seq, limit: Int) -> StoreQuery {
+        """
+        SELECT \(raw: messageColumns) FROM message g
+        WHERE g.channel_pk = \(channel.pk) AND g.seq >= \(max(fromSeq, channel.truncatedSeq + 1))
+          AND g.hard_deleted = 0 AND (g.parent_id IS NULL OR g.show_in_channel <> 0)
+        ORDER BY g.seq LIMIT \(Int64(limit))
+        """
+    }
+
     /// The messages still there among `ids`, oldest first.
     static func messages(in channel: ChannelRecord, ids: [String]) -> StoreQuery {
         """
