@@ -122,18 +122,22 @@ extension ChannelsController {
 
     /// Makes `connection` (the viewer's) watch `cid` when the query asks to
     /// watch: before the channel's state is read, so that no event published
-    /// after that read misses it (docs/events.md, "Watching").
-    func startWatching(_ cid: ChannelID, viewer: String?, watch: Bool?, connection: String?) throws {
-        guard watch == true, let connection, let viewer else { return }
+    /// after that read misses it (docs/events.md, "Watching"). Returns the
+    /// watch started on this node, to take back if the request then fails.
+    func startWatching(_ cid: ChannelID, viewer: String?, watch: Bool?, connection: String?) throws
+        -> ConnectionHub.WatchStarted?
+    {
+        guard watch == true, let connection, let viewer else { return nil }
         do throws(ConnectionHub.WatchRefusal) {
-            try events.watch(WatchChange(connection: connection, user: viewer, cid: cid.description, watching: true))
+            return try events.watch(
+                WatchChange(connection: connection, user: viewer, cid: cid.description, watching: true))
         } catch {
             switch error {
             case .tooMany(let limit):
                 throw APIError.input(
                     "connection '\(connection)' watches \(limit) channels already: stop watching some (POST /channels/{type}/{id}/stop-watching)")
             case .unknownConnection:
-                break  // not thrown: a connection not here is told through the bus
+                return nil  // not thrown: a connection not here is told through the bus
             }
         }
     }
@@ -166,9 +170,12 @@ extension ChannelsController {
         let watcherPage = try watcherPage(body.watchers)
         var created = false
         let channel: ChannelRecord
+        // The watch starts before the state is read; a request that fails after it takes it back.
+        let started: ConnectionHub.WatchStarted?
         if let existing = try await store.channel(cid) {
             channel = existing
             try await ChannelPermissions.require(.read, in: channel, context: context, store: store)
+            started = try startWatching(cid, viewer: viewer, watch: body.watch, connection: connection)
         } else {
             let memberIDs = (body.data?.members ?? []).map(\.userID)
             guard memberIDs.count <= ServerLimits.maxMembersPerCall else {
@@ -184,15 +191,27 @@ extension ChannelsController {
             try ChannelPermissions.require(
                 [.create], in: cid, as: principal,
                 standing: ChannelPermissions.standing(of: principal, isMember: isMember))
-            let result = try await store.createChannel(
-                cid, createdBy: viewer, memberIDs: memberIDs, custom: body.data?.custom ?? [:],
-                now: .now())
-            channel = result.channel
-            created = result.created
-            if !created { try await ChannelPermissions.require(.read, in: channel, context: context, store: store) }
+            // Before anything is made: a watch refused (too many) makes no channel.
+            started = try startWatching(cid, viewer: viewer, watch: body.watch, connection: connection)
+            do {
+                let result = try await store.createChannel(
+                    cid, createdBy: viewer, memberIDs: memberIDs, custom: body.data?.custom ?? [:],
+                    now: .now())
+                channel = result.channel
+                created = result.created
+                if !created { try await ChannelPermissions.require(.read, in: channel, context: context, store: store) }
+            } catch {
+                started.map(hub.unwatch)
+                throw error
+            }
         }
-        try startWatching(cid, viewer: viewer, watch: body.watch, connection: connection)
-        let snapshot = try await store.snapshot(of: channel, messageLimit: limit, page: page)
+        let snapshot: ChannelSnapshot
+        do {
+            snapshot = try await store.snapshot(of: channel, messageLimit: limit, page: page)
+        } catch {
+            started.map(hub.unwatch)
+            throw error
+        }
         if created {
             // Every member's devices learn of the channel, the creator's other devices too.
             for state in snapshot.members {
@@ -260,7 +279,7 @@ extension ChannelsController {
         // R15 is the viewer's, the same in every channel: asked once.
         let seesReadsAsDeliveries = try await receipts.seesReadsAsDeliveries(viewer)
         for channel in channels {
-            try startWatching(channel.cid, viewer: viewer, watch: body.watch, connection: connection)
+            _ = try startWatching(channel.cid, viewer: viewer, watch: body.watch, connection: connection)
             let snapshot = try await store.snapshot(of: channel, messageLimit: messageLimit, page: .newest)
             let watching = watchers(of: channel.cid, members: snapshot.members.map(\.userID), page: nil)
             states.append(

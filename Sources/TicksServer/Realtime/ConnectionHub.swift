@@ -185,17 +185,41 @@ public final class ConnectionHub: Sendable {
     /// Makes connection `connectionID` of `userID` a watcher of `cid`: from
     /// now on it hears that channel's events, and `notification.message_new`
     /// for the channels it does not watch.
-    func watch(_ cid: String, connectionID: String, userID: String) throws(WatchRefusal) {
+    /// Returns how to take this watch back (`unwatch`), nil when it changed nothing.
+    @discardableResult
+    func watch(_ cid: String, connectionID: String, userID: String) throws(WatchRefusal) -> WatchStarted? {
         guard let outbox = connections.withLock({ $0[userID]?[connectionID] }) else { throw .unknownConnection }
         let limit = ServerLimits.maxWatchedChannelsPerConnection
-        let admitted = outbox.watched.withLock { watched -> Bool in
+        let started = outbox.watched.withLock { watched -> WatchStarted?? in
             var channels = watched ?? []
-            guard channels.contains(cid) || channels.count < limit else { return false }
+            guard !channels.contains(cid) else { return .some(nil) }
+            guard channels.count < limit else { return nil }
             channels.insert(cid)
+            let started = WatchStarted(
+                cid: cid, connectionID: connectionID, userID: userID, firstWatch: watched == nil)
             watched = channels
-            return true
+            return .some(started)
         }
-        guard admitted else { throw .tooMany(limit: limit) }
+        guard let started else { throw .tooMany(limit: limit) }
+        return started
+    }
+
+    /// A watch `watch` started, to take back when the request that asked for it fails.
+    struct WatchStarted: Sendable, Equatable {
+        let cid: String
+        let connectionID: String
+        let userID: String
+        /// The connection had never watched: taken back, it hears every channel again.
+        let firstWatch: Bool
+    }
+
+    /// Takes back a watch this node started, as if it had never been asked for.
+    func unwatch(_ started: WatchStarted) {
+        guard let outbox = connections.withLock({ $0[started.userID]?[started.connectionID] }) else { return }
+        outbox.watched.withLock { watched in
+            _ = watched?.remove(started.cid)
+            if started.firstWatch, watched?.isEmpty == true { watched = nil }
+        }
     }
 
     /// Stops connection `connectionID` of `userID` watching `cid`; false when no such connection is here.
@@ -217,7 +241,7 @@ public final class ConnectionHub: Sendable {
             return
         }
         do throws(WatchRefusal) {
-            try watch(change.cid, connectionID: change.connection, userID: change.user)
+            _ = try watch(change.cid, connectionID: change.connection, userID: change.user)
         } catch {
             switch error {
             case .unknownConnection:

@@ -130,18 +130,20 @@ struct EventPublisher: Sendable {
     /// Starts or stops a connection's watch of a channel, on the node that
     /// holds the connection: here, or, when it is not here, through the bus on
     /// the others (nothing about watches is shared or stored).
-    func watch(_ change: WatchChange) throws(ConnectionHub.WatchRefusal) {
+    /// Returns how to take a watch started here back (nil: nothing changed here).
+    @discardableResult
+    func watch(_ change: WatchChange) throws(ConnectionHub.WatchRefusal) -> ConnectionHub.WatchStarted? {
         if change.watching {
             do throws(ConnectionHub.WatchRefusal) {
-                try hub.watch(change.cid, connectionID: change.connection, userID: change.user)
-                return
+                return try hub.watch(change.cid, connectionID: change.connection, userID: change.user)
             } catch .unknownConnection {
                 // On another node, if any.
             }
         } else if hub.stopWatching(change.cid, connectionID: change.connection, userID: change.user) {
-            return
+            return nil
         }
         bus?.watch(change)
+        return nil
     }
 
     /// To this node's connections, and through the bus to the other nodes'. In a trace, an

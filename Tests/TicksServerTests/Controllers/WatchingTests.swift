@@ -165,6 +165,7 @@ struct WatchingTests {
         try await TestServer.run(kind, .live) { server in
             try await server.upsert("alice", "bob", "dave")
             try await server.createChannel("messaging:r", members: ["alice", "bob"], createdBy: "alice")
+            try await server.createChannel("messaging:r2", members: ["alice", "bob"], createdBy: "alice")
             let alice = try await TestSocket.connect(server, as: "alice")
             defer { alice.close() }
             for refusal in Self.refusals {
@@ -173,8 +174,24 @@ struct WatchingTests {
                 #expect(reply.status == refusal.status, "\(refusal.name): \(reply.body)")
                 try reply.expectError(refusal.status, code: refusal.code)
             }
-            // alice's connection never became a watcher: she hears r's messages as before.
-            try await server.send("messaging:r", id: "after", from: "bob")
+            // Queries that would watch with alice's own connection, refused: the watch is taken
+            // back (or never made), and a channel the call would make is not made.
+            let aliceID = try #require(alice.hello?["connection_id"].string)
+            for (path, body) in [
+                ("/channels/messaging/r/query?connection_id=\(aliceID)", #"{"watch": true, "messages": {"id_lt": "nope"}}"#),
+                ("/channels/messaging/fresh/query?connection_id=\(aliceID)",
+                 #"{"watch": true, "data": {"members": ["alice", "bob"]}, "watchers": {"limit": 101}}"#),
+                ("/channels/messaging/fresh/query?connection_id=\(aliceID)",
+                 #"{"watch": true, "data": {"members": ["alice", "bob"]}, "messages": {"id_around": "x"}}"#),
+            ] {
+                let reply = try await server.call(.post, path, body: body, token: try await server.token("alice"))
+                try reply.expectError(400, code: 4)
+            }
+            let fresh = try await server.ok(.post, "/channels", #"{"filter_conditions": {"cid": "messaging:fresh"}}"#)
+            #expect(fresh["channels"].array.isEmpty, "\(fresh)")
+            // alice's connection never became a watcher (of r or of anything): she hears r2's messages
+            // as message.new, not as notification.message_new.
+            try await server.send("messaging:r2", id: "after", from: "bob")
             #expect(try await alice.next("message.new")["message"]["id"].string == "after")
             #expect(!alice.pending.contains { $0["type"].string == "notification.message_new" })
         }

@@ -69,6 +69,13 @@ struct WatchingHubTests {
             try hub.watch("m:x", connectionID: "no-such", userID: "bob")
         }
         #expect(!hub.stopWatching("m:x", connectionID: "no-such", userID: "bob"))
+        // A watch taken back leaves the connection as it was: one that never watched hears all again.
+        let (fresh, _) = try hub.register(userID: "dave")
+        let started = try #require(try hub.watch("m:w", connectionID: fresh.id, userID: "dave"))
+        #expect(try hub.watch("m:w", connectionID: fresh.id, userID: "dave") == nil)  // nothing new to take back
+        #expect(!fresh.hears(.watchers("m:x")))
+        hub.unwatch(started)
+        #expect(fresh.hears(.watchers("m:x")) && fresh.hears(.watchers("m:w")) && !fresh.hears(.notWatching("m:x")))
         // A connection that never watched stays one when told to stop: it still hears every channel.
         let (plain, _) = try hub.register(userID: "carol")
         #expect(hub.stopWatching("m:x", connectionID: plain.id, userID: "carol"))
