@@ -87,6 +87,23 @@ final class RawConnection {
         return false
     }
 
+    /// What arrives until `done` holds for all of it, or the server closes the
+    /// connection, waiting up to `timeout`: a deadline, never a pause that ends
+    /// the answer (a loaded machine can pause anywhere in one).
+    func read(until done: (String) -> Bool, within timeout: Duration) async -> String {
+        var received: [UInt8] = []
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline, !done(String(decoding: received, as: UTF8.self)) {
+            if let chunk = readChunk() {
+                if chunk.isEmpty { break }
+                received += chunk
+            } else {
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
     /// Bytes read; empty at end of stream (or a reset); nil when nothing is there yet.
     private func readChunk() -> [UInt8]? {
         var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
