@@ -120,7 +120,7 @@ struct EventBusTests {
             try await client.query("ALTER TABLE event_batch RENAME TO event_batch_away")
             // Too large for a notification: it must go through event_batch, which is not there.
             a.bus.publish(Self.event("lost", size: 20_000), to: ["bob"])
-            #expect(await bob.ends(within: .seconds(10)), "bob's connection on B stayed open after A lost an event for him")
+            #expect(await bob.ends(within: Patience.wait), "bob's connection on B stayed open after A lost an event for him")
             #expect(!bob.texts.contains { $0.contains("lost") })
             #expect(a.metrics.registry.emitToString().contains("ticks_bus_events_lost_total 1"))
             // Carol missed nothing: her connection stays.
@@ -138,9 +138,9 @@ struct EventBusTests {
             try await Self.waitUntilConnected(a, carol, "carol")
             a.bus.publish(Self.event("too-big", size: 20_000), to: ["bob"])
             a.bus.publish(Self.event("fits"), to: ["carol"])
-            #expect(await bob.ends(within: .seconds(10)), "bob's connection on B stayed open after A dropped an event for him")
+            #expect(await bob.ends(within: Patience.wait), "bob's connection on B stayed open after A dropped an event for him")
             #expect(!bob.texts.contains { $0.contains("too-big") })
-            #expect(await carol.first(within: .seconds(10), where: { $0.contains("fits") }) != nil)
+            #expect(await carol.first(within: Patience.wait, where: { $0.contains("fits") }) != nil)
             #expect(await carol.ends(within: .milliseconds(300)) == false)
         }
     }
@@ -157,7 +157,7 @@ struct EventBusTests {
                 endings: ["bob": #","unread_count":1"#, "carol": #","unread_count":2"#])
             a.bus.publish(event, to: ["bob", "carol"])
             for (frames, count) in [(bob, 1), (carol, 2)] {
-                let text = try #require(await frames.first(within: .seconds(10), where: { !$0.contains("ping") }))
+                let text = try #require(await frames.first(within: Patience.wait, where: { !$0.contains("ping") }))
                 let json = try JSON(parsing: text)
                 #expect(json["type"].string == "message.new")
                 #expect(json["unread_count"].int == count)
