@@ -36,21 +36,8 @@ final class RawConnection {
     /// server closes the connection), waiting up to `timeout`: a deadline for
     /// answers that never come, not a pause that ends one (a loaded machine
     /// can pause anywhere in an answer).
-    ///
-    /// Polls without blocking and sleeps between polls: a blocking wait would
-    /// hold one of the few threads the server under test needs to answer.
     func read(within timeout: Duration, responses: Int = 1) async -> String {
-        var received: [UInt8] = []
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline, Self.wholeResponses(in: received) < responses {
-            if let chunk = readChunk() {
-                if chunk.isEmpty { break }
-                received += chunk
-            } else {
-                try? await Task.sleep(for: .milliseconds(5))
-            }
-        }
-        return String(decoding: received, as: UTF8.self)
+        String(decoding: await bytes(until: { Self.wholeResponses(in: $0) >= responses }, within: timeout), as: UTF8.self)
     }
 
     /// How many whole HTTP responses `bytes` begins with (a body's end is
@@ -91,9 +78,17 @@ final class RawConnection {
     /// connection, waiting up to `timeout`: a deadline, never a pause that ends
     /// the answer (a loaded machine can pause anywhere in one).
     func read(until done: (String) -> Bool, within timeout: Duration) async -> String {
+        String(decoding: await bytes(until: { done(String(decoding: $0, as: UTF8.self)) }, within: timeout), as: UTF8.self)
+    }
+
+    /// The bytes that arrive until `done` holds for them all, the server closes, or `timeout` passes.
+    ///
+    /// Polls without blocking and sleeps between polls: a blocking wait would
+    /// hold one of the few threads the server under test needs to answer.
+    private func bytes(until done: ([UInt8]) -> Bool, within timeout: Duration) async -> [UInt8] {
         var received: [UInt8] = []
         let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline, !done(String(decoding: received, as: UTF8.self)) {
+        while ContinuousClock.now < deadline, !done(received) {
             if let chunk = readChunk() {
                 if chunk.isEmpty { break }
                 received += chunk
@@ -101,7 +96,7 @@ final class RawConnection {
                 try? await Task.sleep(for: .milliseconds(5))
             }
         }
-        return String(decoding: received, as: UTF8.self)
+        return received
     }
 
     /// Bytes read; empty at end of stream (or a reset); nil when nothing is there yet.
