@@ -47,4 +47,50 @@ struct CatchUpTests {
             await alice.disconnect()
         }
     }
+
+    /// Until 2026-12 `POST /sync` never told "read / delivered by everyone",
+    /// so an author whose socket was down when the last member read kept ✓✓
+    /// short of everyone until a reload (issue 55's loaded run: finn waited
+    /// 600 s for `isDeliveredToAll`).
+    @Test(
+        "read and delivered by everyone while the author's socket was down shows once it is back",
+        arguments: [false, true])
+    func reachedAllWhileDown(hidesReads: Bool) async throws {
+        try await LiveServer.with { server in
+            try await server.upsert("finn", "alice", "bob", privateReads: hidesReads ? ["finn"] : [])
+            try await server.createChannel("messaging:cu2", members: ["finn", "alice", "bob"])
+            if hidesReads {
+                try await server.wireCall(.patch, "/app", #"{"reciprocal_read_receipts": true}"#, as: nil)
+            }
+            let clock = ManualClock()
+            let finn = try await server.connected("finn") {
+                $0.clock = clock
+                $0.syncOverlap = .zero
+            }
+            let channel = await finn.channel(ChannelID(type: "messaging", id: "cu2"))
+            try await channel.load()
+            let sent = try await channel.send("anyone?")
+            _ = try await channel.wait("stored") { $0.message(withID: sent.id)?.deliveryStatus == .sent }
+            _ = try await eventually("finn caught up") { await finn.isCaughtUp ? true : nil }
+
+            let services = try #require(server.services)
+            #expect(services.hub.close(usersOf: ["finn"]) == 1)
+            _ = try await eventually("finn's socket down") { await finn.connectionStatus.isConnected ? nil : true }
+            try await server.markRead("messaging:cu2", "alice")
+            try await server.markRead("messaging:cu2", "bob")
+
+            _ = try await eventually("finn reconnected") {
+                clock.advance(by: .milliseconds(100))
+                return await finn.connectionStatus.isConnected ? true : nil
+            }
+            let caughtUp = try await channel.wait("delivered to everyone, caught up") {
+                $0.message(withID: sent.id)?.isDeliveredToAll == true
+                    && $0.message(withID: sent.id)?.isReadByAll == !hidesReads
+            }
+            let shown = try #require(caughtUp.message(withID: sent.id))
+            #expect(shown.deliveryStatus == (hidesReads ? .delivered : .read))
+            #expect(shown.isReadByAll == !hidesReads)
+            await finn.disconnect()
+        }
+    }
 }

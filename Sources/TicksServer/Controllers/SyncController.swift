@@ -8,7 +8,9 @@ import TicksProtocol
 /// Ticks keeps no log of events: what changed is read from the state
 /// itself — messages stored, edited or deleted after the time, members who
 /// joined or left, and each member's latest read and delivered cursor if it
-/// moved — and told as the events that would have said so, in time order.
+/// moved, and where "read / delivered by everyone" of the user's own messages
+/// stands when one of those may have moved it — and told as the events that
+/// would have said so, in time order.
 /// A channel that changed too much for that (`ServerLimits.syncEventsPerChannel`)
 /// is named in `reload_cids`; channels past what one answer holds
 /// (`syncEventsPerAnswer`) come back in `remaining_cids`, to ask again.
@@ -75,7 +77,14 @@ struct SyncController {
                 continue
             }
             let changes = try await store.changes(in: cid, for: userID, since: since, limit: limits.syncEventsPerChannel)
-            guard let channelEvents = builder.events(of: changes, in: cid, limit: limits.syncEventsPerChannel) else {
+            var reached: AllReachedUpTo? = nil
+            if builder.mayHaveReachedAll(changes), let record = changes.channel {
+                reached = try await store.allReached(in: record, by: userID)
+            }
+            guard
+                let channelEvents = builder.events(
+                    of: changes, reached: reached, in: cid, limit: limits.syncEventsPerChannel)
+            else {
                 reload.append(cid.rawValue)
                 continue
             }

@@ -142,9 +142,12 @@ enum ChangeEvents {
     /// `message.read_by_all` / `message.delivered_to_all`: every member but
     /// the author has reached the author's messages up to `messageID` (R13).
     static func reachedAll(_ reached: ReachedAll, in cid: ChannelID, at: Timestamp) -> Event {
-        var event = Event(
-            type: reached.kind == .read ? .messageReadByAll : .messageDeliveredToAll, createdAt: at, cid: cid)
-        event.messageID = reached.messageID
+        reachedAll(kind: reached.kind, messageID: reached.messageID, in: cid, at: at)
+    }
+
+    static func reachedAll(kind: CursorKind, messageID: String, in cid: ChannelID, at: Timestamp) -> Event {
+        var event = Event(type: kind == .read ? .messageReadByAll : .messageDeliveredToAll, createdAt: at, cid: cid)
+        event.messageID = messageID
         return event
     }
 

@@ -3,8 +3,9 @@ import TicksReceipts
 
 /// Turns what changed in a channel into the events that would have told
 /// `userID` of it live, with the same visibility rules (R8–R10): one per
-/// message stored, edited or deleted, member added or removed, and one for
-/// each member's latest read and delivered cursor that moved.
+/// message stored, edited or deleted, member added or removed, one for
+/// each member's latest read and delivered cursor that moved, and where
+/// "read / delivered by everyone" of the user's messages stands (R13).
 struct SyncEvents {
     let userID: String
     let since: Timestamp
@@ -13,7 +14,9 @@ struct SyncEvents {
     var seesReadsAsDeliveries = false
 
     /// The channel's events, oldest first; nil when there are more than `limit` (reload it).
-    func events(of changes: ChannelChanges, in cid: ChannelID, limit: Int) -> [Event]? {
+    /// `reached`: where "read / delivered by everyone" of the user's own messages stands
+    /// now (R13), when `mayHaveReachedAll` asked for it.
+    func events(of changes: ChannelChanges, reached: AllReachedUpTo? = nil, in cid: ChannelID, limit: Int) -> [Event]? {
         switch changes.access {
         case .gone:
             // Nothing of a channel the user cannot read is told, not even whether it exists.
@@ -23,12 +26,26 @@ struct SyncEvents {
             return [Event(type: .channelDeleted, createdAt: at, cid: cid, user: deleter)]
         case .member:
             guard !changes.tooMany, let record = changes.channel, let config = changes.config else { return nil }
-            let events = memberEvents(changes, record: record, config: config)
+            let events = memberEvents(changes, record: record, config: config, reached: reached)
             return events.count <= limit ? events : nil
         }
     }
 
-    private func memberEvents(_ changes: ChannelChanges, record: ChannelRecord, config: ChannelConfig) -> [Event] {
+    /// Whether "read / delivered by everyone" of the user's own messages may
+    /// have moved after `since`: another member's cursor moved, or a member
+    /// left. Then the caller reads where it stands (`TicksStore.allReached`)
+    /// and the answer tells it, as the live `message.read_by_all` /
+    /// `message.delivered_to_all` would have; a client that missed those
+    /// would otherwise never learn it without reloading the channel.
+    func mayHaveReachedAll(_ changes: ChannelChanges) -> Bool {
+        guard changes.access == .member else { return false }
+        return !changes.removals.isEmpty
+            || changes.members.contains { $0.userID != userID && max($0.readAt, $0.deliveredAt) > since }
+    }
+
+    private func memberEvents(
+        _ changes: ChannelChanges, record: ChannelRecord, config: ChannelConfig, reached: AllReachedUpTo?
+    ) -> [Event] {
         let users = changes.users
         let own = changes.members.first { $0.userID == userID }
         var events: [Event] = []
@@ -65,6 +82,9 @@ struct SyncEvents {
         for state in changes.members {
             events += cursorEvents(state, record: record, visibility: visibility, users: users)
         }
+        if let reached {
+            events += reachedAllEvents(reached, changes: changes, in: record.cid)
+        }
         // The user's own thread read states (others' are told live only, docs/api.md "Sync").
         for read in changes.threadReads {
             events.append(ChangeEvents.threadRead(read, by: Presenter.user(userID, users), in: record.cid))
@@ -99,6 +119,25 @@ struct SyncEvents {
                 ChangeEvents.messageDelivered(
                     by: member, in: record.cid, at: state.deliveredAt, deliveredAt: state.deliveredAt,
                     upTo: state.lastDeliveredMessageID))
+        }
+        return events
+    }
+
+    /// `message.delivered_to_all` and (unless R15 shows the user reads as
+    /// deliveries) `message.read_by_all` for the newest of the user's messages
+    /// everyone has reached, stamped with the latest move or departure that
+    /// may have completed it, so they come after the cursor events in time
+    /// order. A client keeps them only forward, so telling a position it
+    /// already knew changes nothing.
+    private func reachedAllEvents(_ reached: AllReachedUpTo, changes: ChannelChanges, in cid: ChannelID) -> [Event] {
+        let moves = changes.members.filter { $0.userID != userID }.map { max($0.readAt, $0.deliveredAt) }
+        let at = (moves + changes.removals.map(\.at)).filter { $0 > since }.max() ?? now
+        var events: [Event] = []
+        if let read = reached.read, !seesReadsAsDeliveries {
+            events.append(ChangeEvents.reachedAll(kind: .read, messageID: read, in: cid, at: at))
+        }
+        if let delivered = reached.delivered {
+            events.append(ChangeEvents.reachedAll(kind: .delivered, messageID: delivered, in: cid, at: at))
         }
         return events
     }

@@ -51,7 +51,8 @@ struct SyncTests {
             #expect(
                 types(answer) == [
                     "message.new", "message.new", "message.updated", "message.deleted", "message.read", "member.added",
-                    "message.read", "member.removed", "channel.updated",
+                    "message.read", "member.removed", "message.read_by_all", "message.delivered_to_all",
+                    "channel.updated",
                 ])
             let events = answer["events"].array
             #expect(events[0]["message"]["id"].string == "new1")
@@ -72,7 +73,10 @@ struct SyncTests {
             #expect(events[6]["user"]["id"].string == "dave")
             #expect(events[6]["last_read_message_id"].string == "new2")
             #expect(events[7]["member"]["user_id"].string == "bob")
-            #expect(events[8]["channel"]["member_count"].int == 3)
+            // R13: with bob gone, carol and dave have read alice's old1, the last move stamping it.
+            #expect(events[8]["message_id"].string == "old1" && events[9]["message_id"].string == "old1")
+            #expect(events[8]["created_at"] == events[7]["created_at"])
+            #expect(events[10]["channel"]["member_count"].int == 3)
             for (earlier, later) in zip(events, events.dropFirst()) {
                 #expect(try #require(earlier["created_at"].time) <= #require(later["created_at"].time))
             }
@@ -134,6 +138,47 @@ struct SyncTests {
         }
     }
 
+    @Test(
+        "R13: read and delivered by everyone is told as it stands when another member's cursor moved, as the user may see it",
+        arguments: StoreKind.all)
+    func reachedAll(kind: StoreKind) async throws {
+        try await TestServer.run(kind) { server in
+            let since = try await setUp(server)
+            // alice's old1: bob read it before `since`; carol, who had nothing, receives it, then reads it.
+            try await server.markDelivered("carol", [("messaging:s", "old1")])
+            let delivered = try await sync(server, as: "alice", ["messaging:s"], since: since)
+            #expect(types(delivered) == ["message.delivered", "message.delivered_to_all"])
+            #expect(delivered["events"][1]["message_id"].string == "old1")
+            try await server.markRead("messaging:s", "carol", upTo: "old1")
+            let read = try await sync(server, as: "alice", ["messaging:s"], since: since)
+            #expect(types(read) == ["message.read", "message.read_by_all", "message.delivered_to_all"])
+            #expect(read["events"].array.dropFirst().allSatisfy { $0["message_id"].string == "old1" })
+            let times = read["events"].array.compactMap { $0["created_at"].time }
+            #expect(times.count == 3 && Set(times).count == 1, "stamped with the move that completed it")
+            // bob's old2 and old3 are not read by alice: carol's read is all he is told.
+            #expect(types(try await sync(server, as: "bob", ["messaging:s"], since: since)) == ["message.read"])
+            // Nothing moved since: nothing told, not even where "everyone" stands.
+            let after = try #require(read["events"][0]["created_at"].time)
+            #expect(try await sync(server, as: "alice", ["messaging:s"], since: after)["events"].array.isEmpty)
+
+            // R15: alice hides her reads while reciprocal receipts are on, so she sees reads as deliveries.
+            try await server.ok(
+                .post, "/users",
+                #"{"users": {"alice": {"id": "alice", "privacy_settings": {"read_receipts": {"enabled": false}}}}}"#)
+            try await server.ok(.patch, "/app", #"{"reciprocal_read_receipts": true}"#)
+            let hider = try await sync(server, as: "alice", ["messaging:s"], since: since)
+            #expect(types(hider) == ["message.delivered", "message.delivered_to_all"])
+            try await server.ok(.patch, "/app", #"{"reciprocal_read_receipts": false}"#)
+
+            // R9: a type without delivery events tells read by everyone alone.
+            try await server.ok(.put, "/channeltypes/messaging", #"{"delivery_events": false}"#)
+            #expect(
+                types(try await sync(server, as: "alice", ["messaging:s"], since: since)) == [
+                    "message.read", "message.read_by_all",
+                ])
+        }
+    }
+
     @Test("R8 and R10: a private reader's reads reach only themselves; their delivery shows", arguments: StoreKind.all)
     func visibility(kind: StoreKind) async throws {
         try await TestServer.run(kind) { server in
@@ -143,7 +188,8 @@ struct SyncTests {
                 #"{"users": {"carol": {"id": "carol", "privacy_settings": {"read_receipts": {"enabled": false}}}}}"#)
             try await server.markRead("messaging:s", "carol", upTo: "old3")
             let alice = try await sync(server, as: "alice", ["messaging:s"], since: since)
-            #expect(types(alice) == ["message.delivered"])
+            // R13 counts a private reader by their delivered cursor, which alice sees already.
+            #expect(types(alice) == ["message.delivered", "message.read_by_all", "message.delivered_to_all"])
             #expect(alice["events"][0]["user"]["id"].string == "carol")
             #expect(alice["events"][0]["last_delivered_message_id"].string == "old3")
             let carol = try await sync(server, as: "carol", ["messaging:s"], since: since)
