@@ -4,8 +4,10 @@ histories on both stores, every webhook call has a live event of the same
 kind about the same thing with the same fields where both carry them; a
 receipt reaches the webhooks exactly when it reaches a member other than the
 reader live (R8–R10: a private read reaches neither); and what POST /sync
-tells a member since the start is what that member was told live. One
-history runs with reciprocal read receipts on (R15).
+tells a member since the start is what that member was told live, but for
+read and delivered by everyone (R13), which sync tells as it stands now and
+must agree with each message's receipts. One history runs with reciprocal
+read receipts on (R15).
 
 The events are built once (Sources/TicksServer/Events): a test that fails
 here names the road that drifted.
@@ -114,6 +116,7 @@ def test_live_webhooks_and_sync_tell_the_same_changes(store, receivers, seed, re
         play(client, cid, rng, steps=60)
         synced = client.call("POST", "/sync", {"channel_cids": [cid], "last_sync_at": last_sync_at,
                                                "user_id": "amy"})["events"]
+        reached = reached_all_now(client, cid)
         # The end of the history, which every road tells last.
         client.call("POST", f"/channels/{cid.replace(':', '/')}/truncate", {})
         client.call("DELETE", f"/channels/{cid.replace(':', '/')}")
@@ -129,6 +132,30 @@ def test_live_webhooks_and_sync_tell_the_same_changes(store, receivers, seed, re
     check_receipt_audience(calls, live, reciprocal)
     created = next(c.event["created_at"] for c in calls if c.type == "channel.created")
     check_sync_against_live(synced, live["amy"], created, calls)
+    told = {e["type"]: e["message_id"] for e in synced if e["type"] in REACHED_ALL}
+    assert told == {kind: message for kind, message in reached.items() if message}, (
+        "sync tells where read / delivered by everyone stands as each message's receipts say")
+
+
+# Read and delivered by everyone (R13), which sync tells as it stands when it
+# is asked: a mark unread may since have taken back what was told live, and a
+# client keeps only the furthest it heard.
+REACHED_ALL = {"message.read_by_all", "message.delivered_to_all"}
+
+
+def reached_all_now(client, cid):
+    """The newest of amy's messages read (delivered) by everyone, as each message's receipts tell amy."""
+    token = client.user_token("amy")
+    reached = dict.fromkeys(REACHED_ALL)
+    for message in client.query_channel(cid, user="amy", messages_limit=300)["messages"]:  # oldest first
+        if message["user"]["id"] != "amy" or message.get("type") == "deleted":
+            continue
+        receipts = client.receipts(message["id"], token=token)
+        if receipts.get("read_by_all"):
+            reached["message.read_by_all"] = message["id"]
+        if receipts.get("delivered_to_all"):
+            reached["message.delivered_to_all"] = message["id"]
+    return reached
 
 
 def check_webhooks_against_live(calls, live):
@@ -196,6 +223,8 @@ def check_sync_against_live(synced, amy_live, created, calls):
     for event in synced:
         if event["type"] == "member.added" and event["created_at"] == created:
             continue
+        if event["type"] in REACHED_ALL:
+            continue  # told as it stands now: checked against the receipts
         if event["type"] in {"message.read", "notification.mark_read"} and subject(event) in unreads:
             continue
         if event["type"] in RECEIPTS | {"notification.mark_read"} and authors.get(subject(event)[1]) == subject(event)[0]:
