@@ -214,6 +214,21 @@ class Postgres:
                 total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         return total
 
+    def pin(self, cpu):
+        """The cluster onto one CPU: the postmaster, so every backend it starts from now on, and
+        the processes it has started already (checkpointer, WAL writer, …)."""
+        postmaster = self.postmaster_pid()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            if int(entry) == postmaster or parent == postmaster:
+                subprocess.run(["taskset", "-c", "-p", str(cpu), entry], capture_output=True)
+
     def close(self):
         subprocess.run([os.path.join(ROOT, "scripts/postgres"), "stop", self.dir], capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,19 +1,28 @@
-// The floor of a durable mark read on PostgreSQL on this machine, for
-// bench/floors --postgres: the one statement Ticks sends for a batch of marks
-// read (the call of its moves function, `StoreSQL.moves`, prepared, as the
-// server prepares it), from C over libpq, on one connection, paced at a rate,
-// `batch` receipts per call and so per commit (autocommit), with
-// `synchronous_commit = on` (what Ticks runs: a 2xx means durable, R12).
-// Nothing else: no HTTP, no Swift, no events, no bus notification. What it
-// costs is what no server sending Ticks' statement can go below.
+// The physical floor of a durable mark read on PostgreSQL on this machine, for
+// bench/floors --postgres: the least any server must have PostgreSQL do to
+// record a receipt in Ticks' tables, with none of Ticks' own logic (not its
+// moves function, which is what the floor is measured against). Per receipt:
 //
-//   floor-postgres CONNINFO SCHEMA RATE SECONDS CHANNELS BATCH FIRST
+//   - one UPDATE of the reader's `member` row, found by channel type and id
+//     and user, its read cursor set to the message the receipt names (found
+//     by its id, as every mark read names one) and its delivered cursor
+//     brought up with it (R1);
+//   - one INSERT of that move into the append-only `cursor_move` log;
+//
+// in one prepared statement, `batch` receipts per transaction, sent in
+// libpq's pipeline mode (one round trip per commit), with
+// `synchronous_commit = on` (what Ticks runs: a 2xx means durable, R12);
+// with NOTIFY set, also one `pg_notify` per commit (Ticks' event bus tells
+// other nodes once per batch). No unread counters, no "read by all", no
+// hearers: those are Ticks' design, which the floor is there to judge.
+//
+//   floor-postgres CONNINFO SCHEMA RATE SECONDS CHANNELS BATCH FIRST NOTIFY
 //
 // The database is one a Ticks server prepared (bench/floors): channels wc0…,
-// readers wr0…, messages wc<i>m<j>; the function is the one that server
-// created in SCHEMA. Reader i reads its channel's messages FIRST, FIRST + 1, …
-// in order, so every receipt moves a cursor. Prints one JSON object; the CPU
-// is this client's (the server's is read by bench/floors from /proc).
+// readers wr0…, messages wc<i>m<j>. Reader i reads its channel's messages
+// FIRST, FIRST + 1, … in order, so every receipt moves a cursor, which the
+// program checks (each UPDATE must change one row). Prints one JSON object;
+// the CPU is this client's (PostgreSQL's is read by bench/floors from /proc).
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,19 +43,45 @@ static PGresult *expect(PGresult *result, ExecStatusType status, const char *wha
     return result;
 }
 
-// Appends `text` to the array literal being built in `out` (`{a,b,…}`).
-static void element(char *out, size_t size, int first, const char *text) {
-    size_t used = strlen(out);
-    snprintf(out + used, size - used, "%s%s", first ? "" : ",", text);
+// The receipt: the reader's cursors moved to the named message, and the move logged.
+static const char *receipt =
+    "WITH target AS (SELECT seq FROM message WHERE id = $3), "
+    "moved AS ("
+    "  UPDATE member m SET read_seq = t.seq, read_at = $4, "
+    "    delivered_seq = GREATEST(m.delivered_seq, t.seq), delivered_at = GREATEST(m.delivered_at, $4) "
+    "  FROM channel c, target t "
+    "  WHERE c.type = 'messaging' AND c.id = $1 AND m.channel_pk = c.pk AND m.user_id = $2 AND m.read_seq < t.seq "
+    "  RETURNING m.channel_pk, t.seq) "
+    "INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at) SELECT channel_pk, $2, 1, seq, $4 FROM moved";
+
+// Reads every result of the pipeline up to its sync; returns the receipts that moved a cursor.
+static long drain(int batch, int notify) {
+    long moved = 0;
+    // BEGIN, the receipts, the notification, COMMIT: each a result and a NULL; then the sync.
+    int statements = batch + 2 + (notify ? 1 : 0);
+    for (int i = 0; i < statements; i++) {
+        PGresult *result = PQgetResult(connection);
+        if (result == NULL) fail("pipeline: a result is missing", NULL);
+        ExecStatusType status = PQresultStatus(result);
+        if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) fail("pipeline", result);
+        if (i >= 1 && i <= batch) moved += atol(PQcmdTuples(result));
+        PQclear(result);
+        if (PQgetResult(connection) != NULL) fail("pipeline: more than one result for a statement", NULL);
+    }
+    PGresult *sync = PQgetResult(connection);
+    if (sync == NULL || PQresultStatus(sync) != PGRES_PIPELINE_SYNC) fail("pipeline sync", sync);
+    PQclear(sync);
+    return moved;
 }
 
 int main(int argc, char **argv) {
-    if (argc != 8) {
-        fprintf(stderr, "usage: floor-postgres CONNINFO SCHEMA RATE SECONDS CHANNELS BATCH FIRST\n");
+    if (argc != 9) {
+        fprintf(stderr, "usage: floor-postgres CONNINFO SCHEMA RATE SECONDS CHANNELS BATCH FIRST NOTIFY\n");
         return 2;
     }
     double rate = atof(argv[3]);
     int seconds = atoi(argv[4]), channels = atoi(argv[5]), batch = atoi(argv[6]), first = atoi(argv[7]);
+    int notify = atoi(argv[8]);
     if (batch < 1 || batch > 64 || channels < batch) {
         fprintf(stderr, "floor-postgres: BATCH must be 1…64 and at most CHANNELS\n");
         return 2;
@@ -57,58 +92,41 @@ int main(int argc, char **argv) {
     PQclear(expect(PQexecParams(connection, "SELECT set_config('search_path', $1, false)", 1, NULL, schema, NULL, NULL, 0),
                    PGRES_TUPLES_OK, "search_path"));
     PQclear(expect(PQexec(connection, "SET synchronous_commit = on"), PGRES_COMMAND_OK, "synchronous_commit"));
-    PGresult *found = expect(
-        PQexec(connection, "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-                           "WHERE n.nspname = current_schema() AND p.proname LIKE 'ticks\\_moves\\_%' "
-                           "ORDER BY p.oid DESC LIMIT 1"),
-        PGRES_TUPLES_OK, "the moves function");
-    if (PQntuples(found) != 1) {
-        fprintf(stderr, "floor-postgres: no ticks_moves_ function in schema %s: start a Ticks node on it first\n", argv[2]);
-        return 1;
-    }
-    char call[200];
-    snprintf(call, sizeof call, "SELECT * FROM %s($1, $2, $3, $4, $5, $6, $7, $8, $9)", PQgetvalue(found, 0, 0));
-    PQclear(found);
-    PQclear(expect(PQprepare(connection, "moves", call, 9, NULL), PGRES_COMMAND_OK, "prepare"));
+    PQclear(expect(PQprepare(connection, "receipt", receipt, 4, NULL), PGRES_COMMAND_OK, "prepare the receipt"));
+    PQclear(expect(PQprepare(connection, "notify", "SELECT pg_notify('ticks_floor', $1)", 1, NULL),
+                   PGRES_COMMAND_OK, "prepare the notification"));
+    PQclear(expect(PQprepare(connection, "begin", "BEGIN", 0, NULL), PGRES_COMMAND_OK, "prepare BEGIN"));
+    PQclear(expect(PQprepare(connection, "commit", "COMMIT", 0, NULL), PGRES_COMMAND_OK, "prepare COMMIT"));
+    if (!PQenterPipelineMode(connection)) fail("pipeline mode", NULL);
 
-    // The arrays of one call, as `StoreSQL.moves` binds them: kinds (1, read),
-    // users, channel types, channel ids, message ids, to-newest flags (0),
-    // times, full-channel limits, then whether the schema keeps all members (1).
-    enum { size = 64 * 48 };
-    char kinds[size], users[size], types[size], ids[size], messages[size], newest[size], times[size], limits[size];
+    // A payload of the size of a small event batch on Ticks' bus.
+    char payload[257];
+    memset(payload, 'e', sizeof payload - 1);
+    payload[sizeof payload - 1] = '\0';
     long receipts = 0, commits = 0, moved = 0;
     double started = now(), cpu_started = cpu_seconds();
     while (now() - started < seconds) {
         pace(started, commits, batch, rate);
-        char *arrays[] = {kinds, users, types, ids, messages, newest, times, limits};
-        for (int a = 0; a < 8; a++) strcpy(arrays[a], "{");
-        long long at = (long long)(now() * 1e6);
+        char at[24];
+        snprintf(at, sizeof at, "%lld", (long long)(now() * 1e6));
+        if (!PQsendQueryPrepared(connection, "begin", 0, NULL, NULL, NULL, 0)) fail("send BEGIN", NULL);
         for (int i = 0; i < batch; i++) {
-            // Distinct members in a call, as the server's batches are.
+            // Distinct members in a transaction, as the server's batches are.
             long index = (receipts + i) % channels, position = first + (receipts + i) / channels;
-            char text[48];
-            element(kinds, size, i == 0, "1");
-            snprintf(text, sizeof text, "wr%ld", index);
-            element(users, size, i == 0, text);
-            element(types, size, i == 0, "messaging");
-            snprintf(text, sizeof text, "wc%ld", index);
-            element(ids, size, i == 0, text);
-            snprintf(text, sizeof text, "wc%ldm%ld", index, position);
-            element(messages, size, i == 0, text);
-            element(newest, size, i == 0, "0");
-            snprintf(text, sizeof text, "%lld", at);
-            element(times, size, i == 0, text);
-            element(limits, size, i == 0, "100");
+            char channel[24], user[24], message[48];
+            snprintf(channel, sizeof channel, "wc%ld", index);
+            snprintf(user, sizeof user, "wr%ld", index);
+            snprintf(message, sizeof message, "wc%ldm%ld", index, position);
+            const char *values[] = {channel, user, message, at};
+            if (!PQsendQueryPrepared(connection, "receipt", 4, values, NULL, NULL, 0)) fail("send a receipt", NULL);
         }
-        for (int a = 0; a < 8; a++) strcat(arrays[a], "}");
-        const char *values[] = {kinds, users, types, ids, messages, newest, times, limits, "1"};
-        PGresult *result = expect(PQexecPrepared(connection, "moves", 9, values, NULL, NULL, 0), PGRES_TUPLES_OK, "moves");
-        // One row per move, then R13's rows: a move's read cursor before (14) and after (16).
-        for (int row = 0; row < PQntuples(result); row++) {
-            if (PQgetisnull(result, row, 14) || PQgetisnull(result, row, 16)) continue;
-            if (atoll(PQgetvalue(result, row, 16)) > atoll(PQgetvalue(result, row, 14))) moved++;
+        if (notify) {
+            const char *values[] = {payload};
+            if (!PQsendQueryPrepared(connection, "notify", 1, values, NULL, NULL, 0)) fail("send NOTIFY", NULL);
         }
-        PQclear(result);
+        if (!PQsendQueryPrepared(connection, "commit", 0, NULL, NULL, NULL, 0)) fail("send COMMIT", NULL);
+        if (!PQpipelineSync(connection)) fail("pipeline sync", NULL);
+        moved += drain(batch, notify);
         receipts += batch;
         commits++;
     }
@@ -117,8 +135,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "floor-postgres: %ld of %ld receipts moved a cursor\n", moved, receipts);
         return 1;
     }
-    printf("{\"batch\": %d, \"rate\": %.0f, \"achieved\": %.1f, \"commits\": %ld, \"client_cpu_us_per_receipt\": %.1f}\n",
-           batch, rate, receipts / wall, commits, cpu / receipts * 1e6);
+    printf("{\"batch\": %d, \"notify\": %s, \"rate\": %.0f, \"achieved\": %.1f, \"commits\": %ld, "
+           "\"client_cpu_us_per_receipt\": %.1f}\n",
+           batch, notify ? "true" : "false", rate, receipts / wall, commits, cpu / receipts * 1e6);
     PQfinish(connection);
     return 0;
 }
