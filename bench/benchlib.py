@@ -38,6 +38,25 @@ def build_release():
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+# The named baseline of issue 57: main before R13, R15 and the deadlines, whose cost per receipt on
+# PostgreSQL the path is to come back to (`bench/ab --a baseline`).
+NAMED_BASELINE = "30d8a45"
+
+
+def baseline_binary(commit=NAMED_BASELINE):
+    """A release `ticks` of `commit`, built once in a git worktree of its own under /var/tmp and kept
+    there for later runs (a release build takes 20 minutes or more here); never removed by this script."""
+    folder = f"/var/tmp/ticks-baseline-{commit}"
+    binary = os.path.join(folder, ".build/release/ticks")
+    if os.path.exists(binary):
+        return binary
+    if not os.path.isdir(folder):
+        subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", folder, commit], check=True)
+    log(f"building ticks {commit} (release) in {folder}")
+    subprocess.run(["swift", "build", "-c", "release", "--product", "ticks"], cwd=folder, check=True)
+    return binary
+
+
 def wait_for(url, seconds, process):
     deadline = time.time() + seconds
     while time.time() < deadline:
