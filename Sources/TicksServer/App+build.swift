@@ -328,6 +328,33 @@ struct ConnectionShutdown: Service {
     }
 }
 
+/// Closes every WebSocket before the HTTP server's graceful shutdown does: run it after the
+/// application in one service group (`ticks serve` does), which tells its services to stop last
+/// first. The node drains (`GET /ready` answers 503), takes no new socket, and closes the open
+/// ones with 1011, waiting up to `limit` for them; the HTTP server's own shutdown, which comes
+/// next, would close them with 1000, which Stream's clients take as final (they came back only
+/// after their 35 s connection check).
+public struct SocketsClosedFirst: Service {
+    let hub: ConnectionHub
+    let readiness: NodeReadiness
+    let time: TimeSource
+    let limit: Duration
+
+    public init(services: TicksServices, time: TimeSource, limit: Duration = .seconds(5)) {
+        self.hub = services.hub
+        self.readiness = services.readiness
+        self.time = time
+        self.limit = limit
+    }
+
+    public func run() async throws {
+        // Returns when graceful shutdown begins; throws (and so also returns) when cancelled.
+        _ = try? await gracefulShutdown()
+        readiness.drain()
+        await hub.shutDown(within: limit, time: time)
+    }
+}
+
 /// Runs the event bus until graceful shutdown begins.
 struct EventBusService: Service {
     let bus: any EventBus

@@ -250,7 +250,7 @@ struct Serve: AsyncParsableCommand {
             services.append(try Traces.bootstrap(endpoint: endpoint, nodeID: configuration.nodeID, logger: logger))
             configuration.tracing = true
         }
-        let (application, _) = try await buildApplication(
+        let (application, nodeServices) = try await buildApplication(
             configuration: configuration, logger: logger, services: services)
         let tokenHint =
             credentialOptions.dataDirectory == ".ticks" ? "" : " --data-dir \(credentialOptions.dataDirectory)"
@@ -267,9 +267,15 @@ struct Serve: AsyncParsableCommand {
             \(otelEndpointSetting.map { "  traces:     \($0) (node \(configuration.nodeID))\n" } ?? "")\
             \(demo ? demoBanner : "")
             """.utf8))
-        // Application.runService handles SIGINT/SIGTERM: stop accepting, finish in-flight requests, close sockets.
+        // SIGINT/SIGTERM: the sockets close first (1011, `SocketsClosedFirst`, which a group stops
+        // before the services listed ahead of it), then the application stops accepting and
+        // finishes its in-flight requests.
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [application, SocketsClosedFirst(services: nodeServices, time: configuration.time)],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
-            try await application.runService()
+            try await group.run()
         } catch let stopped as StoppedBeforeServing {
             logger.info("\(stopped)", metadata: ["cancelled": "\(stopped.whilePreparing)"])
         }

@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import stat
 import socket
 import subprocess
@@ -171,6 +172,34 @@ def test_sigterm_is_not_held_up_by_an_unused_connection(tmp_path):
         assert time.monotonic() - started < 120
     finally:
         idle.close()
+
+
+def test_sigterm_closes_sockets_with_1011_so_streams_clients_come_back(tmp_path):
+    """docs/events.md, "Connecting": at a graceful shutdown the node closes its sockets itself, with
+    1011, before the HTTP server stops: Stream's clients reconnect on 1011 (to another node, or to
+    this one once it is back) and take 1000, which the HTTP server's own shutdown sends, as final."""
+    secret = "s" * 40
+    server = TicksProcess(tmp_path, api_key="leaving", api_secret=secret)
+    env = dict(os.environ, TICKS_API_KEY="leaving", TICKS_API_SECRET=secret)
+    sockets = []
+    try:
+        for user in ("sam", "sam", "kim"):
+            token = run_ticks("token", user, "--data-dir", server.data_dir, env=env).stdout.strip()
+            query = urllib.parse.urlencode(
+                {"api_key": "leaving", "json": json.dumps({"user_id": user}), "authorization": token})
+            sockets.append(connect(f"ws://127.0.0.1:{server.port}/connect?{query}", open_timeout=60))
+            assert json.loads(sockets[-1].recv(timeout=60))["type"] == "health.check"
+        server.process.send_signal(signal.SIGTERM)
+        for open_socket in sockets:
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    open_socket.recv(timeout=60)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011, closed.value
+        assert server.stop() == 0
+    finally:
+        for open_socket in sockets:
+            open_socket.close()
+        server.stop()
 
 
 def test_demo_refuses_an_address_others_can_reach(tmp_path):

@@ -37,6 +37,8 @@ struct ConnectController {
                 do {
                     session = try await self.session(context.request)
                     registration = try register(session.userID)
+                } catch let dropped as ConnectionDropped {
+                    throw dropped  // the node shuts down: 1011, and the client comes back
                 } catch {
                     try await refuse(outbound, error: error)
                     return
@@ -90,6 +92,8 @@ struct ConnectController {
             return try hub.register(userID: userID)
         } catch .tooManyConnections(let limit) {
             throw APIError.rateLimited("user '\(userID)' already holds \(limit) connections, the most one user may")
+        } catch .shuttingDown {
+            throw ConnectionDropped()
         }
     }
 
@@ -184,7 +188,8 @@ struct ConnectController {
         if !clientLeft { throw ConnectionDropped() }
     }
 
-    /// A connection the server ended; its close code is 1011 (`run`).
+    /// A connection the server ended, or one that came while the node shuts down; its close
+    /// code is 1011 (`run`).
     struct ConnectionDropped: Error {}
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import TicksProtocol
 
 /// The open WebSocket connections, by user (a user may have several devices).
 ///
@@ -71,9 +72,16 @@ public final class ConnectionHub: Sendable {
     /// Why a connection could not be registered.
     enum RegistrationError: Error, Equatable {
         case tooManyConnections(limit: Int)
+        /// The node is shutting down (`shutDown`): it takes no new connection.
+        case shuttingDown
     }
 
     private let connections = Mutex<[String: [String: Outbox]]>([:])
+    /// Set by `shutDown`, under `connections`' lock, so a connection registers before it (and is
+    /// closed by it) or is refused.
+    private let closing = Atomic<Bool>(false)
+    /// Told of each unregistering while `shutDown` waits for the last connection to end.
+    private let unregistered = Mutex<AsyncStream<Void>.Continuation?>(nil)
     /// How many bytes may wait for one connection before it is closed as too slow.
     public let bufferBytes: Int
     /// How many connections one user may hold at once.
@@ -100,14 +108,17 @@ public final class ConnectionHub: Sendable {
         // Unbounded for the stream itself: `enqueue` bounds it in bytes.
         let (frames, continuation) = AsyncStream.makeStream(of: OutboundFrame.self, bufferingPolicy: .unbounded)
         let outbox = Outbox(id: UUID().uuidString.lowercased(), userID: userID, continuation: continuation)
-        let admitted = connections.withLock { all -> Bool in
-            guard all[userID, default: [:]].count < maxConnectionsPerUser else { return false }
+        let refusal = connections.withLock { all -> RegistrationError? in
+            guard !closing.load(ordering: .relaxed) else { return .shuttingDown }
+            guard all[userID, default: [:]].count < maxConnectionsPerUser else {
+                return .tooManyConnections(limit: maxConnectionsPerUser)
+            }
             all[userID, default: [:]][outbox.id] = outbox
-            return true
+            return nil
         }
-        guard admitted else {
+        if let refusal {
             continuation.finish()
-            throw .tooManyConnections(limit: maxConnectionsPerUser)
+            throw refusal
         }
         metrics.connections.increment()
         return (outbox, frames)
@@ -121,6 +132,7 @@ public final class ConnectionHub: Sendable {
         }
         outbox.finish()
         if removed { metrics.connections.decrement() }
+        unregistered.withLock { _ = $0?.yield() }
     }
 
     /// Queues `event` for the connections of `userIDs` in its audience
@@ -285,6 +297,37 @@ public final class ConnectionHub: Sendable {
 
     /// Connections closed as too slow since the start.
     var slowClosedCount: Int { slowClosed.load(ordering: .relaxed) }
+
+    /// Graceful shutdown, before the HTTP server's own: takes no new connection, ends every
+    /// open one (each closes with 1011, so Stream's clients come back, to another node or to
+    /// this one once it is up again, where the HTTP server's shutdown would close them with
+    /// 1000, which those clients take as final), and waits until each has closed, or `limit`
+    /// on `time` has passed. Returns whether every connection closed in time.
+    @discardableResult
+    func shutDown(within limit: Duration, time: TimeSource) async -> Bool {
+        let (ended, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        unregistered.withLock { $0 = continuation }
+        defer {
+            unregistered.withLock { $0 = nil }
+            continuation.finish()
+        }
+        connections.withLock { _ in closing.store(true, ordering: .relaxed) }
+        closeAll()
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask { [self] in
+                if connectionCount == 0 { return true }
+                for await _ in ended where connectionCount == 0 { return true }
+                return false
+            }
+            group.addTask {
+                try? await time.sleep(for: limit)
+                return false
+            }
+            let closed = await group.next() ?? false
+            group.cancelAll()
+            return closed
+        }
+    }
 
     /// Ends every connection's frame stream (graceful shutdown, or a node that may have missed events).
     func closeAll() {

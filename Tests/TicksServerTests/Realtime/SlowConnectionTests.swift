@@ -100,6 +100,36 @@ struct SlowConnectionTests {
         _ = try hub.register(userID: "alice")
     }
 
+    @Test("shutting down: every connection is ended, no new one is taken, and the wait ends when the last closes")
+    func shutDownEndsAndWaits() async throws {
+        let hub = hub(bufferBytes: 1 << 20, maxConnectionsPerUser: 3)
+        let clock = ManualClock()
+        let open = try (0..<2).map { _ in try hub.register(userID: "alice") }
+        async let closedInTime = hub.shutDown(within: .seconds(5), time: clock.timeSource)
+        // Each connection's frames end, as its handler sees when the node shuts down.
+        for connection in open {
+            for await _ in connection.frames {}
+        }
+        #expect(throws: ConnectionHub.RegistrationError.shuttingDown) { try hub.register(userID: "bob") }
+        hub.unregister(open[0].outbox)
+        hub.unregister(open[1].outbox)
+        #expect(await closedInTime)
+        #expect(hub.connectionCount == 0)
+    }
+
+    @Test("shutting down: a connection that never closes holds the wait only until its limit")
+    func shutDownGivesUp() async throws {
+        let hub = hub(bufferBytes: 1 << 20, maxConnectionsPerUser: 3)
+        let clock = ManualClock()
+        let stuck = try hub.register(userID: "alice")
+        async let closedInTime = hub.shutDown(within: .seconds(5), time: clock.timeSource)
+        for await _ in stuck.frames {}
+        try await eventually { clock.sleepers == 1 }
+        clock.advance(by: .seconds(5))
+        #expect(await closedInTime == false)
+        #expect(hub.connectionCount == 1)
+    }
+
     @Test("over a real socket: a client that stops reading is disconnected, a reading one is not slowed")
     func liveSlowClient() async throws {
         var limits = ServerLimits.patient
