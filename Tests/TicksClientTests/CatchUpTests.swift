@@ -31,14 +31,12 @@ struct CatchUpTests {
             try await channel.load()
             try await server.send("messaging:cu", id: "cu1", from: "alice")
             // His clock moves while the test waits: a socket that dropped on a loaded machine comes back.
-            _ = try await eventually("cu1, live") {
-                clock.advance(by: .milliseconds(100))
-                return try await channel.state.message(withID: "cu1") != nil ? true : nil
+            _ = try await eventually("cu1, live", moving: clock) {
+                try await channel.state.message(withID: "cu1") != nil ? true : nil
             }
             // His clock moves while the test waits: a socket that dropped on a loaded machine comes back.
-            _ = try await eventually("bob caught up") {
-                clock.advance(by: .milliseconds(100))
-                return await bob.isCaughtUp ? true : nil
+            _ = try await eventually("bob caught up", moving: clock) {
+                await bob.isCaughtUp ? true : nil
             }
 
             let services = try #require(server.services)
@@ -49,9 +47,8 @@ struct CatchUpTests {
             _ = try await eventually("bob's socket down") { await bob.connectionStatus.isConnected ? nil : true }
             _ = try await alice.delete(messageId: "cu1")
 
-            _ = try await eventually("bob reconnected") {
-                clock.advance(by: .milliseconds(100))
-                return await bob.connectionStatus.isConnected ? true : nil
+            _ = try await eventually("bob reconnected", moving: clock) {
+                await bob.connectionStatus.isConnected ? true : nil
             }
             try await channel.wait("the delete, caught up") { $0.message(withID: "cu1")?.isDeleted == true }
             await bob.disconnect()
@@ -86,13 +83,11 @@ struct CatchUpTests {
             // finn's retries and reconnects run on his clock: it moves while the test waits, so a
             // send or a socket that failed on a loaded machine is tried again (a 2026-12-02 loaded
             // run waited 600 s here for a catch-up whose socket had dropped).
-            _ = try await eventually("stored") {
-                clock.advance(by: .milliseconds(100))
-                return try await channel.status(of: sent.id) == .sent ? true : nil
+            _ = try await eventually("stored", moving: clock) {
+                try await channel.status(of: sent.id) == .sent ? true : nil
             }
-            _ = try await eventually("finn caught up") {
-                clock.advance(by: .milliseconds(100))
-                return await finn.isCaughtUp ? true : nil
+            _ = try await eventually("finn caught up", moving: clock) {
+                await finn.isCaughtUp ? true : nil
             }
 
             let services = try #require(server.services)
@@ -104,12 +99,10 @@ struct CatchUpTests {
             try await server.markRead("messaging:cu2", "alice")
             try await server.markRead("messaging:cu2", "bob")
 
-            _ = try await eventually("finn reconnected") {
-                clock.advance(by: .milliseconds(100))
-                return await finn.connectionStatus.isConnected ? true : nil
+            _ = try await eventually("finn reconnected", moving: clock) {
+                await finn.connectionStatus.isConnected ? true : nil
             }
-            let caughtUp = try await eventually("delivered to everyone, caught up") {
-                clock.advance(by: .milliseconds(100))
+            let caughtUp = try await eventually("delivered to everyone, caught up", moving: clock) {
                 let state = try await channel.state
                 let shown = state.message(withID: sent.id)
                 return shown?.isDeliveredToAll == true && shown?.isReadByAll == !hidesReads ? state : nil
@@ -119,5 +112,17 @@ struct CatchUpTests {
             #expect(shown.isReadByAll == !hidesReads)
             await finn.disconnect()
         }
+    }
+}
+
+/// Waits as `eventually` does, moving the client's `clock` 100 ms at each look: its
+/// reconnects and retries run on it, so a socket a loaded machine dropped comes back.
+private func eventually<Value: Sendable>(
+    _ what: String, moving clock: ManualClock, sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: @Sendable () async throws -> Value?
+) async throws -> Value {
+    try await eventually(what, sourceLocation: sourceLocation) {
+        clock.advance(by: .milliseconds(100))
+        return try await condition()
     }
 }

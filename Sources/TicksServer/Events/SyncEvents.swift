@@ -38,9 +38,13 @@ struct SyncEvents {
     /// `message.delivered_to_all` would have; a client that missed those
     /// would otherwise never learn it without reloading the channel.
     func mayHaveReachedAll(_ changes: ChannelChanges) -> Bool {
-        guard changes.access == .member else { return false }
-        return !changes.removals.isEmpty
-            || changes.members.contains { $0.userID != userID && max($0.readAt, $0.deliveredAt) > since }
+        changes.access == .member && othersLastMove(changes) != nil
+    }
+
+    /// The latest time after `since` another member's cursor moved or a member left; nil if none did.
+    private func othersLastMove(_ changes: ChannelChanges) -> Timestamp? {
+        let moves = changes.members.filter { $0.userID != userID }.map { max($0.readAt, $0.deliveredAt) }
+        return (moves + changes.removals.map(\.at)).filter { $0 > since }.max()
     }
 
     private func memberEvents(
@@ -130,8 +134,7 @@ struct SyncEvents {
     /// order. A client keeps them only forward, so telling a position it
     /// already knew changes nothing.
     private func reachedAllEvents(_ reached: AllReachedUpTo, changes: ChannelChanges, in cid: ChannelID) -> [Event] {
-        let moves = changes.members.filter { $0.userID != userID }.map { max($0.readAt, $0.deliveredAt) }
-        let at = (moves + changes.removals.map(\.at)).filter { $0 > since }.max() ?? now
+        let at = othersLastMove(changes) ?? now
         var events: [Event] = []
         if let read = reached.read, !seesReadsAsDeliveries {
             events.append(ChangeEvents.reachedAll(kind: .read, messageID: read, in: cid, at: at))
