@@ -1,7 +1,7 @@
 """Fuzzes the HTTP API with Schemathesis against the OpenAPI document.
 
-Each store (SQLite, and PostgreSQL when TICKS_TEST_POSTGRES_URL is set) gets
-a fresh `ticks serve --demo` on loopback with rate limits off, seeded through
+Each store (SQLite, and PostgreSQL when TICKS_TEST_POSTGRES_URL is set),
+fuzzed side by side, gets a fresh `ticks serve --demo` on loopback with rate limits off, seeded through
 the API with the objects the document's examples name (users fuzz-alice,
 fuzz-bob and fuzz-carol, channel messaging:fuzz-general, messages fuzz-m1 and
 fuzz-m2, fuzz-bob's reply fuzz-r1 in fuzz-m1's thread, fuzz-bob's voice note
@@ -22,6 +22,8 @@ known bug in one of them is being fixed); TICKS_FUZZ_ONLY a comma-separated list
 of the only operationIds to fuzz (to reproduce a failure quickly).
 """
 
+import concurrent.futures
+import contextlib
 import copy
 import importlib.util
 import json
@@ -35,7 +37,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import TicksProcess, store_arguments
+from conftest import POSTGRES_URL, TicksProcess, store_arguments
 from wire import Ticks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -371,20 +373,33 @@ def schemathesis_installed():
         pytest.skip("schemathesis is not installed (scripts/test installs it)")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def fuzzed_server(request, tmp_path, schemathesis_installed):
-    """A seeded demo server on the store asked for; stopped (and its schema dropped) afterwards."""
-    with store_arguments(request.param, "fuzz") as store_args:
-        server = TicksProcess(tmp_path / "server", api_key="fuzzkey", api_secret=secrets.token_urlsafe(48),
-                              extra_args=[*SERVER_ARGS, *store_args])
-        try:
+def fuzzed_stores():
+    """The stores to fuzz: SQLite, and PostgreSQL when there is a test database (CI must have one:
+    `store_arguments` fails there without it)."""
+    return ["sqlite"] + (["postgres"] if POSTGRES_URL or os.environ.get("CI") else [])
+
+
+@pytest.fixture
+def fuzzed_servers(tmp_path, schemathesis_installed):
+    """A seeded demo server on each store (`fuzzed_stores`), by store; each stopped (and its schema
+    dropped) afterwards, and each that was still running must stop gracefully."""
+    with contextlib.ExitStack() as stack:
+        servers = {}
+        for store in fuzzed_stores():
+            store_args = stack.enter_context(store_arguments(store, "fuzz"))
+            server = TicksProcess(tmp_path / store / "server", api_key="fuzzkey",
+                                  api_secret=secrets.token_urlsafe(48), extra_args=[*SERVER_ARGS, *store_args])
+            stack.callback(stop_gracefully, server)
             seed(Ticks(server.base_url, server.api_key, server.api_secret))
-            yield server
-        finally:
-            # The test reports a server that died; one still running must stop gracefully.
-            running = server.process.poll() is None
-            code = server.stop()
-            assert not running or code == 0, server_log(server)
+            servers[store] = server
+        yield servers
+
+
+def stop_gracefully(server):
+    """Stops `server`; the test reports a server that died, one still running must exit 0."""
+    running = server.process.poll() is None
+    code = server.stop()
+    assert not running or code == 0, server_log(server)
 
 
 def server_log(server):
@@ -394,8 +409,9 @@ def server_log(server):
     return "\n".join(["--- ticks' errors:", *notable, "--- the end of ticks' output:", *lines[-150:]])
 
 
-def test_the_api_survives_fuzzing_and_answers_as_documented(fuzzed_server, tmp_path):
-    server = fuzzed_server
+def fuzz(server, work_dir):
+    """Every pass over `server` (ONLY and SKIPPED choose), first with fuzz-alice's token, then with
+    a server token; what went wrong, or None."""
     client = Ticks(server.base_url, server.api_key, server.api_secret)
     # The user first, while the seeded channel types are as they were: the server
     # token's run changes channel types (max_message_length, read_events, ...).
@@ -407,20 +423,30 @@ def test_the_api_survives_fuzzing_and_answers_as_documented(fuzzed_server, tmp_p
     runs = []
     for destructive in passes:
         for label, token in tokens:
-            runs.append(run_schemathesis(server.base_url, server.api_key, token, tmp_path,
+            runs.append(run_schemathesis(server.base_url, server.api_key, token, work_dir,
                                          label + ("-destructive" if destructive else ""), destructive))
             if server.process.poll() is not None:
                 break
         if server.process.poll() is not None:
             break
     report = "\n\n".join(output for _, output in runs)
-
-    assert server.process.poll() is None, \
-        f"ticks exited with {server.process.returncode}\n{report}\n{server_log(server)}"
+    if server.process.poll() is not None:
+        return f"ticks exited with {server.process.returncode}\n{report}\n{server_log(server)}"
     health = requests.get(server.base_url + "/health", timeout=10)
-    assert health.status_code == 200 and health.json()["status"] == "ok", health.text
+    if health.status_code != 200 or health.json()["status"] != "ok":
+        return f"/health after fuzzing: {health.status_code} {health.text}"
     failed = [output for code, output in runs if code != 0]
-    assert not failed, "\n\n".join(failed) + "\n" + server_log(server)
+    return "\n\n".join(failed) + "\n" + server_log(server) if failed else None
+
+
+def test_the_api_survives_fuzzing_and_answers_as_documented(fuzzed_servers, tmp_path):
+    # The stores side by side: the fuzzer, one Python process at most of a core, takes the time
+    # (the server under a quarter of one), so on two cores both take about as long as one did.
+    with concurrent.futures.ThreadPoolExecutor(len(fuzzed_servers)) as pool:
+        outcomes = {store: pool.submit(fuzz, server, tmp_path / store) for store, server in fuzzed_servers.items()}
+        problems = {store: outcome.result() for store, outcome in outcomes.items()}
+    assert not any(problems.values()), "\n\n".join(
+        f"=== {store}:\n{problem}" for store, problem in problems.items() if problem)
 
 
 def test_the_server_serves_this_document(tmp_path):
