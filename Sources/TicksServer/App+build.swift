@@ -199,13 +199,14 @@ public func buildApplication(
                 headerTimeout: limits.headerTimeout)
         },
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ticks"),
-        services: storeServices + [ConnectionShutdown(hub: hub, readiness: services.readiness)]
+        services: (storeServices + [ConnectionShutdown(hub: hub, readiness: services.readiness)]
             + (webhookServices + (pruner.map { [$0] } ?? [])
                 + (configuration.eventBus.map { [EventBusService(bus: $0, hub: hub)] } ?? []))
             .map { AfterStorePrepared(prepared: prepared, base: $0) }
             + (configuration.metricsAddress.map {
                 [metricsApplication(at: $0, services: services, configuration: configuration, logger: logger)]
-            } ?? []),
+            } ?? []))
+            .map(services.readiness.tracked),
         onServerRunning: { channel in await configuration.onServerRunning(channel.localAddress?.port ?? 0) },
         logger: logger)
     // The app's settings are read before the first request: the webhooks' events use the last read.
@@ -244,7 +245,7 @@ func buildRouter(
                 redactingQueryParameters: ["authorization", "api_key"],
                 attributes: ["ticks.node": .string(configuration.nodeID)]))
     }
-    router.add(middleware: RequestMetricsMiddleware(metrics: services.metrics))
+    router.add(middleware: RequestMetricsMiddleware(metrics: services.metrics, readiness: services.readiness))
     // A browser's preflight is answered here, before rate limits and tokens (it carries neither).
     if let origins = configuration.browserOrigins.middleware(TicksRequestContext.self) {
         router.add(middleware: origins)
@@ -355,6 +356,41 @@ public struct SocketsClosedFirst: Service {
     }
 }
 
+/// Graceful shutdown overran its bound: what was left was cancelled (`runWithShutdownBound`).
+public struct ShutdownOverran: Error, CustomStringConvertible {
+    public let bound: Duration
+    /// What the node still waited for: requests in flight, services that had not ended.
+    public let unfinished: [String]
+
+    public var description: String {
+        "graceful shutdown took longer than \(bound): cancelled what was left (\(unfinished.joined(separator: ", ")))"
+    }
+}
+
+/// Runs `group`, whose graceful shutdown may take `bound` on `time` from the moment the node
+/// drains (`NodeReadiness`, which `SocketsClosedFirst` or `ConnectionShutdown` tells). Past it, what
+/// the node still waits for is logged, the group is cancelled, so that its services and requests end
+/// at once, and `ShutdownOverran` is thrown: a stop (systemd's `TimeoutStopSec`, an orchestrator's
+/// grace period) always ends in a known time, saying what held it, rather than in a SIGKILL.
+public func runWithShutdownBound(
+    _ group: ServiceGroup, readiness: NodeReadiness, bound: Duration, time: TimeSource, logger: Logger
+) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { tasks in
+        tasks.addTask { try await group.run() }
+        tasks.addTask {
+            await readiness.waitUntilDraining()
+            try await time.sleep(for: bound)
+            let overran = ShutdownOverran(bound: bound, unfinished: readiness.unfinished)
+            logger.error("\(overran)")
+            throw overran
+        }
+        // The group ended (the bound's task is then cancelled), or the bound passed (the group is then
+        // cancelled, and waited for, as the error leaves).
+        try await tasks.next()
+        tasks.cancelAll()
+    }
+}
+
 /// Runs the event bus until graceful shutdown begins.
 struct EventBusService: Service {
     let bus: any EventBus
@@ -410,7 +446,8 @@ private func metricsResponse(_ services: TicksServices) async -> Response {
         body: .init(
             byteBuffer: .init(
                 string: await services.metrics.exposition(
-                    store: services.store, health: services.health, outbox: services.outbox))))
+                    store: services.store, health: services.health, outbox: services.outbox,
+                    readiness: services.readiness))))
 }
 
 /// A second listener that serves only `GET /metrics` (anything else is 404), run beside the

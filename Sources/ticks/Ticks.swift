@@ -100,6 +100,12 @@ struct Serve: AsyncParsableCommand {
             """)
     var storeTimeout: Double?
     @Option(
+        help: """
+            Seconds a graceful shutdown (SIGTERM) may take; then what is left is cancelled, logged, \
+            and the exit status is 1 (docs/operations.md, "Install on a server").
+            """)
+    var shutdownTimeout: Int = 15
+    @Option(
         name: .customLong("cors-origin"),
         help: ArgumentHelp(
             "A web page origin whose scripts may call the API from a browser; repeat for several, or none (default: any).",
@@ -148,6 +154,9 @@ struct Serve: AsyncParsableCommand {
         _ = try webhookOptions.settings()
         if let endpoint = otelEndpoint { _ = try Traces.tracesURL(for: endpoint) }
         _ = try storeTimeoutSetting()
+        guard (1...3_600).contains(shutdownTimeout) else {
+            throw ValidationError("--shutdown-timeout must be between 1 and 3600 seconds")
+        }
         _ = try browserOriginsSetting()
         _ = try metricsAddressSetting()
     }
@@ -269,13 +278,16 @@ struct Serve: AsyncParsableCommand {
             """.utf8))
         // SIGINT/SIGTERM: the sockets close first (1011, `SocketsClosedFirst`, which a group stops
         // before the services listed ahead of it), then the application stops accepting and
-        // finishes its in-flight requests.
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [application, SocketsClosedFirst(services: nodeServices, time: configuration.time)],
-                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        // finishes its in-flight requests, all within --shutdown-timeout; past it what is left is
+        // cancelled, and has 5 s more to end before the process traps.
+        var groupConfiguration = ServiceGroupConfiguration(
+            services: [application, SocketsClosedFirst(services: nodeServices, time: configuration.time)],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        groupConfiguration.maximumCancellationDuration = .seconds(5)
         do {
-            try await group.run()
+            try await runWithShutdownBound(
+                ServiceGroup(configuration: groupConfiguration), readiness: nodeServices.readiness,
+                bound: .seconds(shutdownTimeout), time: configuration.time, logger: logger)
         } catch let stopped as StoppedBeforeServing {
             logger.info("\(stopped)", metadata: ["cancelled": "\(stopped.whilePreparing)"])
         }

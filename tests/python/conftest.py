@@ -2,7 +2,8 @@
 
 TICKS_BIN names the binary (scripts/test sets it to the debug build). Each
 server gets its own data folder and a free loopback port, and must stop with
-exit code 0 on SIGTERM.
+exit code 0 on SIGTERM. TICKS_TEST_LOG_LEVEL sets the servers' --log-level
+(warning; debug shows, among the rest, each service's start and stop).
 """
 
 import contextlib
@@ -93,7 +94,8 @@ class TicksProcess:
         os.makedirs(self.data_dir, exist_ok=True)
         self._stdout = open(self.stdout_path, "a")
         self.process = subprocess.Popen(
-            [binary or TICKS_BIN, "serve", "--port", str(self.port), "--data-dir", self.data_dir, "--log-level", "warning",
+            [binary or TICKS_BIN, "serve", "--port", str(self.port), "--data-dir", self.data_dir,
+             "--log-level", os.environ.get("TICKS_TEST_LOG_LEVEL", "warning"),
              *extra_args],
             stdout=self._stdout,
             stderr=subprocess.STDOUT,
@@ -119,19 +121,22 @@ class TicksProcess:
             return f.read()
 
     def stop(self) -> int:
-        """SIGTERM, then the exit code (the server must stop gracefully)."""
+        """SIGTERM, then the exit code (the server must stop gracefully). It is given systemd's
+        TimeoutStopSec, 30 s: past its --shutdown-timeout (15 s) it cancels what is left, which
+        has 5 s more, and exits 1, so a stop that hangs beyond is a bug of its own."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(timeout=20)
+                self.process.wait(timeout=30)
             except subprocess.TimeoutExpired as timeout:
                 # What the server's threads were doing when it would not stop, for the report.
                 threads = subprocess.run(["ps", "-L", "-o", "tid,stat,wchan:32,comm", "-p", str(self.process.pid)],
                                          capture_output=True, text=True).stdout
                 self.process.kill()
                 self.process.wait()
-                raise AssertionError(f"ticks did not stop within 20 s of SIGTERM; its threads then:\n{threads}") \
-                    from timeout
+                tail = "\n".join(self.output().splitlines()[-60:])
+                raise AssertionError(f"ticks did not stop within 30 s of SIGTERM; its threads then:\n{threads}\n"
+                                     f"--- the end of its output:\n{tail}") from timeout
         self._stdout.close()
         return self.process.returncode
 

@@ -1,11 +1,14 @@
 """The `ticks` command line and the WebSocket, as a new user meets them."""
 
+import contextlib
 import json
 import os
 import signal
 import stat
 import socket
+import sqlite3
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -15,6 +18,7 @@ import pytest
 from conftest import TICKS_BIN, TicksProcess, free_port
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
+from wire import Ticks
 
 
 def run_ticks(*args, env=None):
@@ -200,6 +204,53 @@ def test_sigterm_closes_sockets_with_1011_so_streams_clients_come_back(tmp_path)
         for open_socket in sockets:
             open_socket.close()
         server.stop()
+
+
+def test_a_stop_held_up_past_its_bound_cancels_what_is_left_names_it_and_exits_1(tmp_path):
+    """docs/operations.md, "Install on a server": --shutdown-timeout bounds a graceful shutdown.
+    A send waits on the database, which another process holds (SQLite's busy timeout, 5 s, is
+    longer than the bound, 1 s): past the bound the node cancels it, logs what it waited for, and
+    exits 1. Without the bound it would have waited for the send, then exited 0."""
+    server = TicksProcess(tmp_path, api_key="held", api_secret="h" * 40, extra_args=["--shutdown-timeout", "1"])
+    client = Ticks(server.base_url, "held", "h" * 40)
+    client.upsert_users({"id": "ann"})
+    client.create_channel("messaging:held", ["ann"], created_by="ann")
+    holder = sqlite3.connect(os.path.join(server.data_dir, "ticks.sqlite"), isolation_level=None)
+
+
+    def send():
+        with contextlib.suppress(Exception):  # the node stops while it waits: no answer to check
+            client.send_message("messaging:held", "ann", "stuck")
+
+    sending = threading.Thread(target=send, daemon=True)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        sending.start()
+        # The send is in a handler once /metrics counts two requests in flight (itself and the send).
+        deadline = time.monotonic() + 60
+        while in_flight(server) < 2:
+            assert time.monotonic() < deadline, "the send never reached a handler"
+            time.sleep(0.05)
+        server.process.send_signal(signal.SIGTERM)
+        code = server.process.wait(timeout=60)
+    finally:
+        holder.rollback()
+        holder.close()
+    output = server.output()
+    assert code == 1, output
+    # The send, then the services the group had not yet come to (it stops the HTTP server first).
+    assert "graceful shutdown took longer than 1.0 seconds: cancelled what was left (requests in flight: 1, " \
+        in output, output
+    server.stop()
+
+
+def in_flight(server):
+    """`ticks_http_requests_in_flight` in the node's /metrics (this request included)."""
+    with urllib.request.urlopen(server.base_url + "/metrics", timeout=30) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("ticks_http_requests_in_flight "):
+                return float(line.split()[1])
+    raise AssertionError("/metrics has no ticks_http_requests_in_flight")
 
 
 def test_demo_refuses_an_address_others_can_reach(tmp_path):

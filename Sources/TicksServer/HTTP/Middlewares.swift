@@ -86,16 +86,20 @@ struct StreamErrorMiddleware: RouterMiddleware {
     }
 }
 
-/// Counts requests by route and status, and times them, for `GET /metrics`.
+/// Counts requests by route and status, and times them, for `GET /metrics`; counts those in flight.
 /// Outermost, so it sees every answer as the client does: refusals (4xx),
 /// failures (5xx) and rate limiting (429) included.
 struct RequestMetricsMiddleware: RouterMiddleware {
     typealias Context = TicksRequestContext
     let metrics: ServerMetrics
+    /// Counts the requests in flight (what a stopping node still waits for).
+    let readiness: NodeReadiness
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
+        readiness.requestStarted()
+        defer { readiness.requestEnded() }
         let response: Response
         do {
             response = try await next(request, context)

@@ -1,6 +1,9 @@
 extension ServerMetrics {
     /// The Prometheus text, with the gauges that are read on demand brought up to date first.
-    func exposition(store: any TicksStore, health: StoreHealth, outbox: any WebhookOutbox) async -> String {
+    func exposition(
+        store: any TicksStore, health: StoreHealth, outbox: any WebhookOutbox, readiness: NodeReadiness
+    ) async -> String {
+        requestsInFlight.record(readiness.requestsInFlight)
         if let resident = Self.residentMemoryBytes() { residentMemory.record(resident) }
         cpuSeconds.record(Self.cpuSeconds())
         let since = health.unreachableSince

@@ -17,6 +17,8 @@ public struct ServerMetrics: Sendable {
     /// CPU time the process has used, user and system (what `ticks-bench` divides by receipts).
     let cpuSeconds: CoreMetrics.Gauge
     let storeSize: CoreMetrics.Gauge
+    /// Requests in the handlers now, this one included (what a stopping node still waits for).
+    let requestsInFlight: CoreMetrics.Gauge
     /// 1 while the store answers, 0 while it does not (`StoreHealth`).
     let storeReachable: CoreMetrics.Gauge
     /// Since when it has not answered, in seconds since 1970; 0 while it does.
@@ -60,6 +62,7 @@ public struct ServerMetrics: Sendable {
         residentMemory = CoreMetrics.Gauge(label: "ticks_process_resident_memory_bytes", dimensions: [], factory: factory)
         cpuSeconds = CoreMetrics.Gauge(label: "ticks_process_cpu_seconds_total", dimensions: [], factory: factory)
         storeSize = CoreMetrics.Gauge(label: "ticks_store_size_bytes", dimensions: [], factory: factory)
+        requestsInFlight = CoreMetrics.Gauge(label: "ticks_http_requests_in_flight", dimensions: [], factory: factory)
         storeReachable = CoreMetrics.Gauge(label: "ticks_store_reachable", dimensions: [], factory: factory)
         storeUnreachableSince = CoreMetrics.Gauge(
             label: "ticks_store_unreachable_since_timestamp_seconds", dimensions: [], factory: factory)
