@@ -206,7 +206,7 @@ public func buildApplication(
             + (configuration.metricsAddress.map {
                 [metricsApplication(at: $0, services: services, configuration: configuration, logger: logger)]
             } ?? []))
-            .map(services.readiness.tracked),
+            .map { services.readiness.tracked($0, name: serviceName($0)) },
         onServerRunning: { channel in await configuration.onServerRunning(channel.localAddress?.port ?? 0) },
         logger: logger)
     // The app's settings are read before the first request: the webhooks' events use the last read.
@@ -409,6 +409,13 @@ public struct StoppedBeforeServing: Error, CustomStringConvertible {
     public let whilePreparing: any Error
 
     public var description: String { "stopped before serving, while preparing the store" }
+}
+
+/// A service's type, or for one waiting for the store, the type of the one it runs (what a shutdown
+/// that overran names: `NodeReadiness.unfinished`).
+func serviceName(_ service: any Service) -> String {
+    if let waiting = service as? AfterStorePrepared { return serviceName(waiting.base) }
+    return String(describing: type(of: service))
 }
 
 /// Runs `base` once the store is prepared; returns without running it when the node stops first.

@@ -212,6 +212,14 @@ def test_a_stop_held_up_past_its_bound_cancels_what_is_left_names_it_and_exits_1
     longer than the bound, 1 s): past the bound the node cancels it, logs what it waited for, and
     exits 1. Without the bound it would have waited for the send, then exited 0."""
     server = TicksProcess(tmp_path, api_key="held", api_secret="h" * 40, extra_args=["--shutdown-timeout", "1"])
+    try:
+        held_up_stop(server)
+    finally:
+        server.stop()  # whatever failed, the node does not outlive the test
+
+
+def held_up_stop(server):
+    """The send held up, the SIGTERM, and what the node did then."""
     client = Ticks(server.base_url, "held", "h" * 40)
     client.upsert_users({"id": "ann"})
     client.create_channel("messaging:held", ["ann"], created_by="ann")
@@ -241,7 +249,6 @@ def test_a_stop_held_up_past_its_bound_cancels_what_is_left_names_it_and_exits_1
     # The send, then the services the group had not yet come to (it stops the HTTP server first).
     assert "graceful shutdown took longer than 1.0 seconds: cancelled what was left (requests in flight: 1, " \
         in output, output
-    server.stop()
 
 
 def in_flight(server):

@@ -42,9 +42,9 @@ public final class NodeReadiness: Sendable {
     /// Requests in the handlers now.
     var requestsInFlight: Int { requests.load(ordering: .relaxed) }
 
-    /// `service`, which counts as unfinished while its `run()` runs.
-    func tracked(_ service: any Service) -> any Service {
-        TrackedService(base: service, name: Self.name(of: service), readiness: self)
+    /// `service`, which counts as unfinished, under `name`, while its `run()` runs.
+    func tracked(_ service: any Service, name: String) -> any Service {
+        TrackedService(base: service, name: name, readiness: self)
     }
 
     /// What has not ended: "requests in flight: N" when some are, and the tracked services still running.
@@ -61,12 +61,6 @@ public final class NodeReadiness: Sendable {
             running[name, default: 1] -= 1
             if running[name] == 0 { running[name] = nil }
         }
-    }
-
-    /// The service's type, or for one waiting for the store, the type of the one it runs.
-    private static func name(of service: any Service) -> String {
-        if let waiting = service as? AfterStorePrepared { return name(of: waiting.base) }
-        return String(describing: type(of: service))
     }
 }
 

@@ -29,8 +29,8 @@ struct ShutdownBoundTests {
         -> (ServiceGroup, Task<(any Error)?, Never>)
     {
         let logger = Logger(label: "test")
-        let group = ServiceGroup(
-            configuration: .init(services: services.map(readiness.tracked), gracefulShutdownSignals: [], logger: logger))
+        let tracked = services.map { readiness.tracked($0, name: serviceName($0)) }
+        let group = ServiceGroup(configuration: .init(services: tracked, gracefulShutdownSignals: [], logger: logger))
         let running = Task { () -> (any Error)? in
             do {
                 try await runWithShutdownBound(
