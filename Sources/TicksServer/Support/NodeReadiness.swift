@@ -31,7 +31,7 @@ public final class NodeReadiness: Sendable {
     public var isDraining: Bool { draining.load(ordering: .relaxed) }
 
     /// Returns once the node drains (at once if it does already); one caller at a time.
-    public func waitUntilDraining() async {
+    func waitUntilDraining() async {
         for await _ in drained {}
     }
 
@@ -48,7 +48,7 @@ public final class NodeReadiness: Sendable {
     }
 
     /// What has not ended: "requests in flight: N" when some are, and the tracked services still running.
-    public var unfinished: [String] {
+    var unfinished: [String] {
         let inFlight = requestsInFlight
         let running = services.withLock { $0.flatMap { name, count in Array(repeating: name, count: count) } }
         return (inFlight > 0 ? ["requests in flight: \(inFlight)"] : []) + running.sorted()
