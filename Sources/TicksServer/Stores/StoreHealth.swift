@@ -16,6 +16,8 @@ public final class StoreHealth: Sendable {
         var probed = false
         /// Calls that failed as unavailable since the start.
         var unavailableCalls = 0
+        /// Failures recorded since the start (`failed`): a call's `Mark` is this count when it began.
+        var failures = 0
         /// Transactions run again since the start, by why (`StoreRetry`).
         var retries: [StoreRetry: Int] = [:]
     }
@@ -66,7 +68,7 @@ public final class StoreHealth: Sendable {
 
     /// The probe found the database answering: calls reach for it again.
     func probeAnswered() {
-        answered()
+        clear()
     }
 
     /// A transaction was aborted by a conflict with another writer and runs again.
@@ -74,11 +76,24 @@ public final class StoreHealth: Sendable {
         state.withLock { $0.retries[reason, default: 0] += 1 }
     }
 
+    /// When a call began, as far as the health can tell: how many failures
+    /// it had heard of (`began()`, then `answered(since:)`).
+    struct Mark: Sendable {
+        fileprivate let failures: Int
+    }
+
+    /// A call begins: its answer will say the store is back only if nothing
+    /// failed since (`answered(since:)`).
+    func began() -> Mark {
+        Mark(failures: state.withLock { $0.failures })
+    }
+
     /// A call failed: the database is away (or too slow to count as there).
     func failed(_ why: StoreError.Unavailability) {
         let now = time.wallNow
         let began = state.withLock { state -> Bool in
             state.unavailableCalls += 1
+            state.failures += 1
             state.reason = why.description
             state.why = why
             guard state.unreachableSince == nil else { return false }
@@ -92,17 +107,38 @@ public final class StoreHealth: Sendable {
         }
     }
 
-    /// A call was answered.
-    func answered() {
-        // The common case reads one word under the lock and changes nothing.
+    /// A call that began at `mark` was answered. It says the store is back
+    /// only if no call failed after it began: a call already under way when
+    /// the database went away (a commit whose answer was read after another
+    /// connection was dropped) says nothing of the store since, and must not
+    /// send the calls that follow to wait out their deadline on a database
+    /// that is gone (issue 55: two 503s at the deadline while PostgreSQL was
+    /// stopped, after the node knew it was away).
+    func answered(since mark: Mark) {
+        // The common case reads two words under the lock and changes nothing.
         guard let since = state.withLock({ state -> Timestamp? in
-            defer {
-                state.unreachableSince = nil
-                state.reason = nil
-                state.why = nil
-            }
-            return state.unreachableSince
+            guard state.failures == mark.failures else { return nil }
+            return clearing(&state)
         }) else { return }
+        logBack(since)
+    }
+
+    private func clear() {
+        guard let since = state.withLock({ clearing(&$0) }) else { return }
+        logBack(since)
+    }
+
+    /// Clears the unreachable state; since when it had been, if it was.
+    private func clearing(_ state: inout State) -> Timestamp? {
+        defer {
+            state.unreachableSince = nil
+            state.reason = nil
+            state.why = nil
+        }
+        return state.unreachableSince
+    }
+
+    private func logBack(_ since: Timestamp) {
         let seconds = Double(time.wallNow.microseconds - since.microseconds) / 1_000_000
         logger.notice("the store answers again", metadata: ["unreachable_seconds": "\(seconds)"])
     }

@@ -23,7 +23,7 @@ struct ReadinessTests {
             // /health says only that the process answers.
             #expect(try await server.call(.get, "/health", apiKey: nil).status == 200)
 
-            server.services.health.answered()
+            server.services.health.probeAnswered()
             #expect(try await server.call(.get, "/ready", apiKey: nil).status == 200)
 
             server.services.readiness.drain()

@@ -39,6 +39,25 @@ struct FailFastTests {
         #expect(store.health.unreachableSince == nil)
     }
 
+    @Test("a call under way when the store went away does not say it is back when it ends")
+    func callFromBeforeTheOutage() async throws {
+        let health = StoreHealth(time: ManualClock().timeSource)
+        health.probing()
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        let (reached, reach) = AsyncStream.makeStream(of: Void.self)
+        let engine = BoundedEngine(
+            base: HeldEngine(gate: gate, reached: reach),
+            deadline: StoreDeadline(timeout: .seconds(5), time: ManualClock().timeSource), health: health)
+        let call = Task { try await engine.read { StoreProgram<Int>.done(0) } }
+        for await _ in reached { break }
+        // Another connection is dropped: the store is known away.
+        health.failed(.unreachable("the connection was closed"))
+        open.finish()
+        await #expect(throws: StoreError.messageNotFound("m")) { try await call.value }
+        #expect(health.unreachableSince != nil, "only the probe, or a call begun since, says it is back")
+        #expect(health.awayWhileProbed() != nil, "the calls that follow fail at once")
+    }
+
     /// A running pool of one connection to the test database, with its health; nothing without one.
     static func withPool(
         probeInterval: Duration = .milliseconds(250), _ body: (PostgresPool, StoreHealth) async throws -> Void
@@ -106,4 +125,26 @@ struct FailFastTests {
             #expect(try await waiter.value == 1)
         }
     }
+}
+
+/// An engine whose calls say they have begun (`reached`), wait until `gate`
+/// finishes, then refuse as a store does (the database answered, with a refusal).
+private struct HeldEngine: StoreEngine {
+    let gate: AsyncStream<Void>
+    let reached: AsyncStream<Void>.Continuation
+
+    var dialect: SQLDialect { .sqlite }
+
+    private func held<T>() async throws -> T {
+        reached.yield()
+        for await _ in gate {}
+        throw StoreError.messageNotFound("m")
+    }
+
+    func write<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T { try await held() }
+    func read<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T { try await held() }
+    func readOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
+        try await held()
+    }
+    func storageBytes() async throws -> Int64 { try await held() }
 }

@@ -127,8 +127,29 @@ struct StoreDeadlineTests {
         health.failed(.timedOut(.seconds(5)))
         #expect(health.unreachableSince == since, "the first failure says since when")
         #expect(health.unavailableCalls == 2)
-        health.answered()
+        health.answered(since: health.began())
         #expect(health.unreachableSince == nil && health.reason == nil && health.unavailableCalls == 2)
+    }
+
+    @Test("StoreHealth: a call under way when another failed says nothing of the store when it is answered")
+    func answerOfACallFromBefore() {
+        let health = StoreHealth(time: ManualClock().timeSource)
+        let before = health.began()
+        health.failed(.unreachable("the connection was closed"))
+        health.answered(since: before)
+        #expect(health.unreachableSince != nil, "a commit read after the failure does not say the database is back")
+        // Nor does one that began before a later failure of the same outage.
+        let during = health.began()
+        health.failed(.unreachable("connection refused"))
+        health.answered(since: during)
+        #expect(health.unreachableSince != nil)
+        // A call that began after the last failure and was answered does.
+        health.answered(since: health.began())
+        #expect(health.unreachableSince == nil)
+        // As does the probe, whenever it answers.
+        health.failed(.timedOut(.seconds(5)))
+        health.probeAnswered()
+        #expect(health.unreachableSince == nil)
     }
 }
 

@@ -49,12 +49,13 @@ struct BoundedEngine: StoreEngine {
     private func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         // Known to be away, with a probe watching for its return: fail at once, not at the deadline.
         if let why = health.awayWhileProbed() { throw StoreError.unavailable(why) }
+        let began = health.began()
         do {
             let value = try await deadline.run(body)
-            health.answered()
+            health.answered(since: began)
             return value
         } catch let error as StoreError {
-            if case .unavailable(let why) = error { health.failed(why) } else { health.answered() }
+            if case .unavailable(let why) = error { health.failed(why) } else { health.answered(since: began) }
             throw error
         } catch {
             guard let why = base.unavailability(of: error) else { throw error }
