@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdWSClient
 import Logging
+import NIOCore
 import Synchronization
 import Testing
 import TicksTestSupport
@@ -56,8 +57,20 @@ final class TestSocket: Sendable {
         let shared = self.shared
         task = Task {
             let close: WebSocketCloseFrame?
+            // NIO's bootstrap gives a loopback connect a fixed 10 s, which a machine saturated beside the
+            // tests can exceed (a loaded run: "Connect timeout (10 s)"). A connect that timed out sent
+            // nothing, so it is tried again, up to the suite's patience.
+            let deadline = ContinuousClock.now + Patience.wait
             do {
-                close = try await Self.run(url: "ws://127.0.0.1:\(port)/connect?\(query)", configuration, logger, shared, reading)
+                while true {
+                    do {
+                        close = try await Self.run(
+                            url: "ws://127.0.0.1:\(port)/connect?\(query)", configuration, logger, shared, reading)
+                        break
+                    } catch ChannelError.connectTimeout where ContinuousClock.now < deadline {
+                        continue
+                    }
+                }
             } catch {
                 shared.ended.withLock { $0 = "failed: \(error)" }
                 throw error
