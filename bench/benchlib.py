@@ -85,6 +85,11 @@ def start_ticks(data_dir, extra_args=(), rate_limits=False, binary=None):
     return process
 
 
+def pin_process(pid, cpu):
+    """Every thread of a running process onto `cpu`."""
+    subprocess.run(["taskset", "-a", "-c", "-p", str(cpu), str(pid)], check=True, capture_output=True)
+
+
 def stop(process):
     if process and process.poll() is None:
         process.send_signal(signal.SIGTERM)

@@ -6,7 +6,9 @@ struct TicksBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ticks-bench",
         abstract: "Load generator for Ticks (and Matrix Synapse): real HTTP and WebSocket clients.",
-        subcommands: [Receipts.self, Group.self, Connections.self, Storage.self, SDKCache.self, Prune.self, Pings.self])
+        subcommands: [
+            Receipts.self, Group.self, Sends.self, Connections.self, Storage.self, SDKCache.self, Prune.self, Pings.self,
+        ])
 }
 
 /// Where the Ticks server is and how to make tokens for it.
