@@ -8,9 +8,10 @@ extension SQLStore {
     {
         let custom = try StoredJSON.messageColumn(custom: new.custom, attachments: new.attachments)
         do {
-            return try await write({
-                // The channel's row lock (PostgreSQL) numbers its messages one at
-                // a time, and a retried send with the same id waits here for the first (R11).
+            // Sends into one channel take turns on the node (PostgreSQL: `Turns`), then the channel's
+            // row lock numbers its messages one at a time whichever node they came through, and a
+            // retried send with the same id waits there for the first (R11).
+            return try await write(inTurnOf: channel.pk, {
                 Fetch.channel(pk: channel.pk, lock: true).then { found in
                     Step.row(StoreSQL.message(id: new.id)).then { stored in
                         if let stored {

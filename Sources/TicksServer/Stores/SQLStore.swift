@@ -22,6 +22,11 @@ protocol StoreEngine: Sendable {
     /// One statement that changes, committed on its own: PostgreSQL's
     /// batched receipts (`StoreSQL.moves`), one round trip.
     func writeOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T
+    /// A change that first waits, on this node, for the changes of the same
+    /// `turn` that came before it (`Turns`: PostgreSQL's sends into one
+    /// channel); a store with one writer runs it as any change.
+    func write<T: Sendable>(inTurnOf turn: Int64, _ program: @escaping @Sendable () -> StoreProgram<T>) async throws
+        -> T
     /// How many bytes the stored data takes.
     func storageBytes() async throws -> Int64
     /// Migrations and seed data, before the first request.
@@ -37,6 +42,12 @@ extension StoreEngine {
     func unavailability(of error: any Error) -> StoreError.Unavailability? { nil }
 
     func writeOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
+        try await write(program)
+    }
+
+    func write<T: Sendable>(inTurnOf turn: Int64, _ program: @escaping @Sendable () -> StoreProgram<T>) async throws
+        -> T
+    {
         try await write(program)
     }
 }
@@ -149,10 +160,16 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// A change and what it owes (`change` of its result, nil for nothing),
     /// in one transaction; without a recorder just the change.
     func write<T: Sendable>(
-        _ program: @escaping @Sendable () -> StoreProgram<T>, change: @escaping @Sendable (T) -> StoreChange?
+        inTurnOf turn: Int64? = nil, _ program: @escaping @Sendable () -> StoreProgram<T>,
+        change: @escaping @Sendable (T) -> StoreChange?
     ) async throws -> T {
-        guard let recorder = changeRecorder else { return try await engine.write(program) }
-        let (result, recorded) = try await engine.write {
+        let engine = self.engine
+        func write<R: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<R>) async throws -> R {
+            guard let turn else { return try await engine.write(program) }
+            return try await engine.write(inTurnOf: turn, program)
+        }
+        guard let recorder = changeRecorder else { return try await write(program) }
+        let (result, recorded) = try await write {
             program().then { result in
                 guard let change = change(result) else { return .done((result, 0)) }
                 return Self.record(change, by: recorder, now: .now()).map { (result, $0) }

@@ -19,6 +19,9 @@ final class PostgresEngine: StoreEngine {
     /// The last migration to apply; all when nil.
     let migrationsUpTo: String?
 
+    /// Changes that take turns on this node before they reach the database (sends into one channel).
+    let turns = Turns()
+
     /// Each question of the wait for a server in recovery (`PostgresSchema.waitForPromotion`) has
     /// this deadline, and the wait between two runs on its clock.
     let deadline: StoreDeadline
@@ -39,6 +42,15 @@ final class PostgresEngine: StoreEngine {
 
     func write<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
         try await transactions.run(.write) { session in try await session.run(program()) }
+    }
+
+    /// Waits here, holding no connection and no snapshot, for the changes of
+    /// `turn` that came before it (`Turns`), rather than in the database on
+    /// the channel's row lock.
+    func write<T: Sendable>(inTurnOf turn: Int64, _ program: @escaping @Sendable () -> StoreProgram<T>) async throws
+        -> T
+    {
+        try await turns.inTurn(turn) { try await write(program) }
     }
 
     func read<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {

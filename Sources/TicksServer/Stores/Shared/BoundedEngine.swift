@@ -31,6 +31,13 @@ struct BoundedEngine: StoreEngine {
         try await bounded { try await base.writeOne(program) }
     }
 
+    /// The wait for its turn is within the call's deadline: a call left there leaves the queue.
+    func write<T: Sendable>(inTurnOf turn: Int64, _ program: @escaping @Sendable () -> StoreProgram<T>) async throws
+        -> T
+    {
+        try await bounded { try await base.write(inTurnOf: turn, program) }
+    }
+
     func storageBytes() async throws -> Int64 { try await bounded { try await base.storageBytes() } }
 
     /// The migrations: no deadline (they may be long), but a database that is away is said so.

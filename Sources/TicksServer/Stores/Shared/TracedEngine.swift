@@ -36,6 +36,12 @@ struct TracedEngine: StoreEngine {
         try await traced("store.write", "statement") { try await base.writeOne(program) }
     }
 
+    func write<T: Sendable>(inTurnOf turn: Int64, _ program: @escaping @Sendable () -> StoreProgram<T>) async throws
+        -> T
+    {
+        try await traced("store.write", "transaction") { try await base.write(inTurnOf: turn, program) }
+    }
+
     func storageBytes() async throws -> Int64 { try await base.storageBytes() }
 
     func prepare() async throws { try await base.prepare() }
