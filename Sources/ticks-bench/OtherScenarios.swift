@@ -34,8 +34,7 @@ struct Group: AsyncParsableCommand {
 
     func run() async throws {
         guard members >= 2 else { throw ValidationError("--members must be at least 2") }
-        let ticks = try await server.ticks(connections: connections)
-        do {
+        try await server.withTicks(connections: connections) { ticks in
             let result = try await measure(ticks)
             try report(
                 [
@@ -46,11 +45,7 @@ struct Group: AsyncParsableCommand {
                     "  server sent \(result.frames_sent) frames, \(result.bytes_sent) bytes"
                         + " (\(result.frames_per_member) frames per member); connected at \(result.connect_rate)/s",
                 ], json: result, asJSON: server.json)
-        } catch {
-            await ticks.http.shutdown()
-            throw error
         }
-        await ticks.http.shutdown()
     }
 
     func measure(_ ticks: TicksTarget) async throws -> Result {
@@ -58,14 +53,7 @@ struct Group: AsyncParsableCommand {
         let ids = (0..<members).map { "\(prefix)m\($0)" }
         try await ticks.upsertUsers(ids)
         let channel = "\(prefix)g"
-        let first = ids.prefix(100).map { "\"\($0)\"" }.joined(separator: ",")
-        try await ticks.admin(
-            .POST, "/channels/messaging/\(channel)/query",
-            "{\"data\": {\"members\": [\(first)], \"created_by\": {\"id\": \"\(ids[0])\"}}}")
-        for batch in stride(from: 100, to: ids.count, by: 100).map({ ids[$0..<min($0 + 100, ids.count)] }) {
-            let list = batch.map { "\"\($0)\"" }.joined(separator: ",")
-            try await ticks.admin(.POST, "/channels/messaging/\(channel)", "{\"add_members\": [\(list)]}")
-        }
+        try await ticks.createChannel(channel, members: ids)
         var signed: [String] = []
         for id in ids { signed.append(try await ticks.tokens.user(id)) }
         let tokens = signed

@@ -36,8 +36,7 @@ struct Sends: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let ticks = try await server.ticks(connections: max(connections, senders))
-        do {
+        try await server.withTicks(connections: max(connections, senders)) { ticks in
             let result = try await measure(ticks)
             let errors = result.errors.isEmpty ? "none" : result.errors.sorted { $0.key < $1.key }
                 .map { "\($0.value) × \($0.key)" }.joined(separator: ", ")
@@ -47,11 +46,7 @@ struct Sends: AsyncParsableCommand {
                     "  errors: \(errors); server CPU per send: "
                         + "\(result.server_cpu_us_per_send.map { "\($0) µs" } ?? "not reported")",
                 ], json: result, asJSON: server.json)
-        } catch {
-            await ticks.http.shutdown()
-            throw error
         }
-        await ticks.http.shutdown()
     }
 
     func measure(_ ticks: TicksTarget) async throws -> Result {
@@ -60,13 +55,7 @@ struct Sends: AsyncParsableCommand {
         try await ticks.upsertUsers(ids)
         let channel = "\(prefix)s"
         let path = "/channels/messaging/\(channel)"
-        let first = ids.prefix(100).map { "\"\($0)\"" }.joined(separator: ",")
-        try await ticks.admin(
-            .POST, "\(path)/query", "{\"data\": {\"members\": [\(first)], \"created_by\": {\"id\": \"\(ids[0])\"}}}")
-        for batch in stride(from: 100, to: ids.count, by: 100).map({ ids[$0..<min($0 + 100, ids.count)] }) {
-            let list = batch.map { "\"\($0)\"" }.joined(separator: ",")
-            try await ticks.admin(.POST, path, "{\"add_members\": [\(list)]}")
-        }
+        try await ticks.createChannel(channel, members: ids)
         let token = try await ticks.tokens.user(ids[0])
         let send = { @Sendable (id: String) async throws in
             try await ticks.http.call(

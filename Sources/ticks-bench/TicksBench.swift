@@ -41,6 +41,19 @@ struct ServerOptions: ParsableArguments {
         return (key, secret)
     }
 
+    /// `body` with a Ticks target whose HTTP client is shut down afterwards, whatever happens.
+    func withTicks<T>(connections: Int, _ body: (TicksTarget) async throws -> T) async throws -> T {
+        let ticks = try await ticks(connections: connections)
+        do {
+            let value = try await body(ticks)
+            await ticks.http.shutdown()
+            return value
+        } catch {
+            await ticks.http.shutdown()
+            throw error
+        }
+    }
+
     func ticks(connections: Int) async throws -> TicksTarget {
         let (key, secret) = try credentials()
         func trimmed(_ url: String) -> String { url.hasSuffix("/") ? String(url.dropLast()) : url }

@@ -29,6 +29,19 @@ struct TicksTarget: ReceiptTarget {
         try await http.call(method, url(path), headers: headers(try await tokens.server()), json: json)
     }
 
+    /// A messaging channel of `members` (upserted already), the first its creator: made with the first
+    /// hundred (Stream's limit for a new channel), then a hundred at a time.
+    func createChannel(_ id: String, members: [String]) async throws {
+        let path = "/channels/messaging/\(id)"
+        let first = members.prefix(100).map { "\"\($0)\"" }.joined(separator: ",")
+        try await admin(
+            .POST, "\(path)/query", "{\"data\": {\"members\": [\(first)], \"created_by\": {\"id\": \"\(members[0])\"}}}")
+        for batch in stride(from: 100, to: members.count, by: 100).map({ members[$0..<min($0 + 100, members.count)] }) {
+            let list = batch.map { "\"\($0)\"" }.joined(separator: ",")
+            try await admin(.POST, path, "{\"add_members\": [\(list)]}")
+        }
+    }
+
     func upsertUsers(_ ids: [String]) async throws {
         for batch in stride(from: 0, to: ids.count, by: 100).map({ Array(ids[$0..<min($0 + 100, ids.count)]) }) {
             let users = batch.map { "\"\($0)\": {\"id\": \"\($0)\"}" }.joined(separator: ",")
