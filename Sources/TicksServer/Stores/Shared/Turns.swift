@@ -14,8 +14,9 @@ import Synchronization
 /// first to come goes first. The row lock stays: it is what keeps sends
 /// through several nodes in order.
 ///
-/// A call left at its deadline while it waits its turn (`StoreDeadline`'s
-/// expiry) or cancelled leaves the queue at once and never runs.
+/// A call cancelled while it waits its turn leaves the queue at once and
+/// never runs; so does one left at its deadline, since `StoreDeadline`
+/// cancels the work it leaves.
 final class Turns: Sendable {
     private final class Waiter: Sendable {
         let continuation: Mutex<CheckedContinuation<Void, any Error>?>
@@ -24,12 +25,9 @@ final class Turns: Sendable {
             self.continuation = Mutex(continuation)
         }
 
-        /// Resumes it once; false if it was resumed already.
-        @discardableResult
-        func resume(_ result: Result<Void, any Error>) -> Bool {
-            guard let continuation = continuation.withLock({ $0.take() }) else { return false }
-            continuation.resume(with: result)
-            return true
+        /// Resumes it, once.
+        func resume(_ result: Result<Void, any Error>) {
+            continuation.withLock { $0.take() }?.resume(with: result)
         }
     }
 
@@ -77,9 +75,6 @@ final class Turns: Sendable {
                     waiter.resume(.success(()))
                     return
                 }
-                // Left at its deadline while waiting: out of the queue, and the call ends.
-                let expiry = StoreDeadline.expiry
-                _ = expiry?.register { [weak self] in self?.leave(waiter, of: key, with: CancellationError()) }
                 // Cancelled before the handler could see the waiter.
                 if Task.isCancelled { leave(waiter, of: key, with: CancellationError()) }
             }
