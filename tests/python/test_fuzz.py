@@ -276,6 +276,12 @@ if __name__ == "_schemathesis_hooks":  # loaded by Schemathesis (SCHEMATHESIS_HO
         return strategies.integers(0, 2**32).map(
             lambda number: with_an_edge_number(with_a_hostile_id(case, number), number))
 
+    @schemathesis.hook
+    def after_call(context, case, response):
+        """A heartbeat for `wait_while_progressing`: Schemathesis itself writes only when a
+        phase ends, and the fuzzing phase can run for many minutes."""
+        os.utime(os.environ["TICKS_FUZZ_HEARTBEAT"])
+
 
 def toml_string(text):
     """A TOML basic string: printable characters as they are, the rest escaped."""
@@ -336,13 +342,47 @@ def run_schemathesis(base_url, api_key, token, work_dir, label, destructive=Fals
     ]
     started = time.monotonic()
     environment = {**os.environ, "SCHEMATHESIS_HOOKS": str(Path(__file__).resolve()),  # the hooks above
+                   "PYTHONUNBUFFERED": "1",  # each line reaches the log as it is written (the watchdog reads it)
                    "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent),
                                                   *filter(None, [os.environ.get("PYTHONPATH")])])}
-    result = subprocess.run(command, cwd=work_dir, env=environment, capture_output=True, text=True,
-                            timeout=600 + 12 * EXAMPLES)
-    output = result.stdout + result.stderr
-    return result.returncode, f"--- schemathesis as {label} ({time.monotonic() - started:.0f}s, exit " \
-                              f"{result.returncode}): {' '.join(command)}\n{output}"
+    log, heartbeat = work_dir / f"schemathesis-{label}.log", work_dir / f"schemathesis-{label}.heartbeat"
+    heartbeat.touch()
+    environment["TICKS_FUZZ_HEARTBEAT"] = str(heartbeat)  # touched after each call (`after_call`)
+    with log.open("wb") as sink:
+        process = subprocess.Popen(command, cwd=work_dir, env=environment, stdout=sink, stderr=subprocess.STDOUT)
+        returncode = wait_while_progressing(process, log, heartbeat)
+    output = log.read_text(errors="replace")
+    return returncode, f"--- schemathesis as {label} ({time.monotonic() - started:.0f}s, exit " \
+                       f"{returncode}): {' '.join(command)}\n{output}"
+
+
+# Each request Schemathesis makes touches the run's heartbeat file (the `after_call` hook), and
+# one request takes well under a second unloaded. A run that neither calls nor writes for this
+# long is stuck (a request that never answers is cut at --request-timeout, 30 s), so it is
+# stopped and reported. There is no bound on the whole run: how long its thousands of requests
+# take depends on how busy the machine is (under scripts/test-under-load one run took more than
+# 30 minutes, 2026-12-03), not on whether the server works.
+STALLED_AFTER_SECONDS = 600
+
+
+def wait_while_progressing(process, *watched, stalled_after=STALLED_AFTER_SECONDS, poll=5):
+    """`process`'s exit code once it ends, or -9 once none of the `watched` files has changed
+    (size or modification time) for `stalled_after` seconds: the process is then killed, and a
+    last line in the first of them (its log) says why."""
+    def signature():
+        return [(path.stat().st_size, path.stat().st_mtime_ns) for path in watched]
+    seen, changed = None, time.monotonic()
+    while process.poll() is None:
+        if (now := signature()) != seen:
+            seen, changed = now, time.monotonic()
+        elif time.monotonic() - changed > stalled_after:
+            process.kill()
+            process.wait()
+            with watched[0].open("a") as sink:
+                sink.write(f"\n--- stopped: nothing for {stalled_after} s (the run is stuck)\n")
+            return -9
+        time.sleep(poll)
+    return process.returncode
 
 
 def seed(client):
@@ -449,6 +489,23 @@ def test_the_api_survives_fuzzing_and_answers_as_documented(fuzzed_servers, tmp_
         f"=== {store}:\n{problem}" for store, problem in problems.items() if problem)
 
 
+def test_a_stuck_fuzzer_is_stopped_a_progressing_one_is_not_and_a_finished_one_reports_its_exit(tmp_path):
+    log, heartbeat = tmp_path / "stuck.log", tmp_path / "stuck.heartbeat"
+    heartbeat.touch()
+    with log.open("wb") as sink:
+        stuck = subprocess.Popen([sys.executable, "-c", "print('started', flush=True); import time; time.sleep(600)"],
+                                 stdout=sink, stderr=subprocess.STDOUT)
+        assert wait_while_progressing(stuck, log, heartbeat, stalled_after=1, poll=0.2) == -9
+    assert stuck.returncode is not None
+    assert log.read_text().startswith("started") and "nothing for 1 s" in log.read_text()
+    # Silent on its output for 14 s but touching its heartbeat: not stuck (10 s leaves a loaded
+    # machine time to start Python before the first touch).
+    log, heartbeat = tmp_path / "beating.log", tmp_path / "beating.heartbeat"
+    heartbeat.touch()
+    beating = f"import os, sys, time\nfor _ in range(40):\n    time.sleep(0.35); os.utime({str(heartbeat)!r})\nsys.exit(3)"
+    with log.open("wb") as sink:
+        finished = subprocess.Popen([sys.executable, "-c", beating], stdout=sink)
+        assert wait_while_progressing(finished, log, heartbeat, stalled_after=10, poll=0.1) == 3
 def test_the_server_serves_this_document(tmp_path):
     """GET /openapi.json is the document in the repository (the fuzzer reads the file)."""
     server = TicksProcess(tmp_path / "server", api_key="fuzzkey", api_secret=secrets.token_urlsafe(48))
