@@ -18,7 +18,7 @@ struct EventPublisher: Sendable {
     /// `message.new` to every member's connections that watch the channel
     /// (or never watched any), each with their own unread counts: the message
     /// is encoded once for all of them (`EncodedEvent`), and each recipient's
-    /// frame ends with their counts. Their connections that watch other
+    /// frame ends with their counts, written when a connection takes it. Their connections that watch other
     /// channels but not this one get `notification.message_new` instead, with
     /// the channel, for a message shown in the channel (docs/events.md, "Watching").
     /// The author's jump to their message (R4) may make others' messages read by all (R13): each
@@ -29,14 +29,15 @@ struct EventPublisher: Sendable {
             let cid = channel.cid.description
             var event = ChangeEvents.messageNew(outcome.message, users: users)
             event.watcherCount = hub.watchers(of: cid, among: recipients).count
-            var endings: [String: String] = [:]
+            var counts: [String: UnreadEnding] = [:]
+            counts.reserveCapacity(outcome.recipients.count)
             for recipient in outcome.recipients {
-                endings[recipient.userID] =
-                    #","unread_count":\#(recipient.channelUnread),"total_unread_count":\#(recipient.totals.messages),"#
-                    + #""unread_channels":\#(recipient.totals.channels)"#
+                counts[recipient.userID] = UnreadEnding(
+                    channel: recipient.channelUnread, messages: recipient.totals.messages,
+                    channels: recipient.totals.channels)
             }
             try publish(
-                EncodedEvent(object: JSONCoding.data(event), endings: endings, audience: .watchers(cid)),
+                EncodedEvent(object: JSONCoding.data(event), counts: counts, audience: .watchers(cid)),
                 type: .messageNew, to: recipients)
             let message = outcome.message
             if message.parentID == nil || message.showInChannel,
@@ -47,7 +48,7 @@ struct EventPublisher: Sendable {
                 let notice = ChangeEvents.notificationMessageNew(
                     message, in: Presenter.channel(shown, config: config, users: users), users: users)
                 try publish(
-                    EncodedEvent(object: JSONCoding.data(notice), endings: endings, audience: .notWatching(cid)),
+                    EncodedEvent(object: JSONCoding.data(notice), counts: counts, audience: .notWatching(cid)),
                     type: .notificationMessageNew, to: recipients)
             }
         }

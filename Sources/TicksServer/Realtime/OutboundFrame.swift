@@ -41,16 +41,36 @@ public struct OutboundFrame: Sendable {
 
 /// An event encoded once for all its recipients.
 ///
-/// Most events are the same for everyone who gets them. `message.new` differs
-/// only in the recipient's unread counts, so the message (the large part) is
-/// encoded once as `shared`, a JSON object without its closing brace, and
-/// each recipient gets a small `personal` ending: `,"unread_count":1,…}`.
+/// Most events are the same for everyone who gets them. `message.new` (and
+/// `notification.message_new`) differs only in the recipient's unread counts,
+/// so the message (the large part) is encoded once as `shared`, a JSON object
+/// without its closing brace, and each recipient's counts end their copy:
+/// `,"unread_count":1,…}`, written only for the recipients a connection
+/// here takes it to (a channel of 1,000 members wrote 1,000 endings for
+/// every send, whoever was connected: BENCHMARKS.md, "Sends into one large channel").
 public struct EncodedEvent: Sendable {
     let shared: ByteBuffer
-    /// Per recipient, the end of their copy; nil when `shared` is the whole frame for all.
-    let personal: [String: ByteBuffer]?
+    /// What ends each recipient's copy; nil when `shared` is the whole frame for all.
+    let personal: Personal?
     /// Which of each recipient's connections it goes to.
     var audience: ConnectionAudience = .everyConnection
+
+    /// The parts of an event that differ per recipient.
+    enum Personal: Sendable {
+        /// Each recipient's unread counts.
+        case counts([String: UnreadEnding])
+        /// Each recipient's ending as written, closing brace included: what a
+        /// node of the release before puts on the bus (`PostgresEventBus`).
+        case endings([String: ByteBuffer])
+
+        /// `userID`'s ending; nil when the event is not for them.
+        func ending(for userID: String) -> ByteBuffer? {
+            switch self {
+            case .counts(let counts): counts[userID]?.bytes
+            case .endings(let endings): endings[userID]
+            }
+        }
+    }
 
     /// An event that is the same for every recipient.
     init(_ data: Data) {
@@ -58,16 +78,15 @@ public struct EncodedEvent: Sendable {
         self.personal = nil
     }
 
-    /// `object` (a JSON object) with `endings[user]`'s fields added for each recipient.
-    /// - Parameter endings: per recipient, `,"name":value,…` (without the closing brace).
-    init(object: Data, endings: [String: String], audience: ConnectionAudience = .everyConnection) throws {
+    /// `object` (a JSON object) with each recipient's `counts` added at its end.
+    init(object: Data, counts: [String: UnreadEnding], audience: ConnectionAudience = .everyConnection) throws {
         guard object.last == UInt8(ascii: "}") else { throw EncodingError.invalidValue(object, .init(codingPath: [], debugDescription: "an event must encode as a JSON object")) }
         self.shared = ByteBuffer(bytes: object.dropLast())
-        self.personal = endings.mapValues { ByteBuffer(string: $0 + "}") }
+        self.personal = .counts(counts)
         self.audience = audience
     }
 
-    init(shared: ByteBuffer, personal: [String: ByteBuffer]?, audience: ConnectionAudience = .everyConnection) {
+    init(shared: ByteBuffer, personal: Personal?, audience: ConnectionAudience = .everyConnection) {
         self.shared = shared
         self.personal = personal
         self.audience = audience
@@ -76,12 +95,23 @@ public struct EncodedEvent: Sendable {
     /// `userID`'s frame; nil when the event has personal parts and none for them.
     func frame(for userID: String) -> OutboundFrame? {
         guard let personal else { return OutboundFrame(shared: shared) }
-        return personal[userID].map { OutboundFrame(shared: shared, personal: $0) }
+        return personal.ending(for: userID).map { OutboundFrame(shared: shared, personal: $0) }
     }
+}
 
-    /// What one recipient's frame weighs.
-    func byteCount(for userID: String) -> Int {
-        shared.readableBytes + (personal?[userID]?.readableBytes ?? 0)
+/// A recipient's unread counts as their copy of `message.new` ends
+/// (docs/events.md): the channel's, and their totals.
+public struct UnreadEnding: Sendable, Equatable {
+    /// `unread_count`: their unread messages in the channel.
+    var channel: Int
+    /// `total_unread_count`: in all their channels.
+    var messages: Int
+    /// `unread_channels`: their channels with unread messages.
+    var channels: Int
+
+    /// `,"unread_count":…,"total_unread_count":…,"unread_channels":…}`, closing the event's object.
+    var bytes: ByteBuffer {
+        ByteBuffer(string: #","unread_count":\#(channel),"total_unread_count":\#(messages),"unread_channels":\#(channels)}"#)
     }
 }
 

@@ -10,10 +10,14 @@ import Tracing
 /// but PostgreSQL itself: `NOTIFY` to publish, `LISTEN` to receive.
 ///
 /// Events queued by `publish` go out in order, several to a notification. A
-/// notification carries at most 8,000 bytes, so a batch that would not fit is
-/// stored in `event_batch` and the notification carries its id; nothing is cut.
-/// An event with per-recipient parts (`message.new`) travels once, with each
-/// recipient's ending beside it.
+/// notification carries at most 8,000 bytes, so a run of events too large
+/// for one is stored in `event_batch`, as one row, and the notification
+/// carries its id; nothing is cut. An event with per-recipient parts
+/// (`message.new`) travels once, with each recipient's counts beside it.
+/// Each event is written to JSON once, by hand, as it is queued, and a
+/// notification is those bytes put together: no encoder, and every size is
+/// known (one send to 1,000 members wrote 2,000 endings through
+/// `JSONEncoder`, about a tenth of the node's CPU: BENCHMARKS.md).
 ///
 /// Nothing is dropped silently. An event this node cannot publish (the queue
 /// is full, or publishing failed twice) names users whose connections on the
@@ -37,6 +41,8 @@ public final class PostgresEventBus: EventBus {
     static let payloadLimit = 7_900
     /// Users named in one resync notice before it becomes "everyone".
     static let resyncUserLimit = 10_000
+    /// What one stored batch holds at most, unless a single event is larger.
+    static let storedBatchBytes = 1 << 20
 
     let pool: PostgresPool
     let configuration: PostgresConnection.Configuration
@@ -44,8 +50,10 @@ public final class PostgresEventBus: EventBus {
     let channel: String
     /// This node, so it skips its own notifications.
     let node: String
+    /// `{"node":"…"`, how every batch of this node begins (`opening(of:)`).
+    private let opening: [UInt8]
     /// The field that marks this node's own notifications (`ownField(of:)`).
-    private let ownField: String?
+    private let ownField: String
     /// Whether entries carry their trace context and received ones are `ws.fanout` spans.
     let tracing: Bool
     let logger: Logger
@@ -62,8 +70,8 @@ public final class PostgresEventBus: EventBus {
 
     /// What waits to go out.
     private struct State {
-        /// Entries waiting, oldest first, and their encoded size.
-        var queue: [Entry] = []
+        /// Entries waiting, oldest first, and their size.
+        var queue: [Queued] = []
         var queuedBytes = 0
         /// Users whose connections on the other nodes missed an event.
         var resync: Set<String> = []
@@ -76,13 +84,12 @@ public final class PostgresEventBus: EventBus {
         /// Events lost since the start.
         var eventsLost = 0
 
-        mutating func lost(_ entries: some Sequence<Entry>) -> Int {
+        mutating func lost(_ entries: some Sequence<Queued>) -> Int {
             var count = 0
             for entry in entries {
                 count += 1
                 guard !resyncEveryone else { continue }
-                // A lost watch: its user's connections resync, and their clients watch again.
-                resync.formUnion(entry.watch.map { [$0.user] } ?? entry.users)
+                resync.formUnion(entry.users)
                 if resync.count > PostgresEventBus.resyncUserLimit {
                     resync = []
                     resyncEveryone = true
@@ -92,11 +99,25 @@ public final class PostgresEventBus: EventBus {
         }
     }
 
+    /// An entry ready to go: its JSON (`entry(_:to:trace:)`), and the users
+    /// whose connections on the other nodes miss it if it is lost (a lost
+    /// watch: its user's, and their clients watch again).
+    struct Queued: Sendable {
+        var json: [UInt8]
+        var users: [String]
+    }
+
+    /// An entry of a batch, as the receiving node reads it.
     struct Entry: Codable, Sendable {
-        /// The frame, or the part every recipient shares when `endings` is set.
+        /// The frame; with `endings`, the part every recipient shares.
         var frame: String
         var users: [String]
-        /// Each user's ending of the frame (same order as `users`).
+        /// With `counts`, each user's unread counts: three numbers a user, in
+        /// `users`' order (`UnreadEnding`), added at the end of the frame, a
+        /// whole object (a node of the release before sends it as it is).
+        var counts: [Int]?
+        /// Each user's ending of the frame (same order as `users`): what a
+        /// node of the release before sends instead of `counts`.
         var endings: [String]?
         /// For the connections watching this channel (or none): a channel event (`ConnectionAudience`).
         var watchers: String?
@@ -143,6 +164,7 @@ public final class PostgresEventBus: EventBus {
     ) {
         self.deadline = deadline
         self.node = node
+        self.opening = Self.opening(of: node)
         self.ownField = Self.ownField(of: node)
         self.tracing = tracing
         self.time = time
@@ -155,28 +177,84 @@ public final class PostgresEventBus: EventBus {
     }
 
     public func publish(_ event: EncodedEvent, to userIDs: [String]) {
-        guard !userIDs.isEmpty else { return }
-        var entry = Entry(
-            frame: String(buffer: event.shared), users: userIDs,
-            endings: event.personal.map { personal in userIDs.map { personal[$0].map { String(buffer: $0) } ?? "}" } })
-        switch event.audience {
-        case .everyConnection: break
-        case .watchers(let cid): entry.watchers = cid
-        case .notWatching(let cid): entry.unwatched = cid
-        }
-        if tracing, let trace = TraceContext.current() {
-            entry.traceparent = trace.traceparent
-            entry.tracestate = trace.tracestate
-        }
+        guard let entry = Self.entry(event, to: userIDs, trace: tracing ? TraceContext.current() : nil) else { return }
         enqueue(entry)
     }
 
     public func watch(_ change: WatchChange) {
-        enqueue(Entry(frame: "", users: [], watch: change))
+        enqueue(Self.entry(change))
     }
 
-    private func enqueue(_ entry: Entry) {
-        let size = Self.encodedSize(of: entry)
+    /// `event`'s entry for those of `userIDs` it is for (an event with
+    /// personal parts is for those it has them for); nil when none.
+    /// `{"frame":…,"users":[…],"counts":[…],"watchers":…,"traceparent":…}`,
+    /// the keys `Entry` reads.
+    static func entry(_ event: EncodedEvent, to userIDs: [String], trace: TraceContext?) -> Queued? {
+        var users = userIDs
+        var counts: [Int] = []
+        var endings: [String] = []
+        switch event.personal {
+        case nil:
+            break
+        case .counts(let byUser)?:
+            users = userIDs.filter { byUser[$0] != nil }
+            counts.reserveCapacity(users.count * 3)
+            for user in users {
+                guard let ending = byUser[user] else { continue }
+                counts += [ending.channel, ending.messages, ending.channels]
+            }
+        case .endings(let byUser)?:
+            users = userIDs.filter { byUser[$0] != nil }
+            endings = users.compactMap { byUser[$0].map { String(buffer: $0) } }
+        }
+        guard !users.isEmpty else { return nil }
+        var writer = EventJSON.Writer()
+        writer.out.reserveCapacity(event.shared.readableBytes + 20 * users.count + 100)
+        writer.raw(#"{"frame":"#)
+        if case .counts? = event.personal {
+            writer.string(String(buffer: event.shared) + "}")  // a whole object
+        } else {
+            writer.string(String(buffer: event.shared))
+        }
+        writer.raw(#","users":"#)
+        writer.strings(users)
+        if case .counts? = event.personal {
+            writer.raw(#","counts":["#)
+            for (index, count) in counts.enumerated() {
+                if index > 0 { writer.raw(",") }
+                writer.integer(Int64(count))
+            }
+            writer.raw("]")
+        }
+        if case .endings? = event.personal {
+            writer.raw(#","endings":"#)
+            writer.strings(endings)
+        }
+        switch event.audience {
+        case .everyConnection: break
+        case .watchers(let cid): writer.field("watchers", cid)
+        case .notWatching(let cid): writer.field("unwatched", cid)
+        }
+        writer.field("traceparent", trace?.traceparent)
+        writer.field("tracestate", trace?.tracestate)
+        writer.raw("}")
+        return Queued(json: writer.out, users: users)
+    }
+
+    /// A watch's entry: an empty `frame` for no `users` (a node of the
+    /// release before sends it to no one), and the change.
+    static func entry(_ change: WatchChange) -> Queued {
+        var writer = EventJSON.Writer()
+        writer.raw(#"{"frame":"","users":[],"watch":{"connection":"#)
+        writer.string(change.connection)
+        writer.field("user", change.user)
+        writer.field("cid", change.cid)
+        writer.raw(change.watching ? #","watching":true}}"# : #","watching":false}}"#)
+        return Queued(json: writer.out, users: [change.user])
+    }
+
+    private func enqueue(_ entry: Queued) {
+        let size = entry.json.count
         let dropped = state.withLock { state -> Int in
             guard state.queuedBytes + size <= queueBytes else { return state.lost([entry]) }
             state.queue.append(entry)
@@ -302,83 +380,120 @@ public final class PostgresEventBus: EventBus {
     /// Tells the other nodes to close the connections of `users` (or all).
     private func sendResync(_ users: [String], everyone: Bool, on connection: PostgresConnection) async throws {
         if everyone {
-            try await notify(payload: try JSONCoding.string(Batch(node: node, resyncEveryone: true)), on: connection)
+            try await notify(payload: batch { $0.raw(#","resync_everyone":true"#) }, on: connection)
             return
         }
+        // `,"resync":[` and `]}` after the opening.
+        let overhead = opening.count + 13
         var chunk: [String] = []
-        var size = Self.batchOverhead
+        var size = overhead
         for user in users {
-            if !chunk.isEmpty, size + user.utf8.count + 3 > Self.payloadLimit {
-                try await notify(payload: try JSONCoding.string(Batch(node: node, resync: chunk)), on: connection)
+            let userSize = EventJSON.Writer.size(of: user) + 1
+            if !chunk.isEmpty, size + userSize > Self.payloadLimit {
+                try await notify(payload: batch(resync: chunk), on: connection)
                 chunk.removeAll()
-                size = Self.batchOverhead
+                size = overhead
             }
             chunk.append(user)
-            size += user.utf8.count + 3
+            size += userSize
         }
         if !chunk.isEmpty {
-            try await notify(payload: try JSONCoding.string(Batch(node: node, resync: chunk)), on: connection)
+            try await notify(payload: batch(resync: chunk), on: connection)
         }
         logger.warning(
             "told the other nodes to close connections that missed events",
             metadata: ["users": "\(everyone ? "all" : String(users.count))"])
     }
 
-    private func send(_ entries: [Entry], on connection: PostgresConnection) async throws {
-        var batch: [Entry] = []
-        var size = Self.batchOverhead
-        for entry in entries {
-            let entrySize = Self.encodedSize(of: entry)
-            if !batch.isEmpty, size + entrySize > Self.payloadLimit {
-                try await notify(batch, on: connection)
-                batch.removeAll()
-                size = Self.batchOverhead
+    private func batch(resync users: [String]) -> String {
+        Self.batch(opening) { writer in
+            writer.raw(#","resync":"#)
+            writer.strings(users)
+        }
+    }
+
+    private func batch(_ fields: (inout EventJSON.Writer) -> Void) -> String {
+        Self.batch(opening, fields)
+    }
+
+    /// A batch: its `opening` (`opening(of:)`), what `fields` write, `}`.
+    static func batch(_ opening: [UInt8], _ fields: (inout EventJSON.Writer) -> Void) -> String {
+        var writer = EventJSON.Writer()
+        writer.out = opening
+        fields(&writer)
+        writer.raw("}")
+        return String(decoding: writer.out, as: UTF8.self)
+    }
+
+    /// A batch of `entries`: `{"node":"…","entries":[…]}`.
+    static func batch(_ opening: [UInt8], entries: [Queued]) -> String {
+        batch(opening) { writer in
+            writer.raw(#","entries":["#)
+            for (index, entry) in entries.enumerated() {
+                if index > 0 { writer.raw(",") }
+                writer.out += entry.json
             }
+            writer.raw("]")
+        }
+    }
+
+    /// `{"node":"…"`: how every batch of `node` begins.
+    static func opening(of node: String) -> [UInt8] {
+        var writer = EventJSON.Writer()
+        writer.raw("{")
+        writer.key("node")
+        writer.string(node)
+        return writer.out
+    }
+
+    /// Sends `entries` in order, in the batches `batches(of:overhead:)` makes.
+    private func send(_ entries: [Queued], on connection: PostgresConnection) async throws {
+        for batch in Self.batches(of: entries, overhead: opening.count + Self.entriesOverhead) {
+            try await notify(batch, on: connection)
+        }
+    }
+
+    /// `,"entries":[` and `]}` around a batch's entries, after its opening.
+    static let entriesOverhead = 14
+
+    /// `entries` in order, as many to a batch as fit a notification. A run
+    /// of entries too large for one becomes one batch of up to
+    /// `storedBatchBytes` (one larger alone is a batch alone), stored in
+    /// `event_batch`: a send to a large channel (`message.new` and
+    /// `notification.message_new`) is one row, not one for each.
+    /// - Parameter overhead: a batch's bytes besides its entries and their commas.
+    static func batches(of entries: [Queued], overhead: Int) -> [[Queued]] {
+        var batches: [[Queued]] = []
+        var batch: [Queued] = []
+        var size = overhead
+        for entry in entries {
+            let stored = size > payloadLimit
+            if !batch.isEmpty, size + 1 + entry.json.count > (stored ? storedBatchBytes : payloadLimit) {
+                batches.append(batch)
+                batch.removeAll()
+                size = overhead
+            }
+            size += (batch.isEmpty ? 0 : 1) + entry.json.count
             batch.append(entry)
-            size += entrySize
         }
-        if !batch.isEmpty { try await notify(batch, on: connection) }
+        if !batch.isEmpty { batches.append(batch) }
+        return batches
     }
 
-    /// `{"node":"<uuid>","entries":[…]}` around the entries.
-    static let batchOverhead = 64
-
-    /// What `entry` takes in a batch's JSON: its frame is a JSON string there,
-    /// so every `"` and `\` in it doubles (counting only the frame's bytes,
-    /// batches overflowed into `event_batch` under ordinary load).
-    static func encodedSize(of entry: Entry) -> Int {
-        func escaped(_ text: String) -> Int {
-            text.utf8.count + text.utf8.count { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
-        }
-        // {"frame":"…","users":["…",…],"endings":["…",…],"watchers":"…","unwatched":"…",
-        //  "watch":{"connection":"…","user":"…","cid":"…","watching":false},"traceparent":"…","tracestate":"…"},
-        return 24 + escaped(entry.frame) + entry.users.reduce(0) { $0 + $1.utf8.count + 3 }
-            + (entry.endings.map { 12 + $0.reduce(0) { $0 + escaped($1) + 3 } } ?? 0)
-            + (entry.watchers.map { 14 + escaped($0) } ?? 0) + (entry.unwatched.map { 15 + escaped($0) } ?? 0)
-            + (entry.watch.map { 70 + escaped($0.connection) + escaped($0.user) + escaped($0.cid) } ?? 0)
-            + (entry.traceparent.map { 17 + escaped($0) } ?? 0) + (entry.tracestate.map { 16 + escaped($0) } ?? 0)
-    }
-
-    /// One notification for `entries`; if they do not fit after all, two
-    /// halves; only an entry too large on its own goes through `event_batch`.
-    private func notify(_ entries: [Entry], on connection: PostgresConnection) async throws {
-        var payload = try JSONCoding.string(Batch(node: node, entries: entries))
-        if payload.utf8.count > Self.payloadLimit, entries.count > 1 {
-            try await notify(Array(entries[..<(entries.count / 2)]), on: connection)
-            try await notify(Array(entries[(entries.count / 2)...]), on: connection)
+    /// One notification for `entries`: the batch itself when it fits, else its id in `event_batch`.
+    private func notify(_ entries: [Queued], on connection: PostgresConnection) async throws {
+        let payload = Self.batch(opening, entries: entries)
+        guard payload.utf8.count > Self.payloadLimit else {
+            try await notify(payload: payload, on: connection)
             return
         }
-        if payload.utf8.count > Self.payloadLimit {
-            let body = payload
-            guard !connection.isClosed else { throw ConnectionClosed() }
-            guard
-                let id = try await connection.query(
-                    "INSERT INTO event_batch (body) VALUES (\(body)) RETURNING id", logger: logger
-                ).collect().first?.makeRandomAccess()[0].decode(Int64.self)
-            else { throw PostgresEventBusError.storeFailed }
-            payload = try JSONCoding.string(Batch(node: node, stored: id))
-        }
-        try await notify(payload: payload, on: connection)
+        guard !connection.isClosed else { throw ConnectionClosed() }
+        guard
+            let id = try await connection.query(
+                "INSERT INTO event_batch (body) VALUES (\(payload)) RETURNING id", logger: logger
+            ).collect().first?.makeRandomAccess()[0].decode(Int64.self)
+        else { throw PostgresEventBusError.storeFailed }
+        try await notify(payload: batch { $0.raw(#","stored":"#); $0.integer(id) }, on: connection)
     }
 
     /// A query on a connection the server has already dropped is never
@@ -495,14 +610,10 @@ public final class PostgresEventBus: EventBus {
     }
 
     /// The `"node":"…"` field of `node`'s notifications, closing quote
-    /// included, as `JSONCoding` writes it in a `Batch` (whose keys come in
-    /// no fixed order). Nil only if the name cannot be encoded, and then
-    /// every notification is decoded.
-    static func ownField(of node: String) -> String? {
-        guard let alone = try? JSONCoding.string(Batch(node: node)), alone.hasPrefix("{"), alone.hasSuffix("}") else {
-            return nil
-        }
-        return String(alone.dropFirst().dropLast())
+    /// included, as its batches begin (`opening(of:)`), escaped as
+    /// `JSONEncoder` escapes, as nodes of the release before wrote it.
+    static func ownField(of node: String) -> String {
+        String(decoding: opening(of: node).dropFirst(), as: UTF8.self)
     }
 
     /// Whether `payload` carries `field`, so is a notification of that node,
@@ -511,9 +622,8 @@ public final class PostgresEventBus: EventBus {
     /// their quotes escaped; no other object of a batch has a `node` key; an
     /// array's strings are followed by `,` or `]`, never `:`), and the value's
     /// closing quote ends the name.
-    static func isOwn(_ payload: String, field: String?) -> Bool {
-        guard let field else { return false }
-        return payload.utf8.firstRange(of: field.utf8) != nil
+    static func isOwn(_ payload: String, field: String) -> Bool {
+        payload.utf8.firstRange(of: field.utf8) != nil
     }
 
     private func deliver(_ payload: String, to hub: ConnectionHub) async {
@@ -560,17 +670,7 @@ public final class PostgresEventBus: EventBus {
                 hub.apply(change)
                 continue
             }
-            let shared = ByteBuffer(string: entry.frame)
-            var personal: [String: ByteBuffer]?
-            if let endings = entry.endings, endings.count == entry.users.count {
-                personal = Dictionary(
-                    zip(entry.users, endings.map { ByteBuffer(string: $0) }), uniquingKeysWith: { first, _ in first })
-            }
-            let audience: ConnectionAudience =
-                if let cid = entry.watchers { .watchers(cid) } else if let cid = entry.unwatched { .notWatching(cid) } else {
-                    .everyConnection
-                }
-            let event = EncodedEvent(shared: shared, personal: personal, audience: audience)
+            let event = Self.event(of: entry)
             guard tracing, let traceparent = entry.traceparent else {
                 hub.send(event, to: entry.users)
                 continue
@@ -585,6 +685,34 @@ public final class PostgresEventBus: EventBus {
                 span.attributes["ticks.ws.connections"] = connections
             }
         }
+    }
+
+    /// What `entry` carries, as this node's sockets take it. Counts that do
+    /// not match the users leave the frame whole, without them.
+    static func event(of entry: Entry) -> EncodedEvent {
+        var shared = ByteBuffer(string: entry.frame)
+        var personal: EncodedEvent.Personal?
+        if let counts = entry.counts, counts.count == entry.users.count * 3,
+            entry.frame.utf8.last == UInt8(ascii: "}")
+        {
+            shared.moveWriterIndex(to: shared.writerIndex - 1)
+            var byUser: [String: UnreadEnding] = [:]
+            byUser.reserveCapacity(entry.users.count)
+            for (index, user) in entry.users.enumerated() where byUser[user] == nil {
+                byUser[user] = UnreadEnding(
+                    channel: counts[3 * index], messages: counts[3 * index + 1], channels: counts[3 * index + 2])
+            }
+            personal = .counts(byUser)
+        } else if let endings = entry.endings, endings.count == entry.users.count {
+            personal = .endings(
+                Dictionary(
+                    zip(entry.users, endings.map { ByteBuffer(string: $0) }), uniquingKeysWith: { first, _ in first }))
+        }
+        let audience: ConnectionAudience =
+            if let cid = entry.watchers { .watchers(cid) } else if let cid = entry.unwatched { .notWatching(cid) } else {
+                .everyConnection
+            }
+        return EncodedEvent(shared: shared, personal: personal, audience: audience)
     }
 
     /// Closes every WebSocket of this node, so its clients reconnect and refresh what they may have missed.

@@ -138,6 +138,29 @@ enum EventJSON {
 
         private static let hex = Array("0123456789abcdef".utf8)
 
+        /// `["…","…"]`.
+        mutating func strings(_ texts: [String]) {
+            raw("[")
+            for (index, text) in texts.enumerated() {
+                if index > 0 { raw(",") }
+                string(text)
+            }
+            raw("]")
+        }
+
+        /// What `string(text)` writes, in bytes, quotes included.
+        static func size(of text: String) -> Int {
+            var size = 2
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), 0x08, 0x09, 0x0A, 0x0C, 0x0D: size += 2
+                case 0..<0x20: size += 6
+                default: size += 1
+                }
+            }
+            return size
+        }
+
         /// `User.encode(to:)`'s object; false when a custom field needs the encoder.
         mutating func user(_ user: User) -> Bool {
             raw("{")

@@ -73,7 +73,8 @@ struct SlowConnectionTests {
         let streams = try users.map { try hub.register(userID: $0) }
         let object = Data(#"{"type":"message.new","message":{"text":"\#(String(repeating: "a", count: 100_000))"}}"#.utf8)
         let event = try EncodedEvent(
-            object: object, endings: Dictionary(uniqueKeysWithValues: users.map { ($0, #","unread_count":1"#) }))
+            object: object,
+            counts: Dictionary(uniqueKeysWithValues: users.map { ($0, UnreadEnding(channel: 1, messages: 3, channels: 2)) }))
         #expect(hub.send(event, to: users) == users.count)
         var storages: Set<UInt> = []
         for (_, frames) in streams {
@@ -82,6 +83,8 @@ struct SlowConnectionTests {
             frame.shared.withUnsafeReadableBytes { storages.insert(UInt(bitPattern: $0.baseAddress)) }
             let decoded = try JSON(parsing: Self.text(frame))
             #expect(decoded["unread_count"].int == 1)
+            #expect(decoded["total_unread_count"].int == 3)
+            #expect(decoded["unread_channels"].int == 2)
             #expect(decoded["message"]["text"].string?.count == 100_000)
         }
         // One copy of the 100 KB message for twenty connections.
