@@ -20,8 +20,10 @@ public struct TicksServerConfiguration: Sendable {
     public var rateLimits = RateLimits()
     /// Which web pages' scripts may call the API from a browser (CORS); any by default.
     public var browserOrigins = BrowserOrigins.any
-    /// How often the server pings each WebSocket; one that does not answer is closed.
+    /// How often the server pings each WebSocket; one that has not answered a
+    /// ping by the next is closed (`ticks serve --ping-interval`).
     public var pingInterval: Duration
+    public static let defaultPingInterval: Duration = .seconds(30)
     /// In channels with more members than this, read and delivered events go
     /// only to the authors of the messages they cover (docs/events.md, "Large channels").
     public var largeChannelMembers = 100
@@ -68,7 +70,8 @@ public struct TicksServerConfiguration: Sendable {
     public var onServerRunning: @Sendable (_ port: Int) async -> Void = { _ in }
 
     public init(
-        host: String = "127.0.0.1", port: Int = 3030, credentials: Credentials, pingInterval: Duration = .seconds(30)
+        host: String = "127.0.0.1", port: Int = 3030, credentials: Credentials,
+        pingInterval: Duration = TicksServerConfiguration.defaultPingInterval
     ) {
         self.host = host
         self.port = port

@@ -228,6 +228,7 @@ struct Serve: AsyncParsableCommand {
         var configuration = TicksServerConfiguration(host: host, port: port, credentials: credentials)
         configuration.demo = demo
         configuration.limits = limitOptions.limits
+        configuration.pingInterval = .seconds(limitOptions.pingInterval)
         configuration.rateLimits = try limitOptions.rateLimits()
         configuration.webhooks = try webhookOptions.settings()
         configuration.migrationsUpTo = migrationsUpTo
@@ -338,6 +339,8 @@ struct LimitOptions: ParsableArguments {
     var idleTimeout = Int(defaults.idleTimeout.components.seconds)
     @Option(help: "Seconds a new connection has to send a whole request.")
     var headerTimeout = Int(defaults.headerTimeout.components.seconds)
+    @Option(help: "Seconds between the server's pings on each WebSocket; one that has not answered a ping by the next is closed (1…86400).")
+    var pingInterval = Int(TicksServerConfiguration.defaultPingInterval.components.seconds)
     @Option(help: "Bytes the decoded-user and verified-token caches may hold together.")
     var cacheBytes = defaults.cacheBytes
     @Option(help: "Bytes of events a PostgreSQL node may queue for the other nodes.")
@@ -362,6 +365,9 @@ struct LimitOptions: ParsableArguments {
         ]
         for (flag, value) in positive where value <= 0 {
             throw ValidationError("\(flag) must be positive")
+        }
+        guard (1...86_400).contains(pingInterval) else {
+            throw ValidationError("--ping-interval must be between 1 and 86400 seconds")
         }
         guard syncEventsPerChannel <= syncEventsPerAnswer else {
             throw ValidationError("--sync-events-per-channel must not be more than --sync-events-per-answer")

@@ -274,7 +274,8 @@ def test_demo_refuses_an_address_others_can_reach(tmp_path):
 
 def test_limit_flags_are_checked(tmp_path):
     env = dict(os.environ, TICKS_API_KEY="k", TICKS_API_SECRET="s" * 40)
-    for args in (["--rate-limit", "Nope=5"], ["--rate-limits", "maybe"], ["--connection-buffer-bytes", "0"]):
+    for args in (["--rate-limit", "Nope=5"], ["--rate-limits", "maybe"], ["--connection-buffer-bytes", "0"],
+                 ["--ping-interval", "0"], ["--ping-interval", "86401"], ["--ping-interval", str(2**63)]):
         result = run_ticks("serve", "--port", "0", "--data-dir", str(tmp_path), *args, env=env)
         assert result.returncode != 0, args
     # A limit that is set is in force: GET /app and GET /rate_limits report it.
@@ -286,6 +287,32 @@ def test_limit_flags_are_checked(tmp_path):
         assert ticks.call("GET", "/app")["app"]["limits"]["max_connections_per_user"] == 3
         quotas = ticks.call("GET", "/rate_limits?server_side=true&web=true&endpoints=MarkRead")
         assert (quotas["web"]["MarkRead"]["limit"], quotas["server_side"]["MarkRead"]["limit"]) == (7, 9)
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_websocket_that_never_answers_a_ping_is_closed_at_the_ping_interval(tmp_path):
+    """--ping-interval 1: a client that completed its handshake and then reads nothing (so
+    answers no ping) is closed by the server, in seconds, not at the 60 s idle timeout."""
+    server = TicksProcess(tmp_path, api_key="pk", api_secret="p" * 40, extra_args=["--ping-interval", "1"])
+    try:
+        from wire import Ticks
+        client = Ticks(server.base_url, "pk", "p" * 40)
+        client.upsert_users("mute")
+        raw = socket.create_connection(("127.0.0.1", server.port))
+        query = urllib.parse.urlencode({"api_key": "pk", "json": json.dumps({"user_id": "mute"}),
+                                        "authorization": client.user_token("mute")})
+        raw.sendall((f"GET /connect?{query} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                     "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                     "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+        started = time.monotonic()
+        raw.settimeout(50)  # under the idle timeout (60 s): what closes it here is the unanswered ping
+        received = b""
+        while chunk := raw.recv(65536):  # the handshake, health.check, pings, the close: never answered
+            received += chunk
+        assert received.startswith(b"HTTP/1.1 101"), received[:200]
+        assert time.monotonic() - started < 50
+        raw.close()
     finally:
         assert server.stop() == 0
 
