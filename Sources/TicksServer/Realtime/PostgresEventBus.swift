@@ -191,44 +191,40 @@ public final class PostgresEventBus: EventBus {
     /// the keys `Entry` reads.
     static func entry(_ event: EncodedEvent, to userIDs: [String], trace: TraceContext?) -> Queued? {
         var users = userIDs
-        var counts: [Int] = []
-        var endings: [String] = []
         switch event.personal {
-        case nil:
-            break
-        case .counts(let byUser)?:
-            users = userIDs.filter { byUser[$0] != nil }
-            counts.reserveCapacity(users.count * 3)
-            for user in users {
-                guard let ending = byUser[user] else { continue }
-                counts += [ending.channel, ending.messages, ending.channels]
-            }
-        case .endings(let byUser)?:
-            users = userIDs.filter { byUser[$0] != nil }
-            endings = users.compactMap { byUser[$0].map { String(buffer: $0) } }
+        case nil: break
+        case .counts(let byUser)?: users = userIDs.filter { byUser[$0] != nil }
+        case .endings(let byUser)?: users = userIDs.filter { byUser[$0] != nil }
         }
         guard !users.isEmpty else { return nil }
         var writer = EventJSON.Writer()
         writer.out.reserveCapacity(event.shared.readableBytes + 20 * users.count + 100)
         writer.raw(#"{"frame":"#)
-        if case .counts? = event.personal {
-            writer.string(String(buffer: event.shared) + "}")  // a whole object
-        } else {
-            writer.string(String(buffer: event.shared))
+        switch event.personal {
+        case .counts?: writer.string(String(buffer: event.shared) + "}")  // a whole object
+        default: writer.string(String(buffer: event.shared))
         }
         writer.raw(#","users":"#)
         writer.strings(users)
-        if case .counts? = event.personal {
+        switch event.personal {
+        case nil:
+            break
+        case .counts(let byUser)?:
+            // Three numbers a user, in `users`' order, written as they are read.
             writer.raw(#","counts":["#)
-            for (index, count) in counts.enumerated() {
+            for (index, user) in users.enumerated() {
+                let ending = byUser[user]!  // `users` holds only those with counts
                 if index > 0 { writer.raw(",") }
-                writer.integer(Int64(count))
+                writer.integer(Int64(ending.channel))
+                writer.raw(",")
+                writer.integer(Int64(ending.messages))
+                writer.raw(",")
+                writer.integer(Int64(ending.channels))
             }
             writer.raw("]")
-        }
-        if case .endings? = event.personal {
+        case .endings(let byUser)?:
             writer.raw(#","endings":"#)
-            writer.strings(endings)
+            writer.strings(users.map { String(buffer: byUser[$0]!) })
         }
         switch event.audience {
         case .everyConnection: break
