@@ -135,7 +135,7 @@ extension ChannelsController {
             switch error {
             case .tooMany(let limit):
                 throw APIError.input(
-                    "connection '\(connection)' watches \(limit) channels already: stop watching some (POST /channels/{type}/{id}/stop-watching)")
+                    "the connections of user '\(viewer)' watch \(limit) channels already: stop watching some (POST /channels/{type}/{id}/stop-watching)")
             case .unknownConnection:
                 return nil  // not thrown: a connection not here is told through the bus
             }
@@ -278,16 +278,27 @@ extension ChannelsController {
             ? [] : try await store.channels(matching: filter, sort: sort, limit: limit, offset: offset)
         // R15 is the viewer's, the same in every channel: asked once.
         let seesReadsAsDeliveries = try await receipts.seesReadsAsDeliveries(viewer)
-        for channel in channels {
-            _ = try startWatching(channel.cid, viewer: viewer, watch: body.watch, connection: connection)
-            let snapshot = try await store.snapshot(of: channel, messageLimit: messageLimit, page: .newest)
-            let watching = watchers(of: channel.cid, members: snapshot.members.map(\.userID), page: nil)
-            states.append(
-                Presenter.channelState(
-                    snapshot, viewer: viewer, capabilities: ChannelPermissions.ownCapabilities(of: viewer, in: snapshot),
-                    watcherCount: watching.count,
-                    allReached: try await allReached(in: snapshot, by: viewer),
-                    seesReadsAsDeliveries: seesReadsAsDeliveries))
+        // A list that fails part way takes back the watches it started, as a single channel's query does
+        // (a connection's first watch would otherwise leave it hearing notifications only).
+        var started: [ConnectionHub.WatchStarted] = []
+        do {
+            for channel in channels {
+                if let watch = try startWatching(channel.cid, viewer: viewer, watch: body.watch, connection: connection) {
+                    started.append(watch)
+                }
+                let snapshot = try await store.snapshot(of: channel, messageLimit: messageLimit, page: .newest)
+                let watching = watchers(of: channel.cid, members: snapshot.members.map(\.userID), page: nil)
+                states.append(
+                    Presenter.channelState(
+                        snapshot, viewer: viewer,
+                        capabilities: ChannelPermissions.ownCapabilities(of: viewer, in: snapshot),
+                        watcherCount: watching.count,
+                        allReached: try await allReached(in: snapshot, by: viewer),
+                        seesReadsAsDeliveries: seesReadsAsDeliveries))
+            }
+        } catch {
+            hub.unwatch(started)
+            throw error
         }
         return try context.respond(ChannelList(channels: states))
     }

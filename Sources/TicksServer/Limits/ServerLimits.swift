@@ -35,8 +35,10 @@ public struct ServerLimits: Sendable, Equatable {
     public static let maxMembersPerCall = 100
     /// The largest `offset` of a page of channels or members (Stream's limit, 10,000).
     public static let maxOffset = 10_000
-    /// Channels one WebSocket connection may watch at once (`watch: true`).
-    public static let maxWatchedChannelsPerConnection = 10_000
+    /// Channels one user's WebSocket connections on one node may watch at once, all
+    /// together (`watch: true`): a bound per user, not per connection, so that the
+    /// memory a user's watches hold does not grow with their connections.
+    public static let maxWatchedChannelsPerUser = 10_000
 
     public init() {}
 }

@@ -35,6 +35,9 @@ public final class ConnectionHub: Sendable {
 
         var isOverflowed: Bool { overflowed.load(ordering: .relaxed) }
 
+        /// How many channels it watches.
+        var watchCount: Int { watched.withLock { $0?.count ?? 0 } }
+
         /// Whether an event for `audience` goes to this connection.
         func hears(_ audience: ConnectionAudience) -> Bool {
             switch audience {
@@ -190,7 +193,7 @@ public final class ConnectionHub: Sendable {
     enum WatchRefusal: Error, Equatable {
         /// No connection of that id and user on this node (it may be on another).
         case unknownConnection
-        /// The connection watches `limit` channels already.
+        /// The user's connections on this node watch `limit` channels already, all together.
         case tooMany(limit: Int)
     }
 
@@ -198,22 +201,27 @@ public final class ConnectionHub: Sendable {
     /// now on it hears that channel's events, and `notification.message_new`
     /// for the channels it does not watch.
     /// Returns how to take this watch back (`unwatch`), nil when it changed nothing.
+    /// The user's connections here watch at most `maxWatchedChannelsPerUser` channels
+    /// together: counted under the hub's lock, so that two watches at once on two
+    /// of the user's connections cannot both pass the bound.
     @discardableResult
     func watch(_ cid: String, connectionID: String, userID: String) throws(WatchRefusal) -> WatchStarted? {
-        guard let outbox = connections.withLock({ $0[userID]?[connectionID] }) else { throw .unknownConnection }
-        let limit = ServerLimits.maxWatchedChannelsPerConnection
-        let started = outbox.watched.withLock { watched -> WatchStarted?? in
-            var channels = watched ?? []
-            guard !channels.contains(cid) else { return .some(nil) }
-            guard channels.count < limit else { return nil }
-            channels.insert(cid)
-            let started = WatchStarted(
-                cid: cid, connectionID: connectionID, userID: userID, firstWatch: watched == nil)
-            watched = channels
-            return .some(started)
+        let limit = ServerLimits.maxWatchedChannelsPerUser
+        let outcome = connections.withLock { all -> Result<WatchStarted?, WatchRefusal> in
+            guard let outboxes = all[userID], let outbox = outboxes[connectionID] else {
+                return .failure(.unknownConnection)
+            }
+            let byOthers = outboxes.values.reduce(0) { $1 === outbox ? $0 : $0 + $1.watchCount }
+            return outbox.watched.withLock { watched in
+                guard watched?.contains(cid) != true else { return .success(nil) }
+                guard byOthers + (watched?.count ?? 0) < limit else { return .failure(.tooMany(limit: limit)) }
+                let started = WatchStarted(
+                    cid: cid, connectionID: connectionID, userID: userID, firstWatch: watched == nil)
+                if watched == nil { watched = [cid] } else { watched?.insert(cid) }  // in place, no copy
+                return .success(started)
+            }
         }
-        guard let started else { throw .tooMany(limit: limit) }
-        return started
+        return try outcome.get()
     }
 
     /// A watch `watch` started, to take back when the request that asked for it fails.
@@ -232,6 +240,18 @@ public final class ConnectionHub: Sendable {
             _ = watched?.remove(started.cid)
             if started.firstWatch, watched?.isEmpty == true { watched = nil }
         }
+    }
+
+    /// Takes back watches this node started for one request, newest first: a connection whose first
+    /// watch is among them is left as it was, hearing every channel (a channel list that fails part way).
+    func unwatch(_ started: [WatchStarted]) {
+        for watch in started.reversed() { unwatch(watch) }
+    }
+
+    /// The channels connection `connectionID` of `userID` watches here: nil when it never watched
+    /// (it hears every channel) or is not here.
+    func watchedChannels(connectionID: String, userID: String) -> Set<String>? {
+        connections.withLock { $0[userID]?[connectionID] }?.watched.withLock { $0 }
     }
 
     /// Stops connection `connectionID` of `userID` watching `cid`; false when no such connection is here.

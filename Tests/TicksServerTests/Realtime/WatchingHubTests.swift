@@ -49,19 +49,34 @@ struct WatchingHubTests {
         _ = frames
     }
 
-    @Test("a connection watches at most 10,000 channels; watching one it watches is no new one; another user's connection is not found")
+    @Test("a user's connections watch at most 10,000 channels together; watching one it watches is no new one; another user's connection is not found")
     func bounds() throws {
         let hub = hub()
         let (outbox, _) = try hub.register(userID: "bob")
-        let limit = ServerLimits.maxWatchedChannelsPerConnection
-        for index in 0..<limit { try hub.watch("m:c\(index)", connectionID: outbox.id, userID: "bob") }
-        #expect(throws: ConnectionHub.WatchRefusal.tooMany(limit: limit)) {
-            try hub.watch("m:one-more", connectionID: outbox.id, userID: "bob")
+        let (second, _) = try hub.register(userID: "bob")
+        let limit = ServerLimits.maxWatchedChannelsPerUser
+        for index in 0..<(limit - 1) { try hub.watch("m:c\(index)", connectionID: outbox.id, userID: "bob") }
+        // The last one on bob's other connection: the bound is the user's, not a connection's.
+        try hub.watch("m:on-second", connectionID: second.id, userID: "bob")
+        for connection in [outbox, second] {
+            #expect(throws: ConnectionHub.WatchRefusal.tooMany(limit: limit)) {
+                try hub.watch("m:one-more", connectionID: connection.id, userID: "bob")
+            }
         }
-        try hub.watch("m:c0", connectionID: outbox.id, userID: "bob")
-        #expect(!outbox.hears(.watchers("m:one-more")) && outbox.hears(.watchers("m:c9999")))
+        #expect(try hub.watch("m:c0", connectionID: outbox.id, userID: "bob") == nil)  // watched already: nothing new
+        #expect(!outbox.hears(.watchers("m:one-more")) && outbox.hears(.watchers("m:c\(limit - 2)")))
+        // Another user's connection has a bound of its own.
+        let (carols, _) = try hub.register(userID: "carol")
+        try hub.watch("m:one-more", connectionID: carols.id, userID: "carol")
+        // A watch stopped on one connection makes room on the other.
         hub.stopWatching("m:c0", connectionID: outbox.id, userID: "bob")
-        try hub.watch("m:one-more", connectionID: outbox.id, userID: "bob")
+        try hub.watch("m:one-more", connectionID: second.id, userID: "bob")
+        #expect(throws: ConnectionHub.WatchRefusal.tooMany(limit: limit)) {
+            try hub.watch("m:c0", connectionID: outbox.id, userID: "bob")
+        }
+        // A connection that closes gives its watches back.
+        hub.unregister(second)
+        try hub.watch("m:c0", connectionID: outbox.id, userID: "bob")
         #expect(throws: ConnectionHub.WatchRefusal.unknownConnection) {
             try hub.watch("m:x", connectionID: outbox.id, userID: "alice")
         }
@@ -76,6 +91,17 @@ struct WatchingHubTests {
         #expect(!fresh.hears(.watchers("m:x")))
         hub.unwatch(started)
         #expect(fresh.hears(.watchers("m:x")) && fresh.hears(.watchers("m:w")) && !fresh.hears(.notWatching("m:x")))
+        // The watches of a request taken back together, newest first, leave a connection that had
+        // never watched as it was (a channel list that fails part way), one that had as it was too.
+        let (listing, _) = try hub.register(userID: "erin")
+        let list = try ["m:l1", "m:l2", "m:l3"].compactMap { try hub.watch($0, connectionID: listing.id, userID: "erin") }
+        #expect(list.count == 3 && list[0].firstWatch && !list[1].firstWatch)
+        hub.unwatch(list)
+        #expect(hub.watchedChannels(connectionID: listing.id, userID: "erin") == nil)
+        #expect(listing.hears(.watchers("m:l2")) && !listing.hears(.notWatching("m:l2")))
+        try hub.watch("m:kept", connectionID: listing.id, userID: "erin")
+        hub.unwatch(try ["m:l1", "m:kept"].compactMap { try hub.watch($0, connectionID: listing.id, userID: "erin") })
+        #expect(hub.watchedChannels(connectionID: listing.id, userID: "erin") == ["m:kept"])
         // A connection that never watched stays one when told to stop: it still hears every channel.
         let (plain, _) = try hub.register(userID: "carol")
         #expect(hub.stopWatching("m:x", connectionID: plain.id, userID: "carol"))
