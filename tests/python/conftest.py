@@ -4,6 +4,9 @@ TICKS_BIN names the binary (scripts/test sets it to the debug build). Each
 server gets its own data folder and a free loopback port, and must stop with
 exit code 0 on SIGTERM. TICKS_TEST_LOG_LEVEL sets the servers' --log-level
 (warning; debug shows, among the rest, each service's start and stop).
+TICKS_TEST_FAILURES names a file to which each failure is appended as it
+happens (scripts/test-under-load sets it: pytest prints failures only at its
+end, and a loaded run stopped part way would otherwise show none).
 """
 
 import contextlib
@@ -25,6 +28,15 @@ TICKS_BIN = os.environ.get("TICKS_BIN", os.path.join(os.getcwd(), ".build", "deb
 os.environ.setdefault("TICKS_STORE_TIMEOUT", "60")
 # A PostgreSQL database for the tests that run on both stores (scripts/test starts one).
 POSTGRES_URL = os.environ.get("TICKS_TEST_POSTGRES_URL")
+
+
+def pytest_runtest_logreport(report):
+    """With TICKS_TEST_FAILURES, a failure is written there at once, with its traceback."""
+    path = os.environ.get("TICKS_TEST_FAILURES")
+    if path and report.failed:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"=== {time.strftime('%H:%M:%S')} {report.nodeid} ({report.when}, {report.duration:.1f} s)\n")
+            log.write(report.longreprtext + "\n")
 
 
 def psql(sql):
