@@ -66,7 +66,9 @@ struct Status: AsyncParsableCommand {
             "store        \(status.store.kind), "
                 + (status.store.unreachableSince.map { "UNREACHABLE since \($0)" + (status.store.sizeBytes == nil ? "" : ", ") } ?? "")
                 + (status.store.sizeBytes.map(bytes) ?? "")
-                + (status.store.unavailableCalls > 0 ? "; \(status.store.unavailableCalls) calls answered 503 since the start" : ""),
+                + (status.store.unavailableCalls > 0
+                    ? "; \(status.store.unavailableCalls) calls answered 503 since the start"
+                        + (status.store.timedOutCalls.map { " (\($0) at the deadline)" } ?? "") : ""),
             "receipt log  "
                 + (status.store.oldestReceiptMove.map { "oldest move \($0)" } ?? "empty") + ", "
                 + (status.store.receiptLogRetentionSeconds.map { "kept \(duration($0))" } ?? "kept forever"),

@@ -319,20 +319,34 @@ def lost_receipts(postgres, schema, traffic):
     return lost
 
 
-# A 503 while the store is known to be away comes at once: well under the deadline.
+# A 503 while the store is known to be away comes at once: well under the deadline, or no slower
+# than a request took on this machine with the database there (slowest_before).
 AT_ONCE = 1.0
+
+
+def slowest_before(answers, moment, node=None):
+    """How long the slowest request sent and answered before `moment` (the fault) took: what a request
+    costs on this machine as it is, with the database there. A bound on requests during a fault is the
+    deadline plus this, not plus a fixed second: beside stress-ng (scripts/test-under-load) a send
+    took 3.3 s with PostgreSQL up (2026-12-03), where an idle machine answers in milliseconds."""
+    return max((answer.seconds for answer in answers
+                if answer.answered < moment and (node is None or answer.node == node)), default=0.0)
 
 
 def assert_503s_at_once(answers, node, until):
     """Once `node` has answered a 503 (its store is then known to be away), every later 503 it gives
-    before `until` (when the database is back) comes within AT_ONCE, not at the store's deadline
-    (docs/operations.md, "When the database goes away"). Returns how long the first 503 took."""
+    before `until` (when the database is back) comes at once, not at the store's deadline
+    (docs/operations.md, "When the database goes away"): within AT_ONCE, or within what its slowest
+    request took before the first 503 on a machine busy beside the test. The exact proof is the
+    node's count of calls left at the deadline (`store.timed_out_calls`), which the callers that
+    can read it assert too. Returns how long the first 503 took."""
     mine = sorted((answer for answer in answers if answer.node == node), key=lambda answer: answer.sent)
     first = next((answer for answer in mine if answer.status == 503), None)
     assert first is not None, f"{node} never answered 503"
     known = first.answered
+    at_once = max(AT_ONCE, slowest_before(mine, first.sent))
     later = [answer for answer in mine if answer.status == 503 and known < answer.sent < until]
-    slow = [answer for answer in later if answer.seconds > AT_ONCE]
+    slow = [answer for answer in later if answer.seconds > at_once]
     assert later, f"{node} answered no 503 after its first one: {mine[-10:]}"
-    assert not slow, f"{len(slow)} of {len(later)} later 503s of {node} took over {AT_ONCE} s: {slow[:10]}"
+    assert not slow, f"{len(slow)} of {len(later)} later 503s of {node} took over {at_once:.2f} s: {slow[:10]}"
     return first.seconds

@@ -3,8 +3,10 @@ the database goes away"): PostgreSQL crash-restarted, stopped for 30 s, cut
 off from one node by a silent network partition; SQLite's disk full. Each
 PostgreSQL case runs under receipt traffic through two nodes, and asserts:
 no acknowledged receipt lost (read back from the database), no 500, no
-request over the store's deadline + 1 s, every node answering receipts
-again within 5 s of the database being back, live events crossing the nodes
+request over the store's deadline + 1 s (or + twice the slowest request
+before the fault, on a machine busy beside the tests), every node
+answering receipts again within 5 s of the database being back (plus as
+much), live events crossing the nodes
 again, both processes alive.
 
 Each case has a PostgreSQL cluster of its own (scripts/postgres), so it may
@@ -25,17 +27,30 @@ import time
 import pytest
 from conftest import TICKS_BIN, TicksProcess, free_port
 from dbfaults import (OwnPostgres, Node, Traffic, assert_503s_at_once, live_events_flow, lost_receipts,
-                      postgres_installed)
+                      postgres_installed, slowest_before)
 from wire import APIError, Ticks
 
 # Short, so a case takes seconds; the default is 5 s (StoreDeadline.defaultTimeout).
 DEADLINE = 2.0
 # To run these cases against a build from before --store-timeout existed (to see them fail there).
 DEADLINE_FLAG = [] if os.environ.get("TICKS_FAULTS_WITHOUT_DEADLINE_FLAG") else ["--store-timeout", str(DEADLINE)]
-# What a request may take at most: the deadline, and a second for everything around it.
+# What a request may take at most: the deadline, and a second for everything around it (at least:
+# `slack` widens it by what requests took before the fault, on a machine busy beside the tests).
 LONGEST = DEADLINE + 1.0
-# From the database being back to each node answering receipts again.
+# From the database being back to each node answering receipts again (plus the same slack).
 RECOVERY = 5.0
+# How long the traffic's clients wait: far above any bound asserted, so a request that hangs shows
+# as one over the bound (or as a client error), never as a pass.
+CLIENT_TIMEOUT = 30.0
+
+
+def slack(seconds_before_the_fault):
+    """What a bound allows for everything around the store: a second, or twice what the slowest
+    request took before the fault. Too slow a machine to tell a wait from a hang fails the test."""
+    allowed = max(LONGEST - DEADLINE, 2 * seconds_before_the_fault)
+    assert DEADLINE + allowed <= CLIENT_TIMEOUT / 2, (
+        f"requests took {seconds_before_the_fault:.1f} s before the fault: too slow to tell a wait from a hang")
+    return allowed
 
 
 def require(condition, reason):
@@ -79,8 +94,9 @@ def assert_survived(traffic, nodes, postgres, schema, fault_began, back, cut_off
     assert not traffic.errors, traffic.errors
     failures = [answer for answer in answers if answer.status not in (200, 503)]
     assert not failures, f"answers other than 200 and 503: {failures[:20]}"
-    slow = [answer for answer in answers if answer.seconds > LONGEST]
-    assert not slow, f"requests over the deadline + 1 s: {slow[:20]}"
+    around = slack(slowest_before(answers, fault_began))
+    slow = [answer for answer in answers if answer.seconds > DEADLINE + around]
+    assert not slow, f"requests over the deadline + {around:.2f} s: {slow[:20]}"
     without_retry_after = [answer for answer in answers if answer.status == 503 and answer.retry_after is None]
     assert not without_retry_after, without_retry_after[:5]
     recovered = {}
@@ -89,13 +105,14 @@ def assert_survived(traffic, nodes, postgres, schema, fault_began, back, cut_off
         for kind in ("read", "delivered", "send"):
             first = traffic.first_success(node.name, kind, back)
             assert first is not None, f"{node.name} never answered a {kind} after the database was back"
-            assert first - back <= RECOVERY, f"{node.name} answered a {kind} {first - back:.1f} s after the database was back"
+            assert first - back <= RECOVERY + around, (
+                f"{node.name} answered a {kind} {first - back:.1f} s after the database was back")
             recovered[(node.name, kind)] = first - back
     # For the record (docs/operations.md quotes these): how long until receipts came back, and how many 503s.
     print(f"\nrecovery after the database was back: {max(recovered.values()):.2f} s at most "
           f"({', '.join(f'{n} {k} {v:.2f}' for (n, k), v in sorted(recovered.items()))}); "
           f"503s: {sum(1 for a in answers if a.status == 503)} of {len(answers)}; "
-          f"slowest answer {max(a.seconds for a in answers):.2f} s")
+          f"slowest answer {max(a.seconds for a in answers):.2f} s, {around:.2f} s allowed around the deadline")
     lost = lost_receipts(postgres, schema, traffic)
     assert not lost, f"acknowledged but not in the database: {lost[:20]}"
     # Live events cross the nodes again, both ways.
@@ -106,7 +123,7 @@ def assert_survived(traffic, nodes, postgres, schema, fault_began, back, cut_off
 
 def test_a_crash_restart_of_postgresql_costs_seconds(cluster):
     postgres, schema, a, b = cluster()
-    with Traffic([a, b], client_timeout=LONGEST + 10) as traffic:
+    with Traffic([a, b], client_timeout=CLIENT_TIMEOUT) as traffic:
         traffic.wait_for_reads(20)
         fault = time.monotonic()
         postgres.crash_restart()  # pg_ctl restart -m immediate: what a crash or an OOM kill looks like
@@ -144,7 +161,7 @@ def receiver():
 def test_postgresql_stopped_for_30_seconds(cluster, receiver):
     hook, calls = receiver
     postgres, schema, a, b = cluster(node_a_args=["--webhook", hook, "--webhook-events", "message.new"])
-    with Traffic([a, b], client_timeout=LONGEST + 10) as traffic:
+    with Traffic([a, b], client_timeout=CLIENT_TIMEOUT) as traffic:
         traffic.wait_for_reads(20)
         postgres.stop()
         fault = time.monotonic()
@@ -152,20 +169,28 @@ def test_postgresql_stopped_for_30_seconds(cluster, receiver):
         # Meanwhile every node answers 503 with Retry-After, at once or within the deadline; /health stays up.
         during = [answer for answer in traffic.snapshot() if answer.sent > fault + 1]
         assert during and all(answer.status == 503 for answer in during), during[:10]
+        timed_out_known_away = {}
         for node in (a, b):
-            assert node.client(timeout=5).raw("GET", "/health").status_code == 200
+            assert node.client(timeout=CLIENT_TIMEOUT).raw("GET", "/health").status_code == 200
             status = status_of(node)
             assert status["store"]["reachable"] is False and status["store"]["unreachable_since"], status["store"]
-            assert "ticks_store_reachable 0" in node.client(timeout=5).raw("GET", "/metrics").text
+            timed_out_known_away[node.name] = status["store"]["timed_out_calls"]
+            metrics = node.client(timeout=CLIENT_TIMEOUT).raw("GET", "/metrics").text
+            assert "ticks_store_reachable 0" in metrics
+            assert f"ticks_store_timed_out_calls {timed_out_known_away[node.name]}" in metrics
         time.sleep(20)
+        timed_out_at_restart = {node.name: status_of(node)["store"]["timed_out_calls"] for node in (a, b)}
         stopping_ends = time.monotonic()
         postgres.start()
         back = time.monotonic()
         traffic.wait_for_reads(20, after=back, timeout=60)
         time.sleep(RECOVERY + 1)
     answers = assert_survived(traffic, [a, b], postgres, schema, fault, back)
-    # Known away, a node answers 503 at once: none waits out the deadline again (issue 55).
+    # Known away, a node answers 503 at once: none waits out the deadline again (issue 55). Exactly:
+    # no call was left at its deadline in the 20 s between the first look and the restart.
     for node in (a, b):
+        assert timed_out_at_restart[node.name] == timed_out_known_away[node.name], (
+            node.name, timed_out_known_away[node.name], timed_out_at_restart[node.name])
         assert_503s_at_once(answers, node.name, until=stopping_ends)
     for node in (a, b):
         status = status_of(node)
@@ -175,10 +200,10 @@ def test_postgresql_stopped_for_30_seconds(cluster, receiver):
     # calls again, and an app setting changed through one node applies on the other.
     seen = len(calls)
     a.client().send_message(traffic.channels[0], "writer", "after the outage", message_id="after-outage")
-    wait_until(lambda: len(calls) > seen, "the webhook sender never called again after the outage")
+    wait_until(lambda: len(calls) > seen, "the webhook sender never called again after the outage", timeout=60)
     a.client().call("PATCH", "/app", {"reciprocal_read_receipts": True})
     wait_until(lambda: b.client().call("GET", "/app")["app"]["reciprocal_read_receipts"] is True,
-               "node B never applied node A's setting after the outage")
+               "node B never applied node A's setting after the outage", timeout=60)
 
 
 def wait_until(condition, message, timeout=10):
@@ -189,7 +214,7 @@ def wait_until(condition, message, timeout=10):
 
 
 def status_of(node):
-    response = node.client(timeout=LONGEST + 5).raw("GET", "/admin/status")
+    response = node.client(timeout=CLIENT_TIMEOUT).raw("GET", "/admin/status")
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -230,7 +255,7 @@ def test_a_silent_partition_between_one_node_and_postgresql(cluster, namespace):
     port = str(postgres.port)
     cut = [["OUTPUT", "-p", "tcp", "-d", f"{subnet}.1", "--dport", port, "-j", "DROP"],
            ["INPUT", "-p", "tcp", "-s", f"{subnet}.1", "--sport", port, "-j", "DROP"]]
-    with Traffic([a, b], client_timeout=LONGEST + 10) as traffic:
+    with Traffic([a, b], client_timeout=CLIENT_TIMEOUT) as traffic:
         traffic.wait_for_reads(20)
         # Packets dropped without a word (no RST): what a broken switch or a cloud network does.
         for rule in cut:
@@ -256,7 +281,7 @@ def test_a_silent_partition_between_one_node_and_postgresql(cluster, namespace):
     answers = assert_survived(traffic, [a, b], postgres, schema, fault, back)
     # B learns of the partition at its deadline, once; afterwards its 503s come at once.
     first = assert_503s_at_once(answers, "b", until=back)
-    print(f"node B's first 503 took {first:.2f} s (the deadline is {DEADLINE} s); the later ones under {1.0} s")
+    print(f"node B's first 503 took {first:.2f} s (the deadline is {DEADLINE} s); the later ones at once")
 
 
 def test_a_full_disk_refuses_writes_and_keeps_reads_and_the_data(tmp_path):
@@ -270,17 +295,25 @@ def test_a_full_disk_refuses_writes_and_keeps_reads_and_the_data(tmp_path):
     try:
         server = TicksProcess(mount / "data", **keys, extra_args=["--rate-limits", "off", *DEADLINE_FLAG])
         api = Ticks(server.base_url, keys["api_key"], keys["api_secret"])
-        api.timeout = LONGEST + 5
+        api.timeout = CLIENT_TIMEOUT
         api.upsert_users("alice", "bob")
         api.create_channel("messaging:disk", ["alice", "bob"], "alice")
-        first = api.send_message("messaging:disk", "alice", "before the disk filled")["id"]
+        # What a send takes on this machine as it is, the disk with room: the slowest of three.
+        took = []
+        for index in range(3):
+            started = time.monotonic()
+            sent = api.send_message("messaging:disk", "alice", "before the disk filled")["id"]
+            took.append(time.monotonic() - started)
+            if index == 0:
+                first = sent
+        around = slack(max(took))
         # Fill what is left of the filesystem with a file of our own.
         filler = mount / "filler"
-        with open(filler, "wb") as f:
+        # Unbuffered: nothing is left in a buffer for the close to fail on.
+        with open(filler, "wb", buffering=0) as f:
             try:
                 while True:
                     f.write(b"\0" * (1 << 16))
-                    f.flush()
             except OSError:
                 pass
         statuses = []
@@ -292,7 +325,7 @@ def test_a_full_disk_refuses_writes_and_keeps_reads_and_the_data(tmp_path):
             except APIError as error:
                 statuses.append(error.status)
                 assert error.status == 503 and error.headers.get("Retry-After"), (error.status, error.body)
-            assert time.monotonic() - started <= LONGEST
+            assert time.monotonic() - started <= DEADLINE + around, (index, around)
         assert 503 in statuses, statuses
         # Reads go on.
         state = api.query_channel("messaging:disk", messages_limit=100)
@@ -300,7 +333,7 @@ def test_a_full_disk_refuses_writes_and_keeps_reads_and_the_data(tmp_path):
         assert server.process.poll() is None
         # Space comes back: writes work again, and nothing is damaged.
         filler.unlink()
-        deadline = time.monotonic() + RECOVERY
+        deadline = time.monotonic() + RECOVERY + around
         while True:
             try:
                 api.send_message("messaging:disk", "alice", "after the disk had room again")

@@ -30,6 +30,9 @@ public struct NodeStatus: Codable, Sendable {
         public var unreachableSince: Timestamp?
         /// Calls answered 503 because the store was away or too slow, since the start.
         public var unavailableCalls: Int
+        /// Those of them that waited out the store's deadline (`--store-timeout`);
+        /// the others were answered at once. Absent from nodes before it was added.
+        public var timedOutCalls: Int?
         /// Absent while the store is unreachable.
         public var sizeBytes: Int64?
         /// The oldest move the receipt log keeps; absent when it is empty.
@@ -41,6 +44,7 @@ public struct NodeStatus: Codable, Sendable {
             case kind, reachable
             case unreachableSince = "unreachable_since"
             case unavailableCalls = "unavailable_calls"
+            case timedOutCalls = "timed_out_calls"
             case sizeBytes = "size_bytes"
             case oldestReceiptMove = "oldest_receipt_move"
             case receiptLogRetentionSeconds = "receipt_log_retention_seconds"

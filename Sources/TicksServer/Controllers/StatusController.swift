@@ -37,6 +37,7 @@ struct StatusController {
             store: .init(
                 kind: store.kind.rawValue, reachable: reachable,
                 unreachableSince: unreachableSince, unavailableCalls: health.unavailableCalls,
+                timedOutCalls: health.timedOutCalls,
                 sizeBytes: reachable ? try? await store.storageBytes() : nil,
                 oldestReceiptMove: reachable ? (try? await store.oldestReceiptMove()) ?? nil : nil,
                 receiptLogRetentionSeconds: retention.window?.components.seconds),

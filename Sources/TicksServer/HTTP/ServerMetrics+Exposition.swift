@@ -10,6 +10,7 @@ extension ServerMetrics {
         storeReachable.record(since == nil ? 1 : 0)
         storeUnreachableSince.record(since.map { Double($0.microseconds) / 1_000_000 } ?? 0)
         storeUnavailableCalls.record(health.unavailableCalls)
+        storeTimedOutCalls.record(health.timedOutCalls)
         for reason in StoreRetry.allCases { storeRetries[reason.rawValue]?.record(health.retries(reason)) }
         // While the store is away the figures it gives are left as they were, not waited for.
         guard since == nil else { return registry.emitToString() }

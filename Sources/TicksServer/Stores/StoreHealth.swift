@@ -16,6 +16,8 @@ public final class StoreHealth: Sendable {
         var probed = false
         /// Calls that failed as unavailable since the start.
         var unavailableCalls = 0
+        /// Those of them that waited out the store's deadline.
+        var timedOutCalls = 0
         /// Failures recorded since the start (`failed`): a call's `Mark` is this count when it began.
         var failures = 0
         /// Transactions run again since the start, by why (`StoreRetry`).
@@ -42,6 +44,11 @@ public final class StoreHealth: Sendable {
 
     /// Calls that failed because the store was unavailable, since the start.
     public var unavailableCalls: Int { state.withLock { $0.unavailableCalls } }
+
+    /// Calls that waited out the store's deadline, since the start: among the
+    /// unavailable calls, those that held their caller for the whole timeout
+    /// (the others failed at once: refused, dropped, or known to be away).
+    public var timedOutCalls: Int { state.withLock { $0.timedOutCalls } }
 
     /// Transactions PostgreSQL aborted and the store ran again since the start, by why.
     public func retries(_ reason: StoreRetry) -> Int { state.withLock { $0.retries[reason] ?? 0 } }
@@ -93,6 +100,7 @@ public final class StoreHealth: Sendable {
         let now = time.wallNow
         let began = state.withLock { state -> Bool in
             state.unavailableCalls += 1
+            if case .timedOut = why { state.timedOutCalls += 1 }
             state.failures += 1
             state.reason = why.description
             state.why = why

@@ -25,6 +25,7 @@ public struct ServerMetrics: Sendable {
     let storeUnreachableSince: CoreMetrics.Gauge
     /// Store calls answered 503 since the start (the database away, or slower than the deadline).
     let storeUnavailableCalls: CoreMetrics.Gauge
+    let storeTimedOutCalls: CoreMetrics.Gauge
     /// Transactions run again after PostgreSQL aborted them, by why (`StoreRetry`'s raw values).
     let storeRetries: [String: CoreMetrics.Gauge]
     let slowConnectionsClosed: CoreMetrics.Counter
@@ -67,6 +68,7 @@ public struct ServerMetrics: Sendable {
         storeUnreachableSince = CoreMetrics.Gauge(
             label: "ticks_store_unreachable_since_timestamp_seconds", dimensions: [], factory: factory)
         storeUnavailableCalls = CoreMetrics.Gauge(label: "ticks_store_unavailable_calls", dimensions: [], factory: factory)
+        storeTimedOutCalls = CoreMetrics.Gauge(label: "ticks_store_timed_out_calls", dimensions: [], factory: factory)
         storeRetries = Dictionary(
             uniqueKeysWithValues: ["deadlock", "serialization"].map {
                 ($0, CoreMetrics.Gauge(label: "ticks_store_retries_total", dimensions: [("reason", $0)], factory: factory))

@@ -127,8 +127,12 @@ struct StoreDeadlineTests {
         health.failed(.timedOut(.seconds(5)))
         #expect(health.unreachableSince == since, "the first failure says since when")
         #expect(health.unavailableCalls == 2)
+        #expect(health.timedOutCalls == 1, "of the two, one waited out the deadline")
+        health.failed(.diskFull)
+        #expect(health.unavailableCalls == 3 && health.timedOutCalls == 1)
         health.answered(since: health.began())
-        #expect(health.unreachableSince == nil && health.reason == nil && health.unavailableCalls == 2)
+        #expect(health.unreachableSince == nil && health.reason == nil && health.unavailableCalls == 3)
+        #expect(health.timedOutCalls == 1)
     }
 
     @Test("StoreHealth: a call under way when another failed says nothing of the store when it is answered")
