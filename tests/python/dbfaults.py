@@ -324,13 +324,12 @@ def lost_receipts(postgres, schema, traffic):
 AT_ONCE = 1.0
 
 
-def slowest_before(answers, moment, node=None):
+def slowest_before(answers, moment):
     """How long the slowest request sent and answered before `moment` (the fault) took: what a request
     costs on this machine as it is, with the database there. A bound on requests during a fault is the
     deadline plus this, not plus a fixed second: beside stress-ng (scripts/test-under-load) a send
     took 3.3 s with PostgreSQL up (2026-12-03), where an idle machine answers in milliseconds."""
-    return max((answer.seconds for answer in answers
-                if answer.answered < moment and (node is None or answer.node == node)), default=0.0)
+    return max((answer.seconds for answer in answers if answer.answered < moment), default=0.0)
 
 
 def assert_503s_at_once(answers, node, until):

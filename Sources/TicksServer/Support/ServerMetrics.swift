@@ -25,6 +25,7 @@ public struct ServerMetrics: Sendable {
     let storeUnreachableSince: CoreMetrics.Gauge
     /// Store calls answered 503 since the start (the database away, or slower than the deadline).
     let storeUnavailableCalls: CoreMetrics.Gauge
+    /// Those of them that waited out the deadline (`StoreHealth.timedOutCalls`).
     let storeTimedOutCalls: CoreMetrics.Gauge
     /// Transactions run again after PostgreSQL aborted them, by why (`StoreRetry`'s raw values).
     let storeRetries: [String: CoreMetrics.Gauge]
