@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TicksProtocol
 
@@ -64,15 +65,27 @@ struct EventTests {
             let event = try JSONCoding.data(
                 Event(type: .channelUpdated, createdAt: .now(), cid: ChannelID(type: "messaging", id: "busy")))
             let hub = server.services.hub
-            // Events for alice all the while (a channel she was just added to, a busy node on the bus).
+            // Events for alice all the while each connection is made (a channel she was just added to, a
+            // busy node on the bus), up to half her buffer's worth per connection. An endless flood fills
+            // the 4 MiB of a connection whose frames a machine saturated beside the tests cannot write in
+            // time, and the connection is rightly closed as too slow before its first frame (a loaded run,
+            // 2026-12-03: "closing a connection that fell behind", then 600 s waiting for a frame).
+            let perConnection = hub.bufferBytes / 2 / (event.count + 256)
+            let budget = Atomic<Int>(0)
             let flood = Task {
                 while !Task.isCancelled {
+                    guard budget.load(ordering: .relaxed) > 0 else {
+                        try? await Task.sleep(for: .milliseconds(1))
+                        continue
+                    }
+                    budget.subtract(1, ordering: .relaxed)
                     hub.send(EncodedEvent(event), to: ["alice"])
                     await Task.yield()
                 }
             }
             defer { flood.cancel() }
             for _ in 0..<20 {
+                budget.store(perConnection, ordering: .relaxed)
                 let socket = try await TestSocket.connect(server, as: "alice", waitForHello: false)
                 defer { socket.close() }
                 try await eventually { !socket.pending.isEmpty }
