@@ -30,7 +30,7 @@ extension SQLStore {
         }
     }
 
-    /// Stores a new message after the channel's last, and reads every member's unread state after it.
+    /// Stores a new message after the channel's last, and reads every member's counts after it.
     static func append(
         _ new: NewMessage, custom: String, to channel: ChannelRecord, config: ChannelConfig?, now: Timestamp,
         allMembers: Bool, actors: ChangeActor
@@ -72,11 +72,9 @@ extension SQLStore {
         }.then { update in
             Self.reachedAll(bySending: update, new.userID, in: channel, config: config, kept: allMembers)
         }.then { reachedAll in
-            Fetch.memberStates(channel.pk).map { (reachedAll, $0) }
-        }.then { reachedAll, members in
-            Step.rows(StoreSQL.unreadTotals(ofMembersOf: channel.pk)).map { rows in
+            Step.rows(StoreSQL.recipientCounts(in: channel.pk)).map { rows in
                 var outcome = StoreRules.sent(
-                    new, to: channel, seq: seq, at: createdAt, members: members, totals: try StoreRows.totalsByUser(rows))
+                    new, to: channel, seq: seq, at: createdAt, recipients: try rows.map { try StoreRows.recipient($0) })
                 outcome.reachedAll = reachedAll
                 return outcome
             }

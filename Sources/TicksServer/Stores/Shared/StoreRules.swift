@@ -37,19 +37,13 @@ enum StoreRules {
 
     /// A new message's outcome: it, and every member's unread state after it for `message.new`.
     static func sent(
-        _ new: NewMessage, to channel: ChannelRecord, seq: Seq, at createdAt: Timestamp, members: [MemberState],
-        totals: [String: UnreadTotals]
+        _ new: NewMessage, to channel: ChannelRecord, seq: Seq, at createdAt: Timestamp, recipients: [RecipientUnread]
     ) -> SendOutcome {
         var message = MessageRecord(
             id: new.id, channelPK: channel.pk, cid: channel.cid, seq: seq, userID: new.userID, text: new.text,
             custom: new.custom, createdAt: createdAt, hidden: new.threadOnly, parentID: new.parentID,
             showInChannel: new.showInChannel)
         message.attachments = new.attachments
-        let recipients = members.map { state in
-            RecipientUnread(
-                userID: state.userID, channelUnread: state.unread,
-                totals: totals[state.userID] ?? UnreadTotals(messages: 0, channels: 0))
-        }
         return SendOutcome(message: message, created: true, recipients: recipients)
     }
 

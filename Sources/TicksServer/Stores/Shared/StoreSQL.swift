@@ -407,11 +407,16 @@ enum StoreSQL {
         "SELECT unread_messages, unread_channels FROM app_user WHERE id = \(userID)"
     }
 
-    /// `unreadTotals` of every member of a channel at once: user id, messages, channels.
-    static func unreadTotals(ofMembersOf channelPK: Int64) -> StoreQuery {
+    /// Every member's counts, in join order: user id, their unread count in
+    /// the channel, and their totals (`unreadTotals`; null when the user has
+    /// no row). What `message.new` tells each member, and no more: a send
+    /// into a channel of N members reads N rows of five columns, not their
+    /// whole read states (`memberStates`, three look-ups of messages a row).
+    static func recipientCounts(in channelPK: Int64) -> StoreQuery {
         """
-        SELECT u.id, u.unread_messages, u.unread_channels FROM member m JOIN app_user u ON u.id = m.user_id
-        WHERE m.channel_pk = \(channelPK)
+        SELECT m.user_id, m.unread, u.unread_messages, u.unread_channels
+        FROM member m LEFT JOIN app_user u ON u.id = m.user_id
+        WHERE m.channel_pk = \(channelPK) ORDER BY m.created_at, m.user_id
         """
     }
 
@@ -578,11 +583,12 @@ enum StoreRows {
         UnreadTotals(messages: Int(try row.int(offset)), channels: Int(try row.int(offset + 1)))
     }
 
-    /// `StoreSQL.unreadTotals(ofMembersOf:)`'s rows, by user.
-    static func totalsByUser(_ rows: [any StoreRow]) throws -> [String: UnreadTotals] {
-        var totals: [String: UnreadTotals] = [:]
-        for row in rows { totals[try row.text(0)] = try self.totals(row, at: 1) }
-        return totals
+    /// A row of `StoreSQL.recipientCounts`. A user with no row has no totals kept: none unread.
+    static func recipient(_ row: some StoreRow) throws -> RecipientUnread {
+        RecipientUnread(
+            userID: try row.text(0), channelUnread: Int(try row.int(1)),
+            totals: UnreadTotals(
+                messages: Int(try row.optionalInt(2) ?? 0), channels: Int(try row.optionalInt(3) ?? 0)))
     }
 
     /// `StoreSQL.message(id:)`: the message, in the channel its last two columns name.
