@@ -24,6 +24,12 @@ extension LiveServer {
             pingInterval: .seconds(5))
         // The tests poll the API (receipts, states) far faster than an app would.
         configuration.rateLimits = .off
+        // The header and idle timeouts are for real clients (10 s, 60 s): a test's client on a
+        // saturated machine may not get its head read in 10 s, or may reuse a connection just as
+        // the server drops it as idle; either ends the call with `remoteConnectionClosed` (a loaded
+        // run, 2026-12-03: CatchUpTests). The server's own tests do the same (`ServerLimits.patient`).
+        configuration.limits.headerTimeout = Patience.wait
+        configuration.limits.idleTimeout = Patience.wait
         // A long deadline: the SDK's tests run all at once on a machine that may be saturated.
         let deadline = StoreDeadline(timeout: Patience.wait)
         return try await with(
