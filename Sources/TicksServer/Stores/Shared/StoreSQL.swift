@@ -410,7 +410,7 @@ enum StoreSQL {
     /// Every member's counts, in join order: user id, their unread count in
     /// the channel, and their totals (`unreadTotals`; null when the user has
     /// no row). What `message.new` tells each member, and no more: a send
-    /// into a channel of N members reads N rows of five columns, not their
+    /// into a channel of N members reads N rows of four columns, not their
     /// whole read states (`memberStates`, three look-ups of messages a row).
     static func recipientCounts(in channelPK: Int64) -> StoreQuery {
         """
