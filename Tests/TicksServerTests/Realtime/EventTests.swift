@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 import TicksProtocol
 
@@ -71,24 +70,18 @@ struct EventTests {
             // time, and the connection is rightly closed as too slow before its first frame (a loaded run,
             // 2026-12-03: "closing a connection that fell behind", then 600 s waiting for a frame).
             let perConnection = hub.bufferBytes / 2 / (event.count + 256)
-            let budget = Atomic<Int>(0)
-            let flood = Task {
-                while !Task.isCancelled {
-                    guard budget.load(ordering: .relaxed) > 0 else {
-                        try? await Task.sleep(for: .milliseconds(1))
-                        continue
-                    }
-                    budget.subtract(1, ordering: .relaxed)
-                    hub.send(EncodedEvent(event), to: ["alice"])
-                    await Task.yield()
-                }
-            }
-            defer { flood.cancel() }
             for _ in 0..<20 {
-                budget.store(perConnection, ordering: .relaxed)
+                let flood = Task {
+                    for _ in 0..<perConnection where !Task.isCancelled {
+                        hub.send(EncodedEvent(event), to: ["alice"])
+                        await Task.yield()
+                    }
+                }
                 let socket = try await TestSocket.connect(server, as: "alice", waitForHello: false)
                 defer { socket.close() }
                 try await eventually { !socket.pending.isEmpty }
+                flood.cancel()
+                await flood.value
                 let first = socket.pending.first
                 #expect(first?["type"].string == "health.check", "first frame: \(String(describing: first))")
             }
