@@ -136,12 +136,14 @@ public func buildApplication(
             deadline: configuration.storeDeadline, health: health)
         services.append(pool)
         prepare = { try await store.prepare() }
+        let counted = store
         configuration.eventBus = PostgresEventBus(
             pool: pool,
             configuration: try location.connectionConfiguration(silence: configuration.storeDeadline.timeout),
             schema: location.schema,
             queueBytes: configuration.limits.busQueueBytes, time: configuration.time, node: configuration.nodeID,
-            tracing: traced, deadline: configuration.storeDeadline, logger: logger)
+            tracing: traced, deadline: configuration.storeDeadline,
+            counts: { try await counted.recipientCounts(in: $0, among: $1) }, logger: logger)
     }
     return await buildApplication(
         configuration: configuration, store: store, logger: logger, services: services, beforeServerStarts: prepare)
@@ -279,8 +281,10 @@ func buildRouter(
     OpenAPIDocument(logger: logger).addRoutes(to: router)
 
     let api = router.group().add(middleware: AuthMiddleware(authority: services.authority))
+    let store = services.store
     let events = EventPublisher(
-        hub: services.hub, bus: configuration.eventBus, metrics: services.metrics, logger: logger,
+        hub: services.hub, bus: configuration.eventBus,
+        counts: { try await store.recipientCounts(in: $0, among: $1) }, metrics: services.metrics, logger: logger,
         tracing: configuration.tracing)
     let receipts = Receipts(
         store: services.store, events: events,

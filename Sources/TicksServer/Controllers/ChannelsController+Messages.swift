@@ -86,7 +86,7 @@ extension ChannelsController {
         }
         let users = try await store.users(ids: [outcome.message.userID])
         if outcome.created {
-            try events.messageNew(outcome, channel: channel, config: config, users: users)
+            try await events.messageNew(outcome, channel: channel, config: config, users: users)
         }
         return try context.respond(
             MessageResponse(message: Presenter.message(outcome.message, users: users)),

@@ -304,6 +304,14 @@ public final class ConnectionHub: Sendable {
         }
     }
 
+    /// Those of `userIDs` with a connection to this node, in their order (each once).
+    func connected(among userIDs: [String]) -> [String] {
+        connections.withLock { all in
+            var seen = Set<String>()
+            return userIDs.filter { all[$0] != nil && seen.insert($0).inserted }
+        }
+    }
+
     /// Those of `userIDs` with no connection to this node (the push hook's recipients).
     func unconnected(among userIDs: [String]) -> [String] {
         connections.withLock { all in userIDs.filter { all[$0] == nil } }

@@ -10,52 +10,77 @@ struct EventPublisher: Sendable {
     let hub: ConnectionHub
     /// The other nodes, when several share the store.
     let bus: (any EventBus)?
+    /// Reads the counts of a new message's members connected here (the store's).
+    let counts: RecipientCountsReader?
     let metrics: ServerMetrics
     let logger: Logger
     /// Whether each event is an `events.publish` span (`TicksServerConfiguration.tracing`).
     var tracing = false
 
     /// `message.new` to every member's connections that watch the channel
-    /// (or never watched any), each with their own unread counts: the message
-    /// is encoded once for all of them (`EncodedEvent`), and each recipient's
-    /// frame ends with their counts, written when a connection takes it. Their connections that watch other
-    /// channels but not this one get `notification.message_new` instead, with
-    /// the channel, for a message shown in the channel (docs/events.md, "Watching").
-    /// The author's jump to their message (R4) may make others' messages read by all (R13): each
-    /// to its author as they may see it (`Telling`, R15).
-    func messageNew(_ outcome: SendOutcome, channel: ChannelRecord, config: ChannelConfig, users: [String: User]) throws {
-        let recipients = outcome.recipients.map(\.userID)
-        if anyoneHears(recipients) {
+    /// (or never watched any), each with their own unread counts; their
+    /// connections that watch other channels but not this one get
+    /// `notification.message_new` instead, with the channel, for a message
+    /// shown in the channel (docs/events.md, "Watching"). The message is
+    /// encoded once for all (`EncodedEvent`), and only the members connected
+    /// to a node get counts, read by that node after the commit, one
+    /// statement for all of them (`RecipientCountsReader`): the bus carries
+    /// the message for every member, without counts (`Personal.countsToRead`).
+    /// A send into a channel of 1,000 members with no one connected reads and
+    /// writes no one's counts for its events. The author's jump to their
+    /// message (R4) may make others' messages read by all (R13): each to its
+    /// author as they may see it (`Telling`, R15).
+    func messageNew(_ outcome: SendOutcome, channel: ChannelRecord, config: ChannelConfig, users: [String: User])
+        async throws
+    {
+        let members = outcome.recipients
+        let here = hub.connected(among: members)
+        if bus != nil || !here.isEmpty {
             let cid = channel.cid.description
-            var event = ChangeEvents.messageNew(outcome.message, users: users)
-            event.watcherCount = hub.watchers(of: cid, among: recipients).count
-            var counts: [String: UnreadEnding] = [:]
-            counts.reserveCapacity(outcome.recipients.count)
-            for recipient in outcome.recipients {
-                counts[recipient.userID] = UnreadEnding(
-                    channel: recipient.channelUnread, messages: recipient.totals.messages,
-                    channels: recipient.totals.channels)
-            }
-            try publish(
-                EncodedEvent(object: JSONCoding.data(event), counts: counts, audience: .watchers(cid)),
-                type: .messageNew, to: recipients)
             let message = outcome.message
+            var event = ChangeEvents.messageNew(message, users: users)
+            event.watcherCount = hub.watchers(of: cid, among: here).count
+            var encoded = [(EncodedEvent, EventType)]()
+            encoded.append(
+                (try EncodedEvent(object: JSONCoding.data(event), countsToReadIn: channel.pk, audience: .watchers(cid)),
+                 .messageNew))
             if message.parentID == nil || message.showInChannel,
-                bus != nil || hub.anyConnected(among: recipients, hearing: .notWatching(cid))
+                bus != nil || hub.anyConnected(among: here, hearing: .notWatching(cid))
             {
                 var shown = channel
                 shown.lastMessageAt = message.createdAt
                 let notice = ChangeEvents.notificationMessageNew(
                     message, in: Presenter.channel(shown, config: config, users: users), users: users)
-                try publish(
-                    EncodedEvent(object: JSONCoding.data(notice), counts: counts, audience: .notWatching(cid)),
-                    type: .notificationMessageNew, to: recipients)
+                encoded.append(
+                    (try EncodedEvent(
+                        object: JSONCoding.data(notice), countsToReadIn: channel.pk, audience: .notWatching(cid)),
+                     .notificationMessageNew))
+            }
+            // The counts of those connected here, read once for both events.
+            let counted: [String: UnreadEnding]? =
+                here.isEmpty ? nil : await readCounts(in: channel.pk, for: here)
+            for (event, type) in encoded {
+                publish(event, type: type, here: here, counted: counted, to: members)
             }
         }
         // The author's cursors jumped to their message (R4): others' messages it made read by all, to their authors.
         guard !outcome.reachedAll.isEmpty else { return }
         for (event, userIDs) in Telling(reachedBy: outcome, in: channel.cid).live {
             try send(event, to: userIDs)
+        }
+    }
+
+    /// The counts of `userIDs` in the channel `channelPK` as they are now; nil, logged, when they
+    /// cannot be read (the message then goes without them).
+    private func readCounts(in channelPK: Int64, for userIDs: [String]) async -> [String: UnreadEnding]? {
+        guard let counts else { return nil }
+        do {
+            return UnreadEnding.byUser(try await counts(channelPK, userIDs))
+        } catch {
+            logger.warning(
+                "message.new goes without its unread counts: they could not be read",
+                metadata: ["users": "\(userIDs.count)", "error": "\(String(reflecting: error))"])
+            return nil
         }
     }
 
@@ -145,6 +170,34 @@ struct EventPublisher: Sendable {
         }
         bus?.watch(change)
         return nil
+    }
+
+    /// A new message (`Personal.countsToRead`): to the members connected here with their `counted`
+    /// counts (the whole message without counts for any whose counts are missing), and through the
+    /// bus to every member, each node adding the counts of its own.
+    private func publish(
+        _ event: EncodedEvent, type: EventType, here: [String], counted: [String: UnreadEnding]?, to members: [String]
+    ) {
+        guard !here.isEmpty else {
+            bus?.publish(event, to: members)
+            metrics.eventsPublished.increment()
+            return
+        }
+        let local = event.counted(counted, for: here)
+        guard tracing, ServiceContext.current != nil else {
+            hub.send(local, to: here)
+            bus?.publish(event, to: members)
+            metrics.eventsPublished.increment()
+            return
+        }
+        withSpan("events.publish", ofKind: .producer) { span in
+            let connections = hub.send(local, to: here)
+            bus?.publish(event, to: members)
+            metrics.eventsPublished.increment()
+            span.attributes["ticks.event.type"] = type.rawValue
+            span.attributes["ticks.event.recipients"] = members.count
+            span.attributes["ticks.ws.connections"] = connections
+        }
     }
 
     /// To this node's connections, and through the bus to the other nodes'. In a trace, an

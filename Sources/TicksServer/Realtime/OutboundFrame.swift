@@ -62,12 +62,17 @@ public struct EncodedEvent: Sendable {
         /// Each recipient's ending as written, closing brace included: what a
         /// node of the release before puts on the bus (`PostgresEventBus`).
         case endings([String: ByteBuffer])
+        /// Each recipient's counts in the channel `channelPK`, to be read by the
+        /// node that holds their connections (`RecipientCountsReader`): how a
+        /// new message goes on the bus, for every member, with no counts in it.
+        case countsToRead(channelPK: Int64)
 
-        /// `userID`'s ending; nil when the event is not for them.
+        /// `userID`'s ending; nil when the event is not for them (or their counts are still to read).
         func ending(for userID: String) -> ByteBuffer? {
             switch self {
             case .counts(let counts): counts[userID]?.bytes
             case .endings(let endings): endings[userID]
+            case .countsToRead: nil
             }
         }
     }
@@ -92,12 +97,45 @@ public struct EncodedEvent: Sendable {
         self.audience = audience
     }
 
+    /// `object` (a JSON object) for members of the channel `channelPK` whose counts the nodes holding
+    /// their connections read and add (`Personal.countsToRead`): what the bus carries of `message.new`.
+    init(object: Data, countsToReadIn channelPK: Int64, audience: ConnectionAudience) throws {
+        guard object.last == UInt8(ascii: "}") else { throw EncodingError.invalidValue(object, .init(codingPath: [], debugDescription: "an event must encode as a JSON object")) }
+        self.shared = ByteBuffer(bytes: object.dropLast())
+        self.personal = .countsToRead(channelPK: channelPK)
+        self.audience = audience
+    }
+
+    /// A new message whose counts were to read (`Personal.countsToRead`), for `users`, with their
+    /// `counts`: a user with none (not read: one who left meanwhile; or nil, the read failed) gets
+    /// the whole message without counts, so the message reaches every one of them.
+    func counted(_ counts: [String: UnreadEnding]?, for users: [String]) -> EncodedEvent {
+        guard case .countsToRead? = personal else { return self }
+        guard let counts else {
+            var whole = shared
+            whole.writeString("}")
+            return EncodedEvent(shared: whole, personal: nil, audience: audience)
+        }
+        guard users.contains(where: { counts[$0] == nil }) else {
+            return EncodedEvent(shared: shared, personal: .counts(counts), audience: audience)
+        }
+        var endings: [String: ByteBuffer] = [:]
+        endings.reserveCapacity(users.count)
+        for user in users { endings[user] = counts[user]?.bytes ?? ByteBuffer(string: "}") }
+        return EncodedEvent(shared: shared, personal: .endings(endings), audience: audience)
+    }
+
     /// `userID`'s frame; nil when the event has personal parts and none for them.
     func frame(for userID: String) -> OutboundFrame? {
         guard let personal else { return OutboundFrame(shared: shared) }
         return personal.ending(for: userID).map { OutboundFrame(shared: shared, personal: $0) }
     }
 }
+
+/// Reads what `message.new` tells those of `userIDs` who are members of the channel `channelPK`:
+/// `TicksStore.recipientCounts`, on the node that holds their connections, after the send committed.
+public typealias RecipientCountsReader =
+    @Sendable (_ channelPK: Int64, _ userIDs: [String]) async throws -> [RecipientUnread]
 
 /// A recipient's unread counts as their copy of `message.new` ends
 /// (docs/events.md): the channel's, and their totals.
@@ -108,6 +146,24 @@ public struct UnreadEnding: Sendable, Equatable {
     var messages: Int
     /// `unread_channels`: their channels with unread messages.
     var channels: Int
+
+    init(channel: Int, messages: Int, channels: Int) {
+        self.channel = channel
+        self.messages = messages
+        self.channels = channels
+    }
+
+    init(_ recipient: RecipientUnread) {
+        self.init(channel: recipient.channelUnread, messages: recipient.totals.messages, channels: recipient.totals.channels)
+    }
+
+    /// Each recipient's ending, by user.
+    static func byUser(_ recipients: [RecipientUnread]) -> [String: UnreadEnding] {
+        var counts: [String: UnreadEnding] = [:]
+        counts.reserveCapacity(recipients.count)
+        for recipient in recipients { counts[recipient.userID] = UnreadEnding(recipient) }
+        return counts
+    }
 
     /// `,"unread_count":…,"total_unread_count":…,"unread_channels":…}`, closing the event's object.
     var bytes: ByteBuffer {

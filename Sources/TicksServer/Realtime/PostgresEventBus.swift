@@ -64,6 +64,8 @@ public final class PostgresEventBus: EventBus {
     /// How long a round of publishing, or a fetch of a stored batch, may take: past it the
     /// connection under it is closed and the round counts as failed (`StoreDeadline`).
     let deadline: StoreDeadline
+    /// Reads the counts of a new message's members connected here (`Entry.countsOf`).
+    private let counts: RecipientCountsReader?
     private let state = Mutex(State())
     private let doorbell: AsyncStream<Void>
     private let ring: AsyncStream<Void>.Continuation
@@ -129,6 +131,15 @@ public final class PostgresEventBus: EventBus {
         /// The W3C trace context of the span that published it (traced nodes only).
         var traceparent: String?
         var tracestate: String?
+        /// A new message for every member of this channel (its pk), without counts: the receiving
+        /// node reads the counts of those connected to it (`RecipientCountsReader`). A node of the
+        /// release before ignores it and sends the frame, a whole object, without counts.
+        var countsOf: Int64?
+
+        enum CodingKeys: String, CodingKey {
+            case frame, users, counts, endings, watchers, unwatched, watch, traceparent, tracestate
+            case countsOf = "counts_of"
+        }
     }
 
     struct Batch: Codable {
@@ -156,12 +167,15 @@ public final class PostgresEventBus: EventBus {
     ///   - node: this node's name on the bus (`TicksServerConfiguration.nodeID`).
     ///   - tracing: carry trace contexts to the other nodes and make `ws.fanout` spans of theirs.
     ///   - deadline: how long one round of publishing or one fetch may take.
+    ///   - counts: reads the counts of a new message's members connected here (the store's);
+    ///     without it, a new message from another node reaches them without counts.
     init(
         pool: PostgresPool, configuration: PostgresConnection.Configuration, schema: String,
         queueBytes: Int = ServerLimits().busQueueBytes, time: TimeSource = .system,
         node: String = UUID().uuidString.lowercased(), tracing: Bool = false, deadline: StoreDeadline = StoreDeadline(),
-        logger: Logger
+        counts: RecipientCountsReader? = nil, logger: Logger
     ) {
+        self.counts = counts
         self.deadline = deadline
         self.node = node
         self.opening = Self.opening(of: node)
@@ -195,13 +209,14 @@ public final class PostgresEventBus: EventBus {
         case nil: break
         case .counts(let byUser)?: users = userIDs.filter { byUser[$0] != nil }
         case .endings(let byUser)?: users = userIDs.filter { byUser[$0] != nil }
+        case .countsToRead?: break
         }
         guard !users.isEmpty else { return nil }
         var writer = EventJSON.Writer()
         writer.out.reserveCapacity(event.shared.readableBytes + 20 * users.count + 100)
         writer.raw(#"{"frame":"#)
         switch event.personal {
-        case .counts?: writer.string(String(buffer: event.shared) + "}")  // a whole object
+        case .counts?, .countsToRead?: writer.string(String(buffer: event.shared) + "}")  // a whole object
         default: writer.string(String(buffer: event.shared))
         }
         writer.raw(#","users":"#)
@@ -225,6 +240,9 @@ public final class PostgresEventBus: EventBus {
         case .endings(let byUser)?:
             writer.raw(#","endings":"#)
             writer.strings(users.map { String(buffer: byUser[$0]!) })
+        case .countsToRead(let channelPK)?:
+            writer.raw(#","counts_of":"#)
+            writer.integer(channelPK)
         }
         switch event.audience {
         case .everyConnection: break
@@ -666,20 +684,44 @@ public final class PostgresEventBus: EventBus {
                 hub.apply(change)
                 continue
             }
-            let event = Self.event(of: entry)
+            var event = Self.event(of: entry)
+            var users = entry.users
+            if let channelPK = entry.countsOf {
+                // A new message: its members connected here, with the counts read now.
+                users = hub.connected(among: entry.users)
+                if users.isEmpty { continue }
+                event = await Self.counted(event, in: channelPK, for: users, reading: counts, logger: logger)
+            }
             guard tracing, let traceparent = entry.traceparent else {
-                hub.send(event, to: entry.users)
+                hub.send(event, to: users)
                 continue
             }
             let parent = TraceContext(traceparent: traceparent, tracestate: entry.tracestate)
             withSpan("ws.fanout", context: parent.serviceContext, ofKind: .consumer) { span in
-                let connections = hub.send(event, to: entry.users)
+                let connections = hub.send(event, to: users)
                 span.attributes["messaging.system"] = "postgresql"
                 span.attributes["messaging.destination.name"] = channel
                 span.attributes["ticks.bus.from_node"] = batch.node
-                span.attributes["ticks.event.recipients"] = entry.users.count
+                span.attributes["ticks.event.recipients"] = users.count
                 span.attributes["ticks.ws.connections"] = connections
             }
+        }
+    }
+
+    /// A new message (`Personal.countsToRead`) for `users`, with their counts in the channel
+    /// `channelPK` read now; without them, logged, when they cannot be read (it still reaches them).
+    static func counted(
+        _ event: EncodedEvent, in channelPK: Int64, for users: [String], reading counts: RecipientCountsReader?,
+        logger: Logger
+    ) async -> EncodedEvent {
+        guard let counts else { return event.counted(nil, for: users) }
+        do {
+            return event.counted(UnreadEnding.byUser(try await counts(channelPK, users)), for: users)
+        } catch {
+            logger.warning(
+                "message.new goes without its unread counts: they could not be read",
+                metadata: ["users": "\(users.count)", "error": "\(String(reflecting: error))"])
+            return event.counted(nil, for: users)
         }
     }
 
@@ -688,7 +730,10 @@ public final class PostgresEventBus: EventBus {
     static func event(of entry: Entry) -> EncodedEvent {
         var shared = ByteBuffer(string: entry.frame)
         var personal: EncodedEvent.Personal?
-        if let counts = entry.counts, counts.count == entry.users.count * 3,
+        if let channelPK = entry.countsOf, entry.frame.utf8.last == UInt8(ascii: "}") {
+            shared.moveWriterIndex(to: shared.writerIndex - 1)
+            personal = .countsToRead(channelPK: channelPK)
+        } else if let counts = entry.counts, counts.count == entry.users.count * 3,
             entry.frame.utf8.last == UInt8(ascii: "}")
         {
             shared.moveWriterIndex(to: shared.writerIndex - 1)

@@ -126,6 +126,15 @@ extension SQLStore {
         try await engine.readOne { Fetch.unreadTotals(of: userID) }
     }
 
+    public func recipientCounts(in channelPK: Int64, among userIDs: [String]) async throws -> [RecipientUnread] {
+        guard !userIDs.isEmpty else { return [] }
+        return try await engine.readOne {
+            Step.rows(StoreSQL.recipientCounts(in: channelPK, among: userIDs)).map { rows in
+                try rows.map { try StoreRows.recipient($0) }
+            }
+        }
+    }
+
     // MARK: Steps
 
     /// The committed moves with what they owe the hearers: what they made read by all (R13),

@@ -30,7 +30,8 @@ extension SQLStore {
         }
     }
 
-    /// Stores a new message after the channel's last, and reads every member's counts after it.
+    /// Stores a new message after the channel's last, and reads who its members are (not their counts:
+    /// each node reads those of the members connected to it, `EventPublisher.messageNew`).
     static func append(
         _ new: NewMessage, custom: String, to channel: ChannelRecord, config: ChannelConfig?, now: Timestamp,
         allMembers: Bool, actors: ChangeActor
@@ -72,9 +73,8 @@ extension SQLStore {
         }.then { update in
             Self.reachedAll(bySending: update, new.userID, in: channel, config: config, kept: allMembers)
         }.then { reachedAll in
-            Step.rows(StoreSQL.recipientCounts(in: channel.pk)).map { rows in
-                var outcome = StoreRules.sent(
-                    new, to: channel, seq: seq, at: createdAt, recipients: try rows.map { try StoreRows.recipient($0) })
+            Fetch.texts(StoreSQL.memberIDs(of: channel.pk)).map { members in
+                var outcome = StoreRules.sent(new, to: channel, seq: seq, at: createdAt, recipients: members)
                 outcome.reachedAll = reachedAll
                 return outcome
             }

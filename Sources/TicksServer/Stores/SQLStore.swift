@@ -202,7 +202,13 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
                 Fetch.texts(StoreSQL.channelType(name)).map { try $0.first.map(StoredJSON.config) }
             } ?? .done(nil)
         let users: StoreProgram<[String: User]> = reads.users.isEmpty ? .done([:]) : Fetch.users(Set(reads.users))
-        return config.then { config in users.map { ChangeContext(users: $0, config: config) } }
+        let recipients: StoreProgram<[RecipientUnread]> =
+            reads.recipientCounts.map { channelPK in
+                Step.rows(StoreSQL.recipientCounts(in: channelPK)).map { try $0.map { try StoreRows.recipient($0) } }
+            } ?? .done([])
+        return config.then { config in users.map { (config, $0) } }.then { config, users in
+            recipients.map { ChangeContext(users: users, config: config, recipients: $0) }
+        }
     }
 
     /// `userID` as who made a change, in the columns the schema has for it.

@@ -32,6 +32,8 @@ struct ChangeReads: Sendable, Equatable {
     var users: [String] = []
     /// The channel type whose settings it names.
     var channelType: String?
+    /// The channel whose members' counts it names (a push receiver's `message.new`).
+    var recipientCounts: Int64?
 }
 
 /// What the store read for a change's `ChangeReads`, in the change's transaction.
@@ -40,6 +42,8 @@ struct ChangeContext: Sendable {
     var users: [String: User] = [:]
     /// The channel type's settings, when asked for and it exists.
     var config: ChannelConfig?
+    /// Every member's counts, in join order, when asked for (`ChangeReads.recipientCounts`).
+    var recipients: [RecipientUnread] = []
 }
 
 /// What a change owes beyond the store's own rows, written in the change's

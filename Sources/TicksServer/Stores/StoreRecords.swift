@@ -129,8 +129,10 @@ public struct SendOutcome: Sendable {
     public var message: MessageRecord
     /// False when the id was already stored in this channel (R11): nothing changed.
     public var created: Bool
-    /// Every member's unread state after the message, for `message.new`.
-    public var recipients: [RecipientUnread]
+    /// Every member's user id, in join order: whom `message.new` is for. Their counts are read
+    /// after the commit by each node for the members connected to it (`TicksStore.recipientCounts`),
+    /// and in the transaction for a push receiver (`ChangeReads.recipientCounts`).
+    public var recipients: [String]
     /// Others' messages that the author's cursors jumping to theirs (R4) made read by all (R13).
     public var reachedAll: [ReachedAll] = []
     /// The privacy of the authors told "read by all" that R15 needs, read in the send's transaction.

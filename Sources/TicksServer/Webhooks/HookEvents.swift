@@ -83,7 +83,7 @@ enum HookEvents {
         }
         guard outcome.created, wanted(.messageNew) else { return reached }
         let threadOnly = message.parentID != nil && !message.showInChannel
-        let push = threadOnly ? [] : outcome.recipients.filter { $0.userID != message.userID }
+        let push = threadOnly ? [] : context.recipients.filter { $0.userID != message.userID }
         let new = HookEvent(
             event: ChangeEvents.messageNew(message, users: context.users), channel: message.cid, pushCandidates: push)
         return [new] + reached

@@ -35,7 +35,17 @@ struct WebhookRecorder: ChangeRecorder {
         settings.webhooks.contains { $0.wants(type) } || (type == .messageNew && settings.pushURL != nil)
     }
 
-    func reads(for change: StoreChange) -> ChangeReads? { HookEvents.reads(for: change, wanted: wants) }
+    /// What `HookEvents` needs, and for a push receiver the counts of a new message's members (each
+    /// is told their own: read in the send's transaction only when a push receiver is set).
+    func reads(for change: StoreChange) -> ChangeReads? {
+        guard var reads = HookEvents.reads(for: change, wanted: wants) else { return nil }
+        if settings.pushURL != nil, case .messageSent(let outcome, let channel) = change, outcome.created,
+            outcome.message.parentID == nil || outcome.message.showInChannel
+        {
+            reads.recipientCounts = channel.pk
+        }
+        return reads
+    }
 
     func entries(for change: StoreChange, context: ChangeContext) throws -> [OutboxEntry] {
         try entries(for: HookEvents.of(change, context: context, wanted: wants))

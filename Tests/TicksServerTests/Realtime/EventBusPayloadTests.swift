@@ -125,6 +125,38 @@ struct EventBusPayloadTests {
         #expect(PostgresEventBus.entry(nobody, to: ["bob"], trace: nil) == nil)
     }
 
+    /// A new message goes on the bus for every member with no counts (`countsToRead`): the frame a
+    /// whole object (the release before sends it as it is), the channel's pk beside it; the receiving
+    /// node adds the counts it reads for its connected members, and a member whose counts it could
+    /// not read, or all of them when the read failed, get the message without counts.
+    @Test(arguments: [ConnectionAudience.watchers("messaging:x"), .notWatching(EventBusPayloadTests.awkward)])
+    func aMessageWhoseCountsEachNodeReads(audience: ConnectionAudience) throws {
+        let object = try JSONSerialization.data(
+            withJSONObject: ["type": "message.new", "text": Self.awkward], options: [.sortedKeys])
+        let users = ["alice", Self.awkward, "carol"]
+        let event = try EncodedEvent(object: object, countsToReadIn: Int64.max, audience: audience)
+        // Nobody's frame before the counts are read: it never reaches a socket as it is.
+        #expect(users.allSatisfy { event.frame(for: $0) == nil })
+        let queued = try Self.queued(event, to: users)
+        #expect(queued.users == users)
+        let entry = try JSONCoding.decode(Entry.self, from: String(decoding: queued.json, as: UTF8.self))
+        #expect(entry.countsOf == Int64.max && entry.counts == nil && entry.endings == nil && entry.users == users)
+        #expect(try JSON(parsing: entry.frame)["text"].string == Self.awkward)
+        let received = PostgresEventBus.event(of: entry)
+        #expect(received.audience == audience)
+        let counts = ["alice": UnreadEnding(channel: 1, messages: 2, channels: 3)]
+        for (read, expected) in [(counts, [("alice", 1 as Int?), (Self.awkward, nil)]), (nil, [("alice", nil), (Self.awkward, nil)])] {
+            let counted = received.counted(read, for: ["alice", Self.awkward])
+            for (user, unread) in expected {
+                let json = try JSON(parsing: String(buffer: try #require(counted.frame(for: user)).buffer))
+                #expect(json["text"].string == Self.awkward && json["unread_count"].int == unread, "\(user)")
+            }
+        }
+        // The release before reads the frame as a whole object, and sends it without counts.
+        let old = try JSONCoding.decode(PreviousEntry.self, from: String(decoding: queued.json, as: UTF8.self))
+        #expect(try JSON(parsing: old.frame)["unread_count"].int == nil)
+    }
+
     /// A node of the release before writes each recipient's ending beside a
     /// frame without its closing brace; this release still reads it.
     @Test func endingsOfThePreviousReleaseAreDelivered() throws {

@@ -35,9 +35,9 @@ enum StoreRules {
         return SendOutcome(message: stored, created: false, recipients: [])
     }
 
-    /// A new message's outcome: it, and every member's unread state after it for `message.new`.
+    /// A new message's outcome: it, and every member's id, for `message.new`.
     static func sent(
-        _ new: NewMessage, to channel: ChannelRecord, seq: Seq, at createdAt: Timestamp, recipients: [RecipientUnread]
+        _ new: NewMessage, to channel: ChannelRecord, seq: Seq, at createdAt: Timestamp, recipients: [String]
     ) -> SendOutcome {
         var message = MessageRecord(
             id: new.id, channelPK: channel.pk, cid: channel.cid, seq: seq, userID: new.userID, text: new.text,

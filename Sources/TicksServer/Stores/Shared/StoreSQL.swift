@@ -412,12 +412,21 @@ enum StoreSQL {
     /// no row). What `message.new` tells each member, and no more: a send
     /// into a channel of N members reads N rows of four columns, not their
     /// whole read states (`memberStates`, three look-ups of messages a row).
-    static func recipientCounts(in channelPK: Int64) -> StoreQuery {
-        """
-        SELECT m.user_id, m.unread, u.unread_messages, u.unread_channels
-        FROM member m LEFT JOIN app_user u ON u.id = m.user_id
-        WHERE m.channel_pk = \(channelPK) ORDER BY m.created_at, m.user_id
-        """
+    /// `among`: those of the members alone (the users connected to a node).
+    static func recipientCounts(in channelPK: Int64, among userIDs: [String]? = nil) -> StoreQuery {
+        var sql: StoreQuery = """
+            SELECT m.user_id, m.unread, u.unread_messages, u.unread_channels
+            FROM member m LEFT JOIN app_user u ON u.id = m.user_id
+            WHERE m.channel_pk = \(channelPK)
+            """
+        if let userIDs { sql = sql + " AND \(in: "m.user_id", userIDs)" }
+        return sql + " ORDER BY m.created_at, m.user_id"
+    }
+
+    /// Every member's user id, in join order: who `message.new` is for, each node reading the
+    /// counts of those connected to it (`recipientCounts(in:among:)`).
+    static func memberIDs(of channelPK: Int64) -> StoreQuery {
+        "SELECT user_id FROM member WHERE channel_pk = \(channelPK) ORDER BY created_at, user_id"
     }
 
     /// A new message in the channel by `author`: one more unread for every

@@ -1,0 +1,107 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+import TicksProtocol
+import TicksTestSupport
+
+@testable import TicksServer
+
+/// `message.new`'s counts are read by the node that holds the recipients'
+/// connections, after the commit, for those connected to it alone
+/// (`EventPublisher.messageNew`, `RecipientCountsReader`): a send into a
+/// large channel reads no one's counts when no member is connected, and a
+/// read that fails leaves the counts out, never the message.
+@Suite("message.new's counts, read per node")
+struct MessageNewCountsTests {
+    static let start = Timestamp(microseconds: 1_000_000)
+    static let channel = ChannelRecord(
+        pk: 7, cid: ChannelID(type: "messaging", id: "big"), createdBy: "amy", custom: [:], lastSeq: 1,
+        lastMessageAt: start, memberCount: 1_000, createdAt: start, updatedAt: start)
+    static let config = ChannelConfig(
+        name: "messaging", readEvents: true, deliveryEvents: true, createdAt: start, updatedAt: start)
+
+    static func outcome(members: [String]) -> SendOutcome {
+        SendOutcome(
+            message: MessageRecord(
+                id: "m1", channelPK: channel.pk, cid: channel.cid, seq: 1, userID: "amy", text: "hi", custom: [:],
+                createdAt: start),
+            created: true, recipients: members)
+    }
+
+    /// A publisher on a hub of its own, with `read` as its counts reader; the channels and users
+    /// each call of the reader asked for.
+    static func publisher(_ read: @escaping RecipientCountsReader) -> (EventPublisher, ConnectionHub) {
+        let hub = ConnectionHub(
+            bufferBytes: 1 << 20, maxConnectionsPerUser: 5, metrics: ServerMetrics(), logger: Logger(label: "test"))
+        return (EventPublisher(hub: hub, bus: nil, counts: read, metrics: ServerMetrics(), logger: Logger(label: "test")), hub)
+    }
+
+    static func first(_ frames: AsyncStream<OutboundFrame>) async throws -> JSON {
+        var iterator = frames.makeAsyncIterator()
+        let frame = try #require(await iterator.next())
+        return try JSON(parsing: String(buffer: frame.buffer))
+    }
+
+    @Test("with 1,000 members and two of them connected, the counts of those two are read, once, and each gets theirs")
+    func onlyTheConnected() async throws {
+        let asked = Mutex<[(Int64, [String])]>([])
+        let (publisher, hub) = Self.publisher { channelPK, users in
+            asked.withLock { $0.append((channelPK, users)) }
+            return users.enumerated().map { index, user in
+                RecipientUnread(userID: user, channelUnread: index + 1, totals: UnreadTotals(messages: 10 + index, channels: 2))
+            }
+        }
+        let members = ["amy"] + (1..<1_000).map { "member\($0)" }
+        let (bob, bobFrames) = try hub.register(userID: "member5")
+        let (cat, catFrames) = try hub.register(userID: "member999")
+        try await publisher.messageNew(Self.outcome(members: members), channel: Self.channel, config: Self.config, users: [:])
+        #expect(asked.withLock { $0.map(\.0) } == [Self.channel.pk])
+        #expect(asked.withLock { $0.first?.1 } == ["member5", "member999"])
+        let forBob = try await Self.first(bobFrames)
+        let forCat = try await Self.first(catFrames)
+        #expect(forBob["type"].string == "message.new" && forBob["message"]["id"].string == "m1")
+        #expect(forBob["unread_count"].int == 1 && forBob["total_unread_count"].int == 10 && forBob["unread_channels"].int == 2)
+        #expect(forCat["unread_count"].int == 2 && forCat["total_unread_count"].int == 11)
+        hub.unregister(bob)
+        hub.unregister(cat)
+    }
+
+    @Test("with no member connected (and no other node), nothing is read and nothing is built")
+    func nobodyConnected() async throws {
+        let asked = Atomic<Int>(0)
+        let (publisher, _) = Self.publisher { _, _ in
+            asked.add(1, ordering: .relaxed)
+            return []
+        }
+        try await publisher.messageNew(
+            Self.outcome(members: (0..<1_000).map { "member\($0)" }), channel: Self.channel, config: Self.config, users: [:])
+        #expect(asked.load(ordering: .relaxed) == 0)
+    }
+
+    struct Away: Error {}
+
+    @Test("counts that cannot be read are left out; the message still reaches the member, and one left out of the answer")
+    func aFailedRead() async throws {
+        for fails in [true, false] {
+            let (publisher, hub) = Self.publisher { _, users in
+                if fails { throw Away() }
+                // The member who left meanwhile has no counts any more.
+                return users.filter { $0 != "leaver" }.map {
+                    RecipientUnread(userID: $0, channelUnread: 3, totals: UnreadTotals(messages: 3, channels: 1))
+                }
+            }
+            let (bob, bobFrames) = try hub.register(userID: "bob")
+            let (leaver, leaverFrames) = try hub.register(userID: "leaver")
+            try await publisher.messageNew(
+                Self.outcome(members: ["amy", "bob", "leaver"]), channel: Self.channel, config: Self.config, users: [:])
+            let forBob = try await Self.first(bobFrames)
+            let forLeaver = try await Self.first(leaverFrames)
+            #expect(forBob["message"]["id"].string == "m1" && forLeaver["message"]["id"].string == "m1")
+            #expect(forBob["unread_count"].int == (fails ? nil : 3))
+            #expect(forLeaver["unread_count"].int == nil)
+            hub.unregister(bob)
+            hub.unregister(leaver)
+        }
+    }
+}
