@@ -58,7 +58,8 @@ struct EventPublisher: Sendable {
             }
             // The counts of those connected here, read once for both events.
             let counted: [String: UnreadEnding]? =
-                here.isEmpty ? nil : await readCounts(in: channel.pk, for: here)
+                here.isEmpty
+                ? nil : await Self.readCounts(in: channel.pk, for: here, reading: counts, metrics: metrics, logger: logger)
             for (event, type) in encoded {
                 publish(event, type: type, here: here, counted: counted, to: members)
             }
@@ -70,18 +71,26 @@ struct EventPublisher: Sendable {
         }
     }
 
-    /// The counts of `userIDs` in the channel `channelPK` as they are now; nil, logged, when they
-    /// cannot be read (the message then goes without them).
-    private func readCounts(in channelPK: Int64, for userIDs: [String]) async -> [String: UnreadEnding]? {
-        guard let counts else { return nil }
-        do {
-            return UnreadEnding.byUser(try await counts(channelPK, userIDs))
-        } catch {
-            logger.warning(
-                "message.new goes without its unread counts: they could not be read",
-                metadata: ["users": "\(userIDs.count)", "error": "\(String(reflecting: error))"])
-            return nil
+    /// The counts of `userIDs` in the channel `channelPK` as they are now, for a new message here
+    /// or from the bus; nil, logged, when they cannot be read (the message then goes without them).
+    /// Those it leaves without counts are counted (`ticks_message_new_counts_missing_total`).
+    static func readCounts(
+        in channelPK: Int64, for userIDs: [String], reading counts: RecipientCountsReader?, metrics: ServerMetrics,
+        logger: Logger
+    ) async -> [String: UnreadEnding]? {
+        var byUser: [String: UnreadEnding]?
+        if let counts {
+            do {
+                byUser = UnreadEnding.byUser(try await counts(channelPK, userIDs))
+            } catch {
+                logger.warning(
+                    "message.new goes without its unread counts: they could not be read",
+                    metadata: ["users": "\(userIDs.count)", "error": "\(String(reflecting: error))"])
+            }
         }
+        let missing = userIDs.count - (byUser.map { byUser in userIDs.count { byUser[$0] != nil } } ?? 0)
+        if missing > 0 { metrics.messageNewCountsMissing.increment(by: missing) }
+        return byUser
     }
 
     /// Events for a cursor that moved (`Telling`): `message.read` / `message.delivered` to

@@ -690,7 +690,9 @@ public final class PostgresEventBus: EventBus {
                 // A new message: its members connected here, with the counts read now.
                 users = hub.connected(among: entry.users)
                 if users.isEmpty { continue }
-                event = await Self.counted(event, in: channelPK, for: users, reading: counts, logger: logger)
+                let counted = await EventPublisher.readCounts(
+                    in: channelPK, for: users, reading: counts, metrics: hub.metrics, logger: logger)
+                event = event.counted(counted, for: users)
             }
             guard tracing, let traceparent = entry.traceparent else {
                 hub.send(event, to: users)
@@ -705,23 +707,6 @@ public final class PostgresEventBus: EventBus {
                 span.attributes["ticks.event.recipients"] = users.count
                 span.attributes["ticks.ws.connections"] = connections
             }
-        }
-    }
-
-    /// A new message (`Personal.countsToRead`) for `users`, with their counts in the channel
-    /// `channelPK` read now; without them, logged, when they cannot be read (it still reaches them).
-    static func counted(
-        _ event: EncodedEvent, in channelPK: Int64, for users: [String], reading counts: RecipientCountsReader?,
-        logger: Logger
-    ) async -> EncodedEvent {
-        guard let counts else { return event.counted(nil, for: users) }
-        do {
-            return event.counted(UnreadEnding.byUser(try await counts(channelPK, users)), for: users)
-        } catch {
-            logger.warning(
-                "message.new goes without its unread counts: they could not be read",
-                metadata: ["users": "\(users.count)", "error": "\(String(reflecting: error))"])
-            return event.counted(nil, for: users)
         }
     }
 

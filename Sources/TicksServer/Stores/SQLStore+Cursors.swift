@@ -126,14 +126,24 @@ extension SQLStore {
         try await engine.readOne { Fetch.unreadTotals(of: userID) }
     }
 
+    /// In reads of at most `recipientCountsPerRead` users each: a node may hold more of a channel's
+    /// members than SQLite binds values to one statement (32,766 as built by default, 250,000 by Debian).
     public func recipientCounts(in channelPK: Int64, among userIDs: [String]) async throws -> [RecipientUnread] {
-        guard !userIDs.isEmpty else { return [] }
-        return try await engine.readOne {
-            Step.rows(StoreSQL.recipientCounts(in: channelPK, among: userIDs)).map { rows in
-                try rows.map { try StoreRows.recipient($0) }
+        var counts: [RecipientUnread] = []
+        var start = userIDs.startIndex
+        while start < userIDs.endIndex {
+            let part = Array(userIDs[start..<min(start + Self.recipientCountsPerRead, userIDs.endIndex)])
+            counts += try await engine.readOne {
+                Step.rows(StoreSQL.recipientCounts(in: channelPK, among: part)).map { rows in
+                    try rows.map { try StoreRows.recipient($0) }
+                }
             }
+            start += part.count
         }
+        return counts
     }
+
+    static let recipientCountsPerRead = 2_000
 
     // MARK: Steps
 

@@ -32,6 +32,9 @@ public struct ServerMetrics: Sendable {
     let slowConnectionsClosed: CoreMetrics.Counter
     /// Events sent to a connection of this node or to the bus (an event no one could hear is not built).
     let eventsPublished: CoreMetrics.Counter
+    /// Members sent a `message.new` without their unread counts: the node could not read them
+    /// after the commit (the store away), or the member had left by then.
+    let messageNewCountsMissing: CoreMetrics.Counter
     let readMoves: CoreMetrics.Counter
     let deliveredMoves: CoreMetrics.Counter
     /// Voice notes and videos first played by a member (R14).
@@ -76,6 +79,8 @@ public struct ServerMetrics: Sendable {
             })
         slowConnectionsClosed = CoreMetrics.Counter(label: "ticks_ws_slow_connections_closed_total", dimensions: [], factory: factory)
         eventsPublished = CoreMetrics.Counter(label: "ticks_events_published_total", dimensions: [], factory: factory)
+        messageNewCountsMissing = CoreMetrics.Counter(
+            label: "ticks_message_new_counts_missing_total", dimensions: [], factory: factory)
         readMoves = CoreMetrics.Counter(label: "ticks_cursor_moves_total", dimensions: [("kind", "read")], factory: factory)
         deliveredMoves = CoreMetrics.Counter(
             label: "ticks_cursor_moves_total", dimensions: [("kind", "delivered")], factory: factory)

@@ -63,6 +63,7 @@ struct MessageNewCountsTests {
         #expect(forBob["type"].string == "message.new" && forBob["message"]["id"].string == "m1")
         #expect(forBob["unread_count"].int == 1 && forBob["total_unread_count"].int == 10 && forBob["unread_channels"].int == 2)
         #expect(forCat["unread_count"].int == 2 && forCat["total_unread_count"].int == 11)
+        #expect(publisher.metrics.registry.emitToString().contains("ticks_message_new_counts_missing_total 0\n"))
         hub.unregister(bob)
         hub.unregister(cat)
     }
@@ -100,8 +101,33 @@ struct MessageNewCountsTests {
             #expect(forBob["message"]["id"].string == "m1" && forLeaver["message"]["id"].string == "m1")
             #expect(forBob["unread_count"].int == (fails ? nil : 3))
             #expect(forLeaver["unread_count"].int == nil)
+            let missing = fails ? 2 : 1
+            #expect(publisher.metrics.registry.emitToString().contains("ticks_message_new_counts_missing_total \(missing)\n"))
             hub.unregister(bob)
             hub.unregister(leaver)
+        }
+    }
+
+    @Test(
+        "the store reads the counts of the members among any number of users: 260,000, past the values SQLite binds to a statement",
+        arguments: StoreKind.all)
+    func manyUsers(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let now = Timestamp(microseconds: 1_700_000_000_000_000)
+            let members = ["amy", "bob", "cat"]
+            _ = try await store.upsertUsers(members.map { User(id: $0) }, now: now)
+            let (channel, _) = try await store.createChannel(
+                ChannelID(type: "messaging", id: "many"), createdBy: "amy", memberIDs: members, custom: [:], now: now)
+            _ = try await store.sendMessage(
+                NewMessage(id: "m1", userID: "amy", text: "hi", custom: [:]), to: channel, now: Timestamp(microseconds: now.microseconds + 1))
+            // The members spread over the list, at both ends and across a read's boundary.
+            var users = (0..<260_000).map { "stranger\($0)" }
+            users[0] = "bob"
+            users[min(SQLStore.recipientCountsPerRead, users.count / 2)] = "cat"
+            users[users.count - 1] = "amy"
+            let counts = try await store.recipientCounts(in: channel.pk, among: users)
+            #expect(Dictionary(uniqueKeysWithValues: counts.map { ($0.userID, $0.channelUnread) }) == ["amy": 0, "bob": 1, "cat": 1])
+            #expect(counts.first { $0.userID == "bob" }?.totals == UnreadTotals(messages: 1, channels: 1))
         }
     }
 }
