@@ -187,44 +187,34 @@ struct EventPublisher: Sendable {
     private func publish(
         _ event: EncodedEvent, type: EventType, here: [String], counted: [String: UnreadEnding]?, to members: [String]
     ) {
-        guard !here.isEmpty else {
-            bus?.publish(event, to: members)
-            metrics.eventsPublished.increment()
-            return
-        }
-        let local = event.counted(counted, for: here)
-        guard tracing, ServiceContext.current != nil else {
-            hub.send(local, to: here)
-            bus?.publish(event, to: members)
-            metrics.eventsPublished.increment()
-            return
-        }
-        withSpan("events.publish", ofKind: .producer) { span in
-            let connections = hub.send(local, to: here)
-            bus?.publish(event, to: members)
-            metrics.eventsPublished.increment()
-            span.attributes["ticks.event.type"] = type.rawValue
-            span.attributes["ticks.event.recipients"] = members.count
-            span.attributes["ticks.ws.connections"] = connections
-        }
+        fanOut(here.isEmpty ? nil : event.counted(counted, for: here), to: here, bus: event, to: members, type: type)
     }
 
     /// To this node's connections, and through the bus to the other nodes'. In a trace, an
     /// `events.publish` span: the bus carries its context, so the other nodes' `ws.fanout`
     /// spans are its children.
     func publish(_ event: EncodedEvent, type: EventType, to userIDs: [String]) {
-        guard tracing, ServiceContext.current != nil else {
-            hub.send(event, to: userIDs)
-            bus?.publish(event, to: userIDs)
+        fanOut(event, to: userIDs, bus: event, to: userIDs, type: type)
+    }
+
+    /// `local` to the connections here of `localUsers`, `shared` through the bus to `users`.
+    private func fanOut(
+        _ local: EncodedEvent?, to localUsers: [String], bus shared: EncodedEvent, to users: [String], type: EventType
+    ) {
+        let send = {
+            let connections = local.map { hub.send($0, to: localUsers) } ?? 0
+            bus?.publish(shared, to: users)
             metrics.eventsPublished.increment()
+            return connections
+        }
+        guard tracing, ServiceContext.current != nil else {
+            _ = send()
             return
         }
         withSpan("events.publish", ofKind: .producer) { span in
-            let connections = hub.send(event, to: userIDs)
-            bus?.publish(event, to: userIDs)
-            metrics.eventsPublished.increment()
+            let connections = send()
             span.attributes["ticks.event.type"] = type.rawValue
-            span.attributes["ticks.event.recipients"] = userIDs.count
+            span.attributes["ticks.event.recipients"] = users.count
             span.attributes["ticks.ws.connections"] = connections
         }
     }
