@@ -85,10 +85,13 @@ public struct EncodedEvent: Sendable {
 
     /// `object` (a JSON object) with each recipient's `counts` added at its end.
     init(object: Data, counts: [String: UnreadEnding], audience: ConnectionAudience = .everyConnection) throws {
+        try self.init(object: object, personal: .counts(counts), audience: audience)
+    }
+
+    /// `object` (a JSON object) left open at its end, for each recipient's `personal` ending.
+    private init(object: Data, personal: Personal, audience: ConnectionAudience) throws {
         guard object.last == UInt8(ascii: "}") else { throw EncodingError.invalidValue(object, .init(codingPath: [], debugDescription: "an event must encode as a JSON object")) }
-        self.shared = ByteBuffer(bytes: object.dropLast())
-        self.personal = .counts(counts)
-        self.audience = audience
+        self.init(shared: ByteBuffer(bytes: object.dropLast()), personal: personal, audience: audience)
     }
 
     init(shared: ByteBuffer, personal: Personal?, audience: ConnectionAudience = .everyConnection) {
@@ -100,10 +103,7 @@ public struct EncodedEvent: Sendable {
     /// `object` (a JSON object) for members of the channel `channelPK` whose counts the nodes holding
     /// their connections read and add (`Personal.countsToRead`): what the bus carries of `message.new`.
     init(object: Data, countsToReadIn channelPK: Int64, audience: ConnectionAudience) throws {
-        guard object.last == UInt8(ascii: "}") else { throw EncodingError.invalidValue(object, .init(codingPath: [], debugDescription: "an event must encode as a JSON object")) }
-        self.shared = ByteBuffer(bytes: object.dropLast())
-        self.personal = .countsToRead(channelPK: channelPK)
-        self.audience = audience
+        try self.init(object: object, personal: .countsToRead(channelPK: channelPK), audience: audience)
     }
 
     /// A new message whose counts were to read (`Personal.countsToRead`), for `users`, with their
