@@ -74,6 +74,11 @@ final class RawConnection {
         return false
     }
 
+    /// The bytes that arrive until `done` holds for them all, the server closes, or `timeout` passes.
+    func readBytes(until done: ([UInt8]) -> Bool, within timeout: Duration) async -> [UInt8] {
+        await bytes(until: done, within: timeout)
+    }
+
     /// What arrives until `done` holds for all of it, or the server closes the
     /// connection, waiting up to `timeout`: a deadline, never a pause that ends
     /// the answer (a loaded machine can pause anywhere in one).
