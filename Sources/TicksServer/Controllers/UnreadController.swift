@@ -260,7 +260,7 @@ extension UnreadController {
 
         struct Fix: Encodable {
             var userID: String
-            var cid: String?
+            var cid: String
             var parentID: String?
             var field: String
             var was: Int
@@ -272,7 +272,7 @@ extension UnreadController {
                 case parentID = "parent_id"
             }
 
-            /// `cid` is null for a user's totals; `parent_id` only for a thread's count.
+            /// `parent_id` only for a thread's count.
             func encode(to encoder: any Encoder) throws {
                 var container = encoder.container(keyedBy: CodingKeys.self)
                 try container.encode(userID, forKey: .userID)
@@ -316,7 +316,7 @@ extension UnreadController {
         }
         let fixed = result.fixes.map {
             Recount.Fix(
-                userID: $0.userID, cid: $0.cid.map { "\($0)" }, parentID: $0.parentID, field: $0.field.rawValue,
+                userID: $0.userID, cid: "\($0.cid)", parentID: $0.parentID, field: $0.field.rawValue,
                 was: $0.was, now: $0.now)
         }
         return try context.respond(Recount(usersChecked: result.usersChecked, fixed: fixed, fixedCount: result.fixedCount))

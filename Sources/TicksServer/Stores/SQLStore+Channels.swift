@@ -257,8 +257,8 @@ extension SQLStore {
                 Step.each(userIDs.uniqued()) { userID in
                     Step.row(StoreSQL.deleteMember(userID, from: channel.pk)).then { deleted -> StoreProgram<String?> in
                         guard let deleted else { return .done(nil) }
-                        // R6: the read state goes, and with it every receipt it gave, and its unread.
-                        let change = StoreRules.totalsChange(from: try deleted.int(0), to: 0)
+                        // R6: the read state goes, and with it every receipt it gave, and its unread
+                        // (out of their totals, `StoreSQL.unreadSums`).
                         return Step.execute(StoreSQL.countMembers(channel.pk, by: -1))
                             .then { _ in
                                 Step.execute(StoreSQL.recordRemoval(of: userID, from: channel.pk, at: now.microseconds))
@@ -270,7 +270,6 @@ extension SQLStore {
                                 self.schema.has(.played)
                                     ? Step.execute(StoreSQL.deletePlays(of: .member(userID, in: channel.pk))) : .done(())
                             }
-                            .then { _ in Step.execute(StoreSQL.changeTotals(of: userID, by: change)) }
                             .map { userID }
                     }
                 }

@@ -20,7 +20,7 @@ extension SQLStore {
             Fetch.readStart(channel, member: userID, message: messageID).then { start in
                 let current = start.found.channel
                 let update = ReceiptRules.markRead(start.cursors, upTo: start.target, newest: current.lastSeq)
-                return Self.apply(update, of: userID, in: current.pk, unread: start.unread, now: now).then { _ in
+                return Self.apply(update, of: userID, in: current.pk, now: now).then { _ in
                     self.outcome(of: update, by: userID, in: start.found, now: now, audience: audience)
                 }
             }.then { outcome in self.told([outcome]).map { $0[0] } }
@@ -38,8 +38,8 @@ extension SQLStore {
             Fetch.channel(pk: channel.pk, lock: true).then { found in
                 Fetch.unreadStart(start, in: found.channel).then { seq in
                     Fetch.cursors(of: userID, in: found.channel).then { current in
-                        let update = ReceiptRules.markUnread(current.cursors, from: seq)
-                        return Self.apply(update, of: userID, in: channel.pk, unread: current.unread, now: now)
+                        let update = ReceiptRules.markUnread(current, from: seq)
+                        return Self.apply(update, of: userID, in: channel.pk, now: now)
                             .map { update }
                     }
                 }.then { update in
@@ -107,10 +107,10 @@ extension SQLStore {
                 return Step.each(plan.targets) { target -> StoreProgram<CursorOutcome?> in
                     Fetch.cursors(of: userID, in: target.channel).then { current -> StoreProgram<CursorOutcome?> in
                         let update = ReceiptRules.markDelivered(
-                            current.cursors, upTo: target.seq, newest: target.channel.lastSeq)
+                            current, upTo: target.seq, newest: target.channel.lastSeq)
                         guard update.changed else { return .done(nil) }
                         return Self.apply(
-                            update, of: userID, in: target.channel.pk, unread: current.unread, now: now
+                            update, of: userID, in: target.channel.pk, now: now
                         ).then { (_: Void) in
                             self.outcome(
                                 of: update, by: userID, in: (target.channel, target.config), now: now, audience: audience
@@ -159,9 +159,9 @@ extension SQLStore {
     )
 
     /// Writes `update`'s moves and logs each in the receipt log. When the read
-    /// cursor moved, the member's unread count (`unread` before) is counted
-    /// afresh and their totals move by the difference.
-    static func apply(_ update: CursorUpdate, of userID: String, in channelPK: Int64, unread: Int64, now: Timestamp)
+    /// cursor moved, the member's unread count is counted afresh (their
+    /// totals follow, as sums: `StoreSQL.unreadSums`).
+    static func apply(_ update: CursorUpdate, of userID: String, in channelPK: Int64, now: Timestamp)
         -> StoreProgram<Void>
     {
         // One statement for the cursors and one for the log, however many moved.
@@ -174,11 +174,7 @@ extension SQLStore {
             }
         return moved.then { _ -> StoreProgram<Void> in
             guard update.moved(.read) else { return .done(()) }
-            return Step.row(StoreSQL.recountUnread(of: userID, in: channelPK)).then { row in
-                let change = StoreRules.totalsChange(from: unread, to: try row?.int(0) ?? unread)
-                guard change != UnreadTotals(messages: 0, channels: 0) else { return .done(()) }
-                return Step.execute(StoreSQL.changeTotals(of: userID, by: change))
-            }
+            return Step.execute(StoreSQL.recountUnread(of: userID, in: channelPK))
         }
     }
 
@@ -187,8 +183,8 @@ extension SQLStore {
         -> StoreProgram<CursorUpdate>
     {
         Fetch.cursors(of: userID, in: channel).then { current in
-            let update = ReceiptRules.markRead(current.cursors, upTo: target, newest: newest)
-            return apply(update, of: userID, in: channel.pk, unread: current.unread, now: now).map { update }
+            let update = ReceiptRules.markRead(current, upTo: target, newest: newest)
+            return apply(update, of: userID, in: channel.pk, now: now).map { update }
         }
     }
 

@@ -62,7 +62,7 @@ extension SQLStore {
                     deleted.attachments = []
                 }
                 var uncount =
-                    message.hidden ? [] : StoreSQL.uncountMessage(seq: message.seq, in: message.channelPK, by: message.userID)
+                    message.hidden ? [] : [StoreSQL.uncountMessage(seq: message.seq, in: message.channelPK, by: message.userID)]
                 if let parentID = message.parentID, message.deletedAt == nil {
                     // A reply leaves its thread's counts too.
                     uncount.append(StoreSQL.uncountReply(in: parentID, seq: message.seq, by: message.userID))
@@ -166,22 +166,15 @@ extension SQLStore {
     }
 
     /// Moves every member's cursors to `seq` at least, zeroes their unread
-    /// (taking it out of their totals) and drops the channel's receipt log.
-    /// Returns the member ids.
+    /// (and so takes it out of their totals, `StoreSQL.unreadSums`) and drops
+    /// the channel's receipt log. Returns the member ids.
     static func clearReadState(of channel: ChannelRecord, through seq: Seq) -> StoreProgram<[String]> {
-        Step.rows(StoreSQL.memberUnreads(channel.pk)).then { rows in
-            let unreads = try rows.map { (userID: try $0.text(0), unread: try $0.int(1)) }
-            // Users' rows after members', in id order, as every transaction takes them.
-            return Step.each(unreads.filter { $0.unread > 0 }.sorted { $0.userID < $1.userID }) { member in
-                Step.execute(
-                    StoreSQL.changeTotals(of: member.userID, by: StoreRules.totalsChange(from: member.unread, to: 0)))
-            }.then { _ in
-                Step.execute(StoreSQL.moveCursors(in: channel.pk, pastOrAt: seq))
-            }.then { _ in
+        Fetch.texts(StoreSQL.lockedMemberIDs(channel.pk)).then { memberIDs in
+            Step.execute(StoreSQL.moveCursors(in: channel.pk, pastOrAt: seq)).then { _ in
                 Step.execute(StoreSQL.deleteMoves(of: .channel(channel.pk)))
             }.then { _ in
                 Step.execute(StoreSQL.deleteThreadReads(of: .channel(channel.pk)))
-            }.map { _ in unreads.map(\.userID) }
+            }.map { _ in memberIDs }
         }
     }
 
@@ -275,9 +268,8 @@ extension SQLStore {
                     return Step.each(channels) { Fetch.channel(pk: $0, lock: true) }.then { _ in
                         Step.execute(StoreSQL.recordRemovals(ofMember: userID, at: now.microseconds))
                     }.then { _ in Self.forgetOldRemovals(now: now) }
+                    // Their totals go with their memberships (`StoreSQL.unreadSums`).
                     .then { _ in Step.execute(StoreSQL.deleteAllMemberships(of: userID)) }.then { _ in Step.execute(StoreSQL.deleteMemberRows(of: userID)) }
-                    // No channel left, so no unread: their totals go with their memberships.
-                    .then { _ in Step.execute(StoreSQL.setTotals(of: userID, to: UnreadTotals(messages: 0, channels: 0))) }
                     .then { _ in Step.execute(StoreSQL.deleteMoves(of: .user(userID))) }
                     .then { _ in Step.execute(StoreSQL.deleteThreadReads(of: .user(userID))) }
                     .then { _ in
@@ -292,8 +284,8 @@ extension SQLStore {
                             .then { _ in
                                 Step.each(touched) { pk in
                                     Step.execute(StoreSQL.recountUnread(of: nil, in: pk)).then { _ in
-                                        Step.execute(StoreSQL.recountTotals(ofMembersOf: pk))
-                                    }.then { _ in Step.execute(StoreSQL.recountThreads(in: pk)) }
+                                        Step.execute(StoreSQL.recountThreads(in: pk))
+                                    }
                                 }
                             }.map { _ in () }
                     }.then { _ in

@@ -57,10 +57,9 @@ extension SQLStore {
                     StoreSQL.insertMessage(
                         channelPK: channel.pk, seq: seq, message: new, custom: custom, at: createdAt.microseconds))
             }.then { _ in
-                // R7: one more unread for every other member, in their channel and their totals
-                // (a reply shown only in its thread counts in the thread alone).
-                let counts = new.threadOnly ? [] : StoreSQL.countNewMessage(in: channel.pk, by: new.userID)
-                return Step.each(counts) { Step.execute($0) }
+                // R7: one more unread for every other member (a reply shown only in its thread
+                // counts in the thread alone).
+                new.threadOnly ? .done(()) : Step.execute(StoreSQL.countNewMessage(in: channel.pk, by: new.userID))
             }.then { _ in
                 parent.map { Self.reply(new.userID, isMember: isMember, seq: seq, to: $0, at: createdAt) } ?? .done(())
             }.map { isMember }

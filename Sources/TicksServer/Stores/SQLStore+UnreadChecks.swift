@@ -78,19 +78,18 @@ extension SQLStore {
     }
 
     /// One transaction: the users' channels locked (a send or a delete waits),
-    /// then their members' rows, their totals and their thread read states,
-    /// each compared with its count made afresh and set right when it differs.
+    /// then their members' rows and their thread read states, each compared
+    /// with its count made afresh and set right when it differs. Their totals
+    /// are sums of their members' counts (`StoreSQL.unreadSums`), right
+    /// once those are.
     static func recount(_ userIDs: [String]) -> StoreProgram<UnreadRecount> {
         Step.execute(StoreSQL.lockChannels(ofMembers: userIDs)).then { _ in
             Step.rows(StoreSQL.memberCounts(of: userIDs))
-        }.then { rows -> StoreProgram<(fixes: [UnreadFix], counted: [String: UnreadTotals])> in
+        }.then { rows -> StoreProgram<[UnreadFix]> in
             var fixes: [UnreadFix] = []
-            var counted: [String: UnreadTotals] = [:]
             var updates: [StoreQuery] = []
             for row in rows {
                 let (userID, kept, now) = (try row.text(3), try row.int(4), try row.int(5))
-                counted[userID, default: UnreadTotals(messages: 0, channels: 0)].messages += Int(now)
-                counted[userID, default: UnreadTotals(messages: 0, channels: 0)].channels += now > 0 ? 1 : 0
                 guard kept != now else { continue }
                 fixes.append(
                     UnreadFix(
@@ -98,32 +97,9 @@ extension SQLStore {
                         field: .unread, was: Int(kept), now: Int(now)))
                 updates.append(StoreSQL.setUnread(of: userID, in: try row.int(0), to: now))
             }
-            return Step.each(updates) { Step.execute($0) }.map { _ in (fixes, counted) }
-        }.then { (fixes, counted) in
-            Step.rows(StoreSQL.lockedTotals(of: userIDs)).then { rows -> StoreProgram<(Int, [UnreadFix])> in
-                var fixes = fixes
-                var updates: [StoreQuery] = []
-                for row in rows {
-                    let userID = try row.text(0)
-                    let kept = try StoreRows.totals(row, at: 1)
-                    let now = counted[userID] ?? UnreadTotals(messages: 0, channels: 0)
-                    guard kept != now else { continue }
-                    if kept.messages != now.messages {
-                        fixes.append(
-                            UnreadFix(
-                                userID: userID, cid: nil, parentID: nil, field: .unreadMessages, was: kept.messages,
-                                now: now.messages))
-                    }
-                    if kept.channels != now.channels {
-                        fixes.append(
-                            UnreadFix(
-                                userID: userID, cid: nil, parentID: nil, field: .unreadChannels, was: kept.channels,
-                                now: now.channels))
-                    }
-                    updates.append(StoreSQL.setTotals(of: userID, to: now))
-                }
-                return Step.each(updates) { Step.execute($0) }.map { _ in (rows.count, fixes) }
-            }
+            return Step.each(updates) { Step.execute($0) }.map { _ in fixes }
+        }.then { fixes in
+            Step.row(StoreSQL.userCount(among: userIDs)).map { (Int(try $0?.int(0) ?? 0), fixes) }
         }.then { (checked, fixes) in
             Step.rows(StoreSQL.threadCounts(of: userIDs)).then { rows in
                 var fixes = fixes

@@ -355,21 +355,19 @@ public struct UnreadExplanation: Sendable, Equatable {
     public var messages: [ExplainedMessage]
 }
 
-/// A kept count that a recount found wrong and set right.
+/// A kept count that a recount found wrong and set right (the users' totals
+/// are sums of these, never kept: `StoreSQL.unreadSums`).
 public struct UnreadFix: Sendable, Equatable {
     public enum Field: String, Sendable {
         /// `member.unread`.
         case unread
-        /// `app_user.unread_messages`, `app_user.unread_channels`: the user's totals.
-        case unreadMessages = "unread_messages"
-        case unreadChannels = "unread_channels"
         /// `thread_read.unread`.
         case threadUnread = "thread_unread"
     }
 
     public var userID: String
-    /// The channel, for a member's or a thread's count; nil for a total.
-    public var cid: ChannelID?
+    /// The channel of the member's or the thread's count.
+    public var cid: ChannelID
     /// The thread's parent, for a thread's count.
     public var parentID: String?
     public var field: Field

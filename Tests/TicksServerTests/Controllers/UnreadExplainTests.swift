@@ -92,11 +92,13 @@ struct UnreadExplainTests {
             let store = try #require(server.store as? SQLStore)
             try await store.engine.write {
                 Step.execute("UPDATE member SET unread = unread + 3 WHERE user_id = 'bob'").then { _ in
-                    Step.execute("UPDATE app_user SET unread_channels = 7 WHERE id = 'carol'")
+                    Step.execute("UPDATE member SET unread = 6 WHERE user_id = 'carol'")
                 }.then { _ in Step.execute("UPDATE thread_read SET unread = 5 WHERE user_id = 'alice'") }
             }
             let drifted = try await server.ok(.get, "/unread/explain?cid=messaging:d&user_id=bob")
             #expect(drifted["unread_count"].int == 4 && drifted["counted"].int == 1)
+            // The totals are sums of the members' counts: they drift with them, and are set right with them.
+            #expect(try await server.ok(.get, "/unread?user_id=carol")["total_unread_count"].int == 6)
 
             let bob = try await server.token("bob")
             try await server.call(.post, "/unread/recount", body: "{}", token: bob).expectError(403, code: 17)
@@ -109,11 +111,12 @@ struct UnreadExplainTests {
                 })
             #expect(
                 lines == [
-                    "bob messaging:d unread 4→1", "carol - unread_channels 7→1",
+                    "bob messaging:d unread 4→1", "carol messaging:d unread 6→1",
                     "alice messaging:d thread_unread 5→1",
                 ])
             #expect(try await servedCount(server, "bob", "messaging:d") == 1)
             #expect(try await server.ok(.get, "/unread?user_id=carol")["channels"].array.count == 1)
+            #expect(try await server.ok(.get, "/unread?user_id=carol")["total_unread_count"].int == 1)
             #expect(try await server.ok(.post, "/unread/recount")["fixed"].array.isEmpty)
             let metrics = try await server.call(.get, "/metrics").body
             #expect(metrics.contains("ticks_unread_drift_fixed_total 3"))
@@ -122,7 +125,8 @@ struct UnreadExplainTests {
 
     @Test("a recount lists the first 1,000 fixes and counts them all, batch after batch")
     func listedFixesAreBounded() {
-        let fix = UnreadFix(userID: "u", cid: nil, parentID: nil, field: .unreadMessages, was: 1, now: 0)
+        let fix = UnreadFix(
+            userID: "u", cid: ChannelID(type: "messaging", id: "d"), parentID: nil, field: .unread, was: 1, now: 0)
         var total = UnreadRecount(usersChecked: 0, fixes: [])
         for _ in 1...15 { total.add(UnreadRecount(usersChecked: 100, fixes: Array(repeating: fix, count: 90))) }
         total.add(UnreadRecount(usersChecked: 1, fixes: Array(repeating: fix, count: 1_200)))

@@ -334,7 +334,7 @@ struct SQLiteStoreTests {
         let toTwo = ReceiptRules.markRead(stale, upTo: 2, newest: 3)
         _ = try await store.markRead("b", in: channel.cid, upTo: "3", audience: everyone, now: now)
         try await #require(store.unbounded as? SQLiteEngine).writer.write { db in
-            try SQLiteSession(db: db).run(SQLStore.apply(toTwo, of: "b", in: channel.pk, unread: 0, now: now))
+            try SQLiteSession(db: db).run(SQLStore.apply(toTwo, of: "b", in: channel.pk, now: now))
         }
         let state = try #require(try await store.snapshot(of: channel, messageLimit: 0, page: .newest).members.first { $0.userID == "b" })
         #expect(state.cursors == Cursors(read: 3, delivered: 3))

@@ -154,11 +154,9 @@ enum Fetch {
                 throw StoreError.notMember(userID: userID, cid: found.channel.cid)
             }
             let target =
-                try messageID.map { try StoreRules.requireSeq(try row.optionalInt(16), of: $0, in: found.channel.cid) }
+                try messageID.map { try StoreRules.requireSeq(try row.optionalInt(15), of: $0, in: found.channel.cid) }
                 ?? found.channel.lastSeq
-            return ReadStart(
-                found: found, cursors: Cursors(read: read, delivered: try row.int(14)), unread: try row.int(15),
-                target: target)
+            return ReadStart(found: found, cursors: Cursors(read: read, delivered: try row.int(14)), target: target)
         }
     }
 
@@ -177,19 +175,18 @@ enum Fetch {
         }
     }
 
-    /// The user's cursors in `channel` and the unread count kept with them; not a member, not allowed.
-    static func cursors(of userID: String, in channel: ChannelRecord) -> StoreProgram<(cursors: Cursors, unread: Int64)> {
+    /// The user's cursors in `channel`; not a member, not allowed.
+    static func cursors(of userID: String, in channel: ChannelRecord) -> StoreProgram<Cursors> {
         Step.row(StoreSQL.cursors(of: userID, in: channel.pk)).map { row in
             guard let row else { throw StoreError.notMember(userID: userID, cid: channel.cid) }
-            return (Cursors(read: try row.int(0), delivered: try row.int(1)), try row.int(2))
+            return Cursors(read: try row.int(0), delivered: try row.int(1))
         }
     }
 }
 
-/// `Fetch.readStart`: the channel, the member's cursors and kept unread count, and the seq to read up to.
+/// `Fetch.readStart`: the channel, the member's cursors, and the seq to read up to.
 struct ReadStart {
     var found: (channel: ChannelRecord, config: ChannelConfig?)
     var cursors: Cursors
-    var unread: Int64
     var target: Seq
 }

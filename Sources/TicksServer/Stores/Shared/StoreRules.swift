@@ -47,11 +47,6 @@ enum StoreRules {
         return SendOutcome(message: message, created: true, recipients: recipients)
     }
 
-    /// How a user's totals change when one channel's unread count goes from `old` to `new`.
-    static func totalsChange(from old: Int64, to new: Int64) -> UnreadTotals {
-        UnreadTotals(messages: Int(new - old), channels: (new > 0 ? 1 : 0) - (old > 0 ? 1 : 0))
-    }
-
     /// The message `messageID` must be one of `channel`'s.
     static func requireSeq(_ seq: Seq?, of messageID: String, in cid: ChannelID) throws(StoreError) -> Seq {
         guard let seq else { throw .messageNotInChannel(messageID: messageID, cid: cid) }

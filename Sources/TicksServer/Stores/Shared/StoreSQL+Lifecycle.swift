@@ -38,35 +38,20 @@ extension StoreSQL {
 
     /// A message that counted leaves the unread counts (the reverse of
     /// `countNewMessage`): one fewer for every other member whose read cursor
-    /// is before it, in their channel and their totals — a channel whose
-    /// count drops to 0 is one fewer channel with unread.
-    static func uncountMessage(seq: Seq, in channelPK: Int64, by author: String) -> [StoreQuery] {
-        [
-            """
-            UPDATE member SET unread = unread - 1
-            WHERE channel_pk = \(channelPK) AND user_id <> \(author) AND read_seq < \(seq)
-            """,
-            """
-            WITH locked AS MATERIALIZED (
-              SELECT id FROM app_user
-              WHERE id IN (SELECT user_id FROM member
-                           WHERE channel_pk = \(channelPK) AND user_id <> \(author) AND read_seq < \(seq))
-              ORDER BY \(byteOrdered: "id")\(forUpdateOf: nil)
-            )
-            UPDATE app_user SET unread_messages = unread_messages - 1,
-              unread_channels = unread_channels
-                - (SELECT CASE WHEN m.unread = 0 THEN 1 ELSE 0 END FROM member m
-                   WHERE m.channel_pk = \(channelPK) AND m.user_id = app_user.id)
-            WHERE id IN (SELECT id FROM locked)
-            """,
-        ]
+    /// is before it; their totals follow, as sums (`StoreSQL.unreadSums`).
+    static func uncountMessage(seq: Seq, in channelPK: Int64, by author: String) -> StoreQuery {
+        """
+        UPDATE member SET unread = unread - 1
+        WHERE channel_pk = \(channelPK) AND user_id <> \(author) AND read_seq < \(seq)
+        """
     }
 
     // MARK: Truncating and deleting channels
 
-    /// Every member's id and unread count, locked in PostgreSQL, in key order.
-    static func memberUnreads(_ channelPK: Int64) -> StoreQuery {
-        "SELECT user_id, unread FROM member WHERE channel_pk = \(channelPK) ORDER BY user_id\(forUpdateOf: nil)"
+    /// Every member's id, their rows locked in PostgreSQL in key order (the
+    /// order a batch of moves takes them in, `StoreSQL.movesStatement`).
+    static func lockedMemberIDs(_ channelPK: Int64) -> StoreQuery {
+        "SELECT user_id FROM member WHERE channel_pk = \(channelPK) ORDER BY user_id\(forUpdateOf: nil)"
     }
 
     /// Every member has received and read everything up to `seq` (the
@@ -161,9 +146,9 @@ extension StoreSQL {
         """
     }
 
-    /// User id and totals of the users among `userIDs` that exist.
+    /// User id and totals (`StoreSQL.unreadSums`) of the users among `userIDs` that exist.
     static func unreadTotals(of userIDs: [String]) -> StoreQuery {
-        "SELECT id, unread_messages, unread_channels FROM app_user WHERE \(in: "id", userIDs)"
+        "SELECT u.id, \(raw: unreadSums(of: "u.id")) FROM app_user u WHERE \(in: "u.id", userIDs)"
     }
 
     /// Up to `limit` messages of the channel after `seq`, in order: seq, id,
@@ -204,19 +189,9 @@ extension StoreSQL {
         "UPDATE member SET unread = \(unread) WHERE channel_pk = \(channelPK) AND user_id = \(userID)"
     }
 
-    /// `unreadTotals(of:)`, locked in id order (PostgreSQL).
-    static func lockedTotals(of userIDs: [String]) -> StoreQuery {
-        """
-        SELECT id, unread_messages, unread_channels FROM app_user WHERE \(in: "id", userIDs)
-        ORDER BY \(byteOrdered: "id")\(forUpdateOf: nil)
-        """
-    }
-
-    static func setTotals(of userID: String, to totals: UnreadTotals) -> StoreQuery {
-        """
-        UPDATE app_user SET unread_messages = \(Int64(totals.messages)), unread_channels = \(Int64(totals.channels))
-        WHERE id = \(userID)
-        """
+    /// How many of `userIDs` are users.
+    static func userCount(among userIDs: [String]) -> StoreQuery {
+        "SELECT COUNT(*) FROM app_user WHERE \(in: "id", userIDs)"
     }
 
     /// The users' thread read states with the kept count and the count made
@@ -456,20 +431,6 @@ extension StoreSQL {
     static func deleteMessages(by userID: String, hard: Bool, at: Int64, actors: ChangeActor) -> StoreQuery {
         "UPDATE message SET " + deletedMessage(hard: hard, at: at) + actors.set("changed_by")
             + " WHERE user_id = \(userID)"
-    }
-
-    /// The totals of every member of a channel counted afresh from their channels' kept counts.
-    static func recountTotals(ofMembersOf channelPK: Int64) -> StoreQuery {
-        """
-        WITH locked AS MATERIALIZED (
-          SELECT id FROM app_user WHERE id IN (SELECT user_id FROM member WHERE channel_pk = \(channelPK))
-          ORDER BY \(byteOrdered: "id")\(forUpdateOf: nil)
-        )
-        UPDATE app_user SET
-          unread_messages = COALESCE((SELECT SUM(m.unread) FROM member m WHERE m.user_id = app_user.id), 0),
-          unread_channels = (SELECT COUNT(*) FROM member m WHERE m.user_id = app_user.id AND m.unread > 0)
-        WHERE id IN (SELECT id FROM locked)
-        """
     }
 
     static func deleteAllMemberships(of userID: String) -> StoreQuery {

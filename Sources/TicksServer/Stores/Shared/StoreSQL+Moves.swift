@@ -33,9 +33,9 @@ extension StoreSQL {
 
     /// The batch's moves, the second statement of `MovesFunction` (its
     /// `$1`–`$8`, the batch's arrays, as `moves` binds them). For each
-    /// receipt it locks the member's row (members in key order, then the
-    /// users whose totals change, in byte order of their ids, so two batches
-    /// never wait on each other in a circle), applies `ReceiptRules.markRead`
+    /// receipt it locks the member's row (members in key order, so two
+    /// batches never wait on each other in a circle; no user's row: the
+    /// totals are sums, `unreadSums`), applies `ReceiptRules.markRead`
     /// or `markDelivered` (written here again as SQL, and checked against
     /// them on every call: `OneStatementMove`), writes and logs the moves,
     /// keeps the unread counts, and returns what the events and the answer
@@ -49,7 +49,9 @@ extension StoreSQL {
     /// the channel); the cursors before (14, 15; null when not a member) and
     /// after (16, 17; null when R9 ignored the move); the member's row after
     /// the batch as `readerState` reads it (18–32, `ReaderRow`: the read state,
-    /// the user as JSON, their unread totals); the member ids when the channel
+    /// the user as JSON, their unread totals: the sums of the statement's
+    /// snapshot, moved by what the batch changed in their counts, which the
+    /// snapshot cannot see); the member ids when the channel
     /// has at most the move's `fullChannelLimit` members (33), and the authors
     /// of the messages the read move (else the delivered move) covered (34),
     /// comma-separated; whether the member's row changed between the
@@ -115,13 +117,6 @@ extension StoreSQL {
           SELECT user_id, SUM(unread_to - unread)::bigint AS messages,
             SUM((CASE WHEN unread_to > 0 THEN 1 ELSE 0 END) - (CASE WHEN unread > 0 THEN 1 ELSE 0 END))::bigint AS channels
           FROM counted WHERE unread_to <> unread GROUP BY user_id
-        ), locked_users AS (
-          SELECT u.id FROM app_user u JOIN delta ON delta.user_id = u.id ORDER BY u.id COLLATE "C" FOR UPDATE OF u
-        ), tot AS (
-          UPDATE app_user SET
-            unread_messages = unread_messages + delta.messages, unread_channels = unread_channels + delta.channels
-          FROM delta JOIN locked_users l ON l.id = delta.user_id WHERE app_user.id = delta.user_id
-          RETURNING app_user.id, unread_messages, unread_channels
         ), logged AS (
           INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at)
           SELECT counted.channel_pk, counted.user_id, k.kind, k.seq, counted.at
@@ -155,10 +150,10 @@ extension StoreSQL {
              AND g.hidden = 0 ORDER BY g.seq LIMIT 1),
           counts.custom,
           (SELECT body FROM app_user WHERE id = r.user_id),
-          COALESCE((SELECT unread_messages FROM tot WHERE tot.id = r.user_id),
-                   (SELECT unread_messages FROM app_user WHERE id = r.user_id)),
-          COALESCE((SELECT unread_channels FROM tot WHERE tot.id = r.user_id),
-                   (SELECT unread_channels FROM app_user WHERE id = r.user_id)),
+          CAST(COALESCE((SELECT SUM(us.unread) FROM member us WHERE us.user_id = r.user_id), 0)
+            + COALESCE((SELECT delta.messages FROM delta WHERE delta.user_id = r.user_id), 0) AS BIGINT),
+          (SELECT COUNT(*) FROM member uc WHERE uc.user_id = r.user_id AND uc.unread > 0)
+            + COALESCE((SELECT delta.channels FROM delta WHERE delta.user_id = r.user_id), 0),
           CASE WHEN ch.member_count <= r.full_limit
                THEN (SELECT string_agg(user_id, ',') FROM member WHERE channel_pk = ch.pk) END,
           (SELECT string_agg(DISTINCT user_id, ',') FROM message g WHERE g.channel_pk = ch.pk

@@ -161,9 +161,9 @@ enum StoreSQL {
         """
     }
 
-    /// A row back when there was such a member: their unread count, which leaves their totals with them.
+    /// A row back when there was such a member (their unread count leaves their totals with the row).
     static func deleteMember(_ userID: String, from channelPK: Int64) -> StoreQuery {
-        "DELETE FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID) RETURNING unread"
+        "DELETE FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID) RETURNING user_id"
     }
 
     /// A read state: the 12 columns `StoreRows.memberState` reads — the
@@ -299,7 +299,7 @@ enum StoreSQL {
     /// reads what its hearers' privacy needs with no statement more (`SQLStore.withHearers`).
     static func readerState(_ userID: String, in channelPK: Int64, setting: String? = nil) -> StoreQuery {
         let query: StoreQuery = """
-            SELECT \(raw: memberStateColumns), u.body, u.unread_messages, u.unread_channels
+            SELECT \(raw: memberStateColumns), u.body, \(raw: unreadSums(of: "m.user_id"))
             """
         let from: StoreQuery = """
              FROM member m LEFT JOIN app_user u ON u.id = m.user_id
@@ -312,25 +312,24 @@ enum StoreSQL {
     // MARK: Cursors
 
     /// Where SQLite's mark read starts, in one statement: the channel's
-    /// columns (0–12); the member's read and delivered seq and kept unread
-    /// count (13–15, null when `userID` is not a member); the seq of
-    /// `messageID` if it is one of the channel's messages still there (16).
+    /// columns (0–12); the member's read and delivered seq (13, 14, null
+    /// when `userID` is not a member); the seq of `messageID` if it is one of
+    /// the channel's messages still there (15).
     /// It locks nothing: PostgreSQL batches every mark read (`moves`).
     static func readStart(_ cid: ChannelID, member userID: String, message messageID: String?) -> StoreQuery {
         """
-        SELECT \(raw: channelColumns), m.read_seq, m.delivered_seq, m.unread,
+        SELECT \(raw: channelColumns), m.read_seq, m.delivered_seq,
           (SELECT g.seq FROM message g WHERE g.id = \(messageID) AND g.channel_pk = c.pk AND \(raw: messageIsThere))
         FROM \(raw: channelFrom) LEFT JOIN member m ON m.channel_pk = c.pk AND m.user_id = \(userID)
         WHERE c.type = \(cid.type) AND c.id = \(cid.id) AND c.deleted_at IS NULL
         """
     }
 
-    /// Columns 0 and 1: the read and delivered cursors, 2: the unread count
-    /// kept with them; locked in PostgreSQL, so a member's moves through any
-    /// node take turns (R2).
+    /// Columns 0 and 1: the read and delivered cursors; locked in
+    /// PostgreSQL, so a member's moves through any node take turns (R2).
     static func cursors(of userID: String, in channelPK: Int64) -> StoreQuery {
         """
-        SELECT read_seq, delivered_seq, unread FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID)\(forUpdateOf: nil)
+        SELECT read_seq, delivered_seq FROM member WHERE channel_pk = \(channelPK) AND user_id = \(userID)\(forUpdateOf: nil)
         """
     }
 
@@ -402,21 +401,36 @@ enum StoreSQL {
     }
 
     /// Columns 0 and 1: the user's unread messages over all their channels, and
-    /// the channels with any (R7), as kept on the user.
+    /// the channels with any (R7, `unreadSums`); no row when there is no such user.
     static func unreadTotals(of userID: String) -> StoreQuery {
-        "SELECT unread_messages, unread_channels FROM app_user WHERE id = \(userID)"
+        "SELECT \(raw: unreadSums(of: "u.id")) FROM app_user u WHERE u.id = \(userID)"
+    }
+
+    /// A user's totals as two columns: the unread messages over all their
+    /// channels and the channels with any (R7), summed from their
+    /// memberships' kept counts as they are read (by `member_by_user`), never
+    /// kept themselves: a send or a mark read writes no user's row, so it
+    /// locks none, and nothing can leave a total out of step with its
+    /// channels. Deleting a channel or a membership deletes its rows, so
+    /// every row summed is a membership that counts. `user`: the SQL
+    /// expression of the user's id.
+    static func unreadSums(of user: String) -> String {
+        """
+        CAST(COALESCE((SELECT SUM(us.unread) FROM member us WHERE us.user_id = \(user)), 0) AS BIGINT),
+          (SELECT COUNT(*) FROM member uc WHERE uc.user_id = \(user) AND uc.unread > 0)
+        """
     }
 
     /// Every member's counts, in join order: user id, their unread count in
-    /// the channel, and their totals (`unreadTotals`; null when the user has
-    /// no row). What `message.new` tells each member, and no more: a send
-    /// into a channel of N members reads N rows of four columns, not their
-    /// whole read states (`memberStates`, three look-ups of messages a row).
+    /// the channel, and their totals (`unreadSums`). What `message.new` tells
+    /// each member, and no more: a send into a channel of N members reads N
+    /// rows of four columns, not their whole read states (`memberStates`,
+    /// three look-ups of messages a row).
     /// `among`: those of the members alone (the users connected to a node).
     static func recipientCounts(in channelPK: Int64, among userIDs: [String]? = nil) -> StoreQuery {
         var sql: StoreQuery = """
-            SELECT m.user_id, m.unread, u.unread_messages, u.unread_channels
-            FROM member m LEFT JOIN app_user u ON u.id = m.user_id
+            SELECT m.user_id, m.unread, \(raw: unreadSums(of: "m.user_id"))
+            FROM member m
             WHERE m.channel_pk = \(channelPK)
             """
         if let userIDs { sql = sql + " AND \(in: "m.user_id", userIDs)" }
@@ -430,39 +444,18 @@ enum StoreSQL {
     }
 
     /// A new message in the channel by `author`: one more unread for every
-    /// other member (R7; their read cursors are all before it), in their
-    /// channel's count and their totals — a channel whose count was 0 becomes
-    /// one more channel with unread. Members' rows first, then users', the
-    /// order every transaction takes them in; the users' rows in byte order
-    /// of their ids, as every statement that locks several takes them
-    /// (`moves`, `lockedTotals`): two messages sent at once to channels
-    /// sharing members, their users locked in whatever order the plan met
-    /// them, deadlocked, and each deadlock cost a second before PostgreSQL
-    /// broke it. The author's rows are taken with the others' (their count
-    /// unchanged): the send goes on to move the author's read cursor (R4) and
-    /// their totals, and taking those rows only then, after other users'
-    /// rows, it deadlocked with a batch of moves (the author's member row,
-    /// then users) and with a send into another channel the two authors
-    /// share, several times in every four seconds of `RandomWritersTests`.
-    static func countNewMessage(in channelPK: Int64, by author: String) -> [StoreQuery] {
-        [
-            """
-            UPDATE member SET unread = unread + CASE WHEN user_id = \(author) THEN 0 ELSE 1 END
-            WHERE channel_pk = \(channelPK)
-            """,
-            """
-            WITH locked AS MATERIALIZED (
-              SELECT id FROM app_user
-              WHERE id IN (SELECT user_id FROM member WHERE channel_pk = \(channelPK))
-              ORDER BY \(byteOrdered: "id")\(forUpdateOf: nil)
-            )
-            UPDATE app_user SET unread_messages = unread_messages + 1,
-              unread_channels = unread_channels
-                + (SELECT CASE WHEN m.unread = 1 THEN 1 ELSE 0 END FROM member m
-                   WHERE m.channel_pk = \(channelPK) AND m.user_id = app_user.id)
-            WHERE id IN (SELECT id FROM locked) AND id <> \(author)
-            """,
-        ]
+    /// other member (R7; their read cursors are all before it). Their totals
+    /// follow, as sums (`unreadSums`): no user's row is written or locked, so
+    /// sends into channels that share members never wait on each other.
+    /// The author's row is taken with the others' (their count unchanged):
+    /// the send goes on to move the author's read cursor (R4), and taking
+    /// that row only then deadlocked with a batch of moves and with a send
+    /// into another channel the two authors share (`RandomWritersTests`).
+    static func countNewMessage(in channelPK: Int64, by author: String) -> StoreQuery {
+        """
+        UPDATE member SET unread = unread + CASE WHEN user_id = \(author) THEN 0 ELSE 1 END
+        WHERE channel_pk = \(channelPK)
+        """
     }
 
     /// R7 counted afresh for the member after their read cursor moved, and
@@ -471,8 +464,8 @@ enum StoreSQL {
     /// member's own (none unless they marked unread before their own
     /// messages, R4) and hidden ones (deleted) — read by the channel's key
     /// from the cursor on. Column 0: the new count. Everything else reads the
-    /// counts kept with the member and the user (`member.unread`,
-    /// `app_user.unread_messages`, `app_user.unread_channels`).
+    /// counts kept with the members (`member.unread`) and sums them for the
+    /// user's totals (`unreadSums`).
     /// `userID`'s count, or (nil) every member's of the channel (a user's
     /// messages deleted).
     static func recountUnread(of userID: String?, in channelPK: Int64) -> StoreQuery {
@@ -489,15 +482,6 @@ enum StoreSQL {
           - (SELECT COUNT(*) FROM message lg
              WHERE lg.channel_pk = \(member).channel_pk AND lg.seq > \(member).read_seq
                AND (lg.user_id = \(member).user_id OR lg.hidden <> 0)))
-        """
-    }
-
-    /// Moves the user's totals by a change of one channel's count (`StoreRules.totalsChange`).
-    static func changeTotals(of userID: String, by change: UnreadTotals) -> StoreQuery {
-        """
-        UPDATE app_user SET unread_messages = unread_messages + \(Int64(change.messages)),
-          unread_channels = unread_channels + \(Int64(change.channels))
-        WHERE id = \(userID)
         """
     }
 
@@ -592,12 +576,10 @@ enum StoreRows {
         UnreadTotals(messages: Int(try row.int(offset)), channels: Int(try row.int(offset + 1)))
     }
 
-    /// A row of `StoreSQL.recipientCounts`. A user with no row has no totals kept: none unread.
+    /// A row of `StoreSQL.recipientCounts`.
     static func recipient(_ row: some StoreRow) throws -> RecipientUnread {
         RecipientUnread(
-            userID: try row.text(0), channelUnread: Int(try row.int(1)),
-            totals: UnreadTotals(
-                messages: Int(try row.optionalInt(2) ?? 0), channels: Int(try row.optionalInt(3) ?? 0)))
+            userID: try row.text(0), channelUnread: Int(try row.int(1)), totals: try totals(row, at: 2))
     }
 
     /// `StoreSQL.message(id:)`: the message, in the channel its last two columns name.
@@ -623,9 +605,7 @@ struct ReaderRow {
     init(_ row: some StoreRow, at offset: Int = 0) throws {
         state = try StoreRows.memberState(row, at: offset)
         reader = try row.optionalText(offset + 12).map { try StoredJSON.user($0) } ?? User(id: state.userID)
-        // No user row, no totals kept: none unread (as `unreadTotals`).
-        let kept = try row.optionalInt(offset + 13) != nil
-        totals = kept ? try StoreRows.totals(row, at: offset + 13) : UnreadTotals(messages: 0, channels: 0)
+        totals = try StoreRows.totals(row, at: offset + 13)
     }
 
     /// The outcome of `update`, the move that left the row so.
