@@ -7,7 +7,7 @@ extension SQLStore {
 
     public func upsertUsers(_ users: [User], now: Timestamp) async throws -> [User] {
         // In id order, as every transaction takes users' rows; the member rows whose privacy
-        // copy changes before them, as a move takes both.
+        // copy changes before them, in key order, as a move takes those.
         let users = users.sorted { $0.id < $1.id }
         return try await engine.write {
             Fetch.users(users.map(\.id)).then { stored in

@@ -60,9 +60,9 @@ extension SQLStore {
         -> [CursorOutcome]
     {
         try await write({
-            // Every member row of the user first, in key order, as a batch of moves takes them
-            // before the user's row: locked channel by channel, with the user's row taken after
-            // the first, a mark read of another channel on another device deadlocked with it.
+            // Every member row of the user first, in key order, as a batch of moves takes them:
+            // locked channel by channel (with the user's row, when totals were kept), a mark read
+            // of another channel on another device deadlocked with it.
             Step.execute(StoreSQL.lockMembers(of: [userID])).then { _ in
                 Step.rows(StoreSQL.channels(ofMember: userID))
             }.then { rows in

@@ -230,8 +230,8 @@ extension SQLStore {
     public func updateUsers(_ edits: [UserEdit], now: Timestamp) async throws -> [User] {
         let edits = edits.sorted { $0.id < $1.id }
         return try await engine.write {
-            // The member rows whose privacy copy the edits change, then the users' rows in id
-            // order: as a move takes them.
+            // The member rows whose privacy copy the edits change (in key order, as a move takes
+            // them), then the users' rows in id order.
             Fetch.users(edits.map(\.id)).then { stored in
                 let updated = try edits.compactMap { edit in try stored[edit.id].map(edit.change) }
                 return Self.lockMembers(changingSharing: stored, to: updated, kept: self.schema.has(.allMembers))

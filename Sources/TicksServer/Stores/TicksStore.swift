@@ -107,7 +107,7 @@ public protocol TicksStore: Sendable {
     func explainUnread(of userID: String, in channel: ChannelRecord, listing limit: Int) async throws
         -> UnreadExplanation?
     /// Counts the kept unread counts of `userIDs` (every user when nil, a
-    /// batch per transaction) afresh — members', totals, threads' — and sets
+    /// batch per transaction) afresh — members' and threads' (totals are their sums) — and sets
     /// right those that differ; returns what it set.
     func recountUnread(of userIDs: [String]?) async throws -> UnreadRecount
     /// Marks the thread of `parentID` read up to its newest reply for a member;

@@ -68,7 +68,7 @@ extension StoreSQL {
     }
 
     /// The member rows of `userIDs`, locked in key order, as a batch of moves
-    /// locks them (and then their users' rows): a change that goes on to take
+    /// locks them: a change that goes on to take
     /// a user's row and then more of their member rows (a user update copying
     /// a changed privacy, mark all read) takes them all first, so it and a
     /// move never wait for each other in a circle.

@@ -116,7 +116,9 @@ extension StoreSQL {
         ), delta AS (
           SELECT user_id, SUM(unread_to - unread)::bigint AS messages,
             SUM((CASE WHEN unread_to > 0 THEN 1 ELSE 0 END) - (CASE WHEN unread > 0 THEN 1 ELSE 0 END))::bigint AS channels
-          FROM counted WHERE unread_to <> unread GROUP BY user_id
+          FROM counted WHERE unread_to <> unread
+            AND (counted.read_to > counted.read_seq OR counted.delivered_to > counted.delivered_seq)
+          GROUP BY user_id
         ), logged AS (
           INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at)
           SELECT counted.channel_pk, counted.user_id, k.kind, k.seq, counted.at
