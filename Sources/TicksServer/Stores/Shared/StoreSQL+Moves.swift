@@ -152,10 +152,9 @@ extension StoreSQL {
              AND g.hidden = 0 ORDER BY g.seq LIMIT 1),
           counts.custom,
           (SELECT body FROM app_user WHERE id = r.user_id),
-          CAST(COALESCE((SELECT SUM(us.unread) FROM member us WHERE us.user_id = r.user_id), 0)
-            + COALESCE((SELECT delta.messages FROM delta WHERE delta.user_id = r.user_id), 0) AS BIGINT),
-          (SELECT COUNT(*) FROM member uc WHERE uc.user_id = r.user_id AND uc.unread > 0)
-            + COALESCE((SELECT delta.channels FROM delta WHERE delta.user_id = r.user_id), 0),
+          \(raw: unreadSums(of: "r.user_id", plus: (
+            messages: "COALESCE((SELECT delta.messages FROM delta WHERE delta.user_id = r.user_id), 0)",
+            channels: "COALESCE((SELECT delta.channels FROM delta WHERE delta.user_id = r.user_id), 0)"))),
           CASE WHEN ch.member_count <= r.full_limit
                THEN (SELECT string_agg(user_id, ',') FROM member WHERE channel_pk = ch.pk) END,
           (SELECT string_agg(DISTINCT user_id, ',') FROM message g WHERE g.channel_pk = ch.pk

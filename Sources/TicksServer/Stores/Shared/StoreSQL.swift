@@ -413,12 +413,14 @@ enum StoreSQL {
     /// locks none, and nothing can leave a total out of step with its
     /// channels. Deleting a channel or a membership deletes its rows, so
     /// every row summed is a membership that counts. `user`: the SQL
-    /// expression of the user's id.
-    static func unreadSums(of user: String) -> String {
-        """
-        CAST(COALESCE((SELECT SUM(us.unread) FROM member us WHERE us.user_id = \(user)), 0) AS BIGINT),
-          (SELECT COUNT(*) FROM member uc WHERE uc.user_id = \(user) AND uc.unread > 0)
-        """
+    /// expression of the user's id; `plus`: SQL added to each sum (what a
+    /// statement changed that its own snapshot cannot see, `movesStatement`).
+    static func unreadSums(of user: String, plus: (messages: String, channels: String)? = nil) -> String {
+        let (messages, channels) = plus.map { (" + \($0.messages)", " + \($0.channels)") } ?? ("", "")
+        return """
+            CAST(COALESCE((SELECT SUM(us.unread) FROM member us WHERE us.user_id = \(user)), 0)\(messages) AS BIGINT),
+              (SELECT COUNT(*) FROM member uc WHERE uc.user_id = \(user) AND uc.unread > 0)\(channels)
+            """
     }
 
     /// Every member's counts, in join order: user id, their unread count in
