@@ -37,10 +37,13 @@ struct AppController {
         var webhookDelivery: DeliverySettings
         /// R15 (`PATCH /app`).
         var reciprocalReadReceipts: Bool
+        /// How sends count unread (`PATCH /app`, `AppOptions.UnreadCounting`).
+        var unreadCounting: AppOptions.UnreadCounting
 
         enum CodingKeys: String, CodingKey {
             case name, placement, limits
             case reciprocalReadReceipts = "reciprocal_read_receipts"
+            case unreadCounting = "unread_counting"
             case webhookURL = "webhook_url"
             case webhookEvents = "webhook_events"
             case eventHooks = "event_hooks"
@@ -157,6 +160,7 @@ struct AppController {
         let hooks = try context.requirePrincipal() == .server ? eventHooks : nil
         let webhook = hooks?.first { $0.hookType == "webhook" }
         let types = try await store.channelTypes()
+        let current = try await options.current()
         let settings = AppSettings(
             name: apiKey,
             channelConfigs: try Self.configs(types, in: context.apiVersion),
@@ -171,7 +175,7 @@ struct AppController {
                 syncEventsPerChannel: limits.syncEventsPerChannel, syncEventsPerAnswer: limits.syncEventsPerAnswer),
             webhookURL: webhook?.webhookURL, webhookEvents: webhook?.eventTypes, eventHooks: hooks,
             webhookDelivery: DeliverySettings(webhooks),
-            reciprocalReadReceipts: try await options.current().reciprocalReadReceipts)
+            reciprocalReadReceipts: current.reciprocalReadReceipts, unreadCounting: current.unreadCounting)
         return try context.respond("app", first: AppFields(settings: settings))
     }
 
@@ -280,7 +284,12 @@ struct AppController {
         }
         let change = try await request.decodeJSON(AppOptions.Change.self)
         let options = try await options.update(change)
-        context.logger.notice("app settings changed", metadata: ["reciprocal_read_receipts": "\(options.reciprocalReadReceipts)"])
+        context.logger.notice(
+            "app settings changed",
+            metadata: [
+                "reciprocal_read_receipts": "\(options.reciprocalReadReceipts)",
+                "unread_counting": "\(options.unreadCounting.rawValue)",
+            ])
         return try context.respond(Empty())
     }
 

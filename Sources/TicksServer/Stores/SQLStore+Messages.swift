@@ -50,16 +50,20 @@ extension SQLStore {
             guard let parentID = new.parentID else { return .done((isMember, nil)) }
             return Self.parent(parentID, in: channel).map { (isMember, $0) }
         }.then { (isMember, parent) -> StoreProgram<Bool> in
-            Step.execute(
-                StoreSQL.appendMessage(to: channel.pk, seq: seq, at: createdAt.microseconds, actors: actors)
-            ).then { _ in
+            Step.row(
+                StoreSQL.appendMessage(
+                    to: channel.pk, seq: seq, at: createdAt.microseconds, counts: !new.threadOnly, actors: actors)
+            ).then { row in
                 Step.execute(
                     StoreSQL.insertMessage(
-                        channelPK: channel.pk, seq: seq, message: new, custom: custom, at: createdAt.microseconds))
-            }.then { _ in
+                        channelPK: channel.pk, seq: seq, message: new, custom: custom, at: createdAt.microseconds)
+                ).map { _ in try row?.int(0) == 1 }
+            }.then { byPositions -> StoreProgram<Void> in
                 // R7: one more unread for every other member (a reply shown only in its thread
-                // counts in the thread alone).
-                new.threadOnly ? .done(()) : Step.execute(StoreSQL.countNewMessage(in: channel.pk, by: new.userID))
+                // counts in the thread alone): the channel's `counted` moved, or, where sends keep
+                // counts (`StoreSQL.UnreadCounting`), every other member's kept count takes one.
+                new.threadOnly || byPositions
+                    ? .done(()) : Step.execute(StoreSQL.countNewMessage(in: channel.pk, by: new.userID))
             }.then { _ in
                 parent.map { Self.reply(new.userID, isMember: isMember, seq: seq, to: $0, at: createdAt) } ?? .done(())
             }.map { isMember }

@@ -236,11 +236,13 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         pool: PostgresPool, logger: Logger, migrationsUpTo: String? = nil, traced: Bool = false,
         deadline: StoreDeadline = StoreDeadline(), health: StoreHealth
     ) -> SQLStore {
-        SQLStore(
+        let schema = SchemaLevel(upTo: migrationsUpTo)
+        return SQLStore(
             engine: PostgresEngine(
-                transactions: PostgresTransactions(pool: pool, logger: logger), migrationsUpTo: migrationsUpTo,
-                deadline: deadline),
-            traced: traced, deadline: deadline, health: health, schema: SchemaLevel(upTo: migrationsUpTo))
+                transactions: PostgresTransactions(
+                    pool: pool, logger: logger, unreadPositions: schema.has(.unreadPositions)),
+                migrationsUpTo: migrationsUpTo, deadline: deadline),
+            traced: traced, deadline: deadline, health: health, schema: schema)
     }
 
     /// Brings the schema up to date and adds the built-in channel types (PostgreSQL;

@@ -10,14 +10,17 @@ import TicksTestSupport
 /// on its clock, and R15 applied to a live socket.
 @Suite("App settings")
 struct AppOptionsTests {
+    /// A new database's settings: R15 off, sends counting unread by positions (`v15-unread-positions`).
+    static let fresh = AppOptions(reciprocalReadReceipts: false, unreadCounting: .positions)
+
     @Test("the store keeps each setting until it is changed; a change that names none changes none", arguments: StoreKind.all)
     func kept(kind: StoreKind) async throws {
         try await kind.withStore { (store: SQLStore) async throws in
-            #expect(try await store.appOptions() == AppOptions(), "off by default")
+            #expect(try await store.appOptions() == Self.fresh, "off by default")
             #expect(try await store.updateAppOptions(.init(reciprocalReadReceipts: true)).reciprocalReadReceipts)
             #expect(try await store.updateAppOptions(.init()).reciprocalReadReceipts, "a change naming nothing keeps it")
             #expect(try await store.appOptions().reciprocalReadReceipts)
-            #expect(try await store.updateAppOptions(.init(reciprocalReadReceipts: false)) == AppOptions())
+            #expect(try await store.updateAppOptions(.init(reciprocalReadReceipts: false)) == Self.fresh)
         }
     }
 
@@ -38,16 +41,16 @@ struct AppOptionsTests {
         try await kind.withStore { (store: SQLStore) async throws in
             let clock = ManualClock()
             let cache = AppOptionsCache(store: store, time: clock.timeSource, refresh: .seconds(1))
-            #expect(try await cache.current() == AppOptions())
+            #expect(try await cache.current() == Self.fresh)
             // Another node changes it in the store this node shares.
             _ = try await store.updateAppOptions(.init(reciprocalReadReceipts: true))
             clock.advance(by: .milliseconds(999))
-            #expect(try await cache.current() == AppOptions(), "read less than a second ago")
+            #expect(try await cache.current() == Self.fresh, "read less than a second ago")
             clock.advance(by: .milliseconds(1))
             #expect(try await cache.current().reciprocalReadReceipts)
             // This node's own change applies at once.
-            #expect(try await cache.update(.init(reciprocalReadReceipts: false)) == AppOptions())
-            #expect(try await cache.current() == AppOptions())
+            #expect(try await cache.update(.init(reciprocalReadReceipts: false)) == Self.fresh)
+            #expect(try await cache.current() == Self.fresh)
         }
     }
 

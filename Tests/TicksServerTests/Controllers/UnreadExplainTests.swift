@@ -92,7 +92,12 @@ struct UnreadExplainTests {
             let store = try #require(server.store as? SQLStore)
             try await store.engine.write {
                 Step.execute("UPDATE member SET unread = unread + 3 WHERE user_id = 'bob'").then { _ in
-                    Step.execute("UPDATE member SET unread = 6 WHERE user_id = 'carol'")
+                    // Carol's count set outright, as of the channel's position now (`StoreSQL.keptNow`).
+                    Step.execute(
+                        """
+                        UPDATE member SET unread = 6, counted_at = (SELECT counted FROM channel WHERE pk = member.channel_pk)
+                        WHERE user_id = 'carol'
+                        """)
                 }.then { _ in Step.execute("UPDATE thread_read SET unread = 5 WHERE user_id = 'alice'") }
             }
             let drifted = try await server.ok(.get, "/unread/explain?cid=messaging:d&user_id=bob")

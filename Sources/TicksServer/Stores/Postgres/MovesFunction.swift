@@ -41,13 +41,16 @@ import TicksReceipts
 /// of its text, so nodes of two releases sharing a database each call their
 /// own. It is not a migration: it holds no data, and a node held at an older
 /// migration (`--migrations-up-to`) needs it too; steps 3 and 4 run only where the
-/// schema has `v11-all-members`, step 5 only where it has `v12-app-settings`
-/// (PL/pgSQL plans a statement when it first runs it, so one that names a
+/// schema has `v11-all-members`, step 5 only where it has `v12-app-settings`,
+/// and step 2 counts unread by positions only where it has
+/// `v15-unread-positions` (PL/pgSQL plans a statement when it first runs it, so one that names a
 /// table a held schema lacks never fails there).
 enum MovesFunction {
     /// The function's text, without its name.
     private static let signatureAndBody: String = {
-        let statement = SQLDialect.postgres.render(StoreSQL.movesStatement([sampleMove])).text
+        func statement(unreadPositions: Bool) -> String {
+            SQLDialect.postgres.render(StoreSQL.movesStatement([sampleMove]), unreadPositions: unreadPositions).text
+        }
         let nulls = resultColumns.dropLast(2).map { "NULL::\($0.type)" }.joined(separator: ", ")
         let columns = resultColumns.map { "\($0.name) \($0.type)" }.joined(separator: ", ")
         func counted(_ kind: CursorKind, deliveryEvents: Bool) -> String {
@@ -56,7 +59,7 @@ enum MovesFunction {
         let notCounted = StoreSQL.notCounted
         let reciprocal = AppOptions.Change.CodingKeys.reciprocalReadReceipts.rawValue
         return """
-            (BIGINT[], TEXT[], TEXT[], TEXT[], TEXT[], BIGINT[], BIGINT[], BIGINT[], BIGINT, BIGINT)
+            (BIGINT[], TEXT[], TEXT[], TEXT[], TEXT[], BIGINT[], BIGINT[], BIGINT[], BIGINT, BIGINT, BIGINT)
             RETURNS TABLE (\(columns))
             LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $ticks$
             #variable_conflict use_column
@@ -71,9 +74,15 @@ enum MovesFunction {
                     JOIN channel c ON c.type = r.ctype AND c.id = r.cname
                     JOIN member m ON m.channel_pk = c.pk AND m.user_id = r.user_id
                     ORDER BY m.channel_pk, m.user_id FOR UPDATE OF m) x;
-              -- 2. The moves: one row each, in order.
+              -- 2. The moves: one row each, in order (a schema held before v15-unread-positions has no
+              -- columns for counts by positions: PL/pgSQL plans only the branch it runs).
+              IF $11 <> 0 THEN
               RETURN QUERY
-            \(statement);
+            \(statement(unreadPositions: true));
+              ELSE
+              RETURN QUERY
+            \(statement(unreadPositions: false));
+              END IF;
               IF o IS NULL THEN RETURN; END IF;
               IF $9 <> 0 THEN
               -- 3. R13: the advisory lock of each channel where a cursor moved, in pk order.

@@ -60,7 +60,7 @@ final class PostgresEngine: StoreEngine {
     /// On any pooled connection, outside an explicit transaction.
     func readOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
         try await transactions.withConnection { connection in
-            try await PostgresSession(connection: connection, logger: transactions.logger).run(program())
+            try await transactions.session(connection).run(program())
         }
     }
 

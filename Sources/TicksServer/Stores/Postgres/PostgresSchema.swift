@@ -104,6 +104,10 @@ enum PostgresSchema {
         Migration(name: "v12-app-settings", statements: StoreMigrations.appSettings()),
         Migration(name: "v13-played", statements: StoreMigrations.played(integer: "BIGINT")),
         Migration(name: "v14-actors", statements: StoreMigrations.actors()),
+        // Nodes of the release before may still serve an upgraded database: it keeps counting as they do.
+        Migration(
+            name: "v15-unread-positions",
+            statements: StoreMigrations.unreadPositions(integer: "BIGINT", onlyWithoutChannels: true)),
     ]
 
     /// An arbitrary constant: the advisory lock that serialises migrations.

@@ -10,6 +10,8 @@ import TicksReceipts
 struct PostgresSession {
     let connection: PostgresConnection
     let logger: Logger
+    /// Whether the schema has `v15-unread-positions`'s columns (`SQLDialect.render`): not on a node held before it.
+    var unreadPositions = true
 
     /// Tests only: awaited with each statement's text before it is sent, in
     /// the tasks that carry it, so an interleaving test can hold a
@@ -28,7 +30,7 @@ struct PostgresSession {
         // fail it here. One that closes between this check and the write is
         // left at the call's deadline (`StoreDeadline`).
         guard !connection.isClosed else { throw PostgresConnectionClosed() }
-        let (text, bindings) = SQLDialect.postgres.render(query)
+        let (text, bindings) = SQLDialect.postgres.render(query, unreadPositions: unreadPositions)
         try bindings.requireStorable()
         if let pause = Self.beforeStatement { await pause(text) }
         var binds = PostgresBindings(capacity: bindings.count)
@@ -85,6 +87,13 @@ extension PostgresRandomAccessRow: StoreRow {
 struct PostgresTransactions: Sendable {
     let pool: PostgresPool
     let logger: Logger
+    /// Whether the schema has `v15-unread-positions`'s columns: not on a node held before it.
+    var unreadPositions = true
+
+    /// A session on `connection` that writes statements for this schema.
+    func session(_ connection: PostgresConnection) -> PostgresSession {
+        PostgresSession(connection: connection, logger: logger, unreadPositions: unreadPositions)
+    }
 
     enum Kind {
         /// Changes: READ COMMITTED, with the row locks each change takes.
@@ -114,7 +123,7 @@ struct PostgresTransactions: Sendable {
         while true {
             do {
                 return try await withConnection { connection in
-                    let session = PostgresSession(connection: connection, logger: logger)
+                    let session = session(connection)
                     guard kind != .single else { return try await body(session) }
                     try await session.execute(
                         kind == .read ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN")

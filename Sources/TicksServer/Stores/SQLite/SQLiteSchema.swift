@@ -119,6 +119,12 @@ enum SQLiteSchema {
         migrator.registerMigration("v14-actors") { db in
             for statement in StoreMigrations.actors() { try db.execute(sql: statement) }
         }
+        // One process serves the file: it counts by positions at once.
+        migrator.registerMigration("v15-unread-positions") { db in
+            for statement in StoreMigrations.unreadPositions(integer: "INTEGER", onlyWithoutChannels: false) {
+                try db.execute(sql: statement)
+            }
+        }
         return migrator
     }
 

@@ -17,6 +17,10 @@ struct SchemaLevel: Sendable, Equatable {
         case played = "v13-played"
         /// Who made a change (`message.changed_by`, `channel.updated_by`, …), for `POST /sync`.
         case actors = "v14-actors"
+        /// `channel.counted` and `member.counted_at`: a member's unread count
+        /// kept as of a position of the channel (`StoreSQL.memberUnread`), so
+        /// that a send need not write every member's row.
+        case unreadPositions = "v15-unread-positions"
     }
 
     /// The migrations, in the order they are applied (both dialects apply the same names).

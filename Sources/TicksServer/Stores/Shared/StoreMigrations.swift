@@ -244,3 +244,31 @@ extension StoreMigrations {
         ]
     }
 }
+
+extension StoreMigrations {
+    /// Unread counts kept as of a position (`StoreSQL.memberUnread`): the
+    /// channel's number of messages that counted (`channel.counted`) and,
+    /// with each member's kept count, the channel's number it was kept at
+    /// (`member.counted_at`); a member's count is the kept one plus the
+    /// messages that counted since. Only added columns, 0 on every existing
+    /// row, so every count reads as it did: an older node runs on it.
+    ///
+    /// Whether sends count by moving `channel.counted` (the setting
+    /// `AppOptions.UnreadCounting`) instead of adding one to every other
+    /// member's kept count: a node of the release before reads and writes
+    /// kept counts only, so it must not share a database that counts by
+    /// positions. SQLite (one process) always does; PostgreSQL does on a
+    /// database with no channel yet (`onlyWithoutChannels`), and an upgraded
+    /// one keeps its kept counts until `PATCH /app` turns positions on.
+    static func unreadPositions(integer: String, onlyWithoutChannels: Bool) -> [String] {
+        let setting =
+            "('\(AppOptions.Change.CodingKeys.unreadCounting.rawValue)', '\(AppOptions.UnreadCounting.positions.stored)')"
+        return [
+            "ALTER TABLE channel ADD COLUMN counted \(integer) NOT NULL DEFAULT 0",
+            "ALTER TABLE member ADD COLUMN counted_at \(integer) NOT NULL DEFAULT 0",
+            onlyWithoutChannels
+                ? "INSERT INTO app_setting (name, value) SELECT * FROM (VALUES \(setting)) AS s WHERE NOT EXISTS (SELECT 1 FROM channel)"
+                : "INSERT INTO app_setting (name, value) VALUES \(setting)",
+        ]
+    }
+}

@@ -13,7 +13,7 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         case null
     }
 
-    enum Part: Sendable {
+    indirect enum Part: Sendable {
         case text(String)
         case value(Value)
         /// `column IN (values)`.
@@ -33,6 +33,10 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         case byteOrdered(column: String)
         /// PostgreSQL's transaction-scoped advisory lock on a key; `NULL` in SQLite, whose single writer already serialises changes.
         case advisoryLock(Int64)
+        /// The first parts where the schema counts unread by positions
+        /// (`v15-unread-positions`), the second on a PostgreSQL node held
+        /// before it, whose tables lack the columns (`SQLDialect.render`).
+        case unreadPositions([Part], otherwise: [Part])
     }
 
     var parts: [Part]
@@ -76,6 +80,12 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         mutating func appendInterpolation(byteOrdered column: String) { parts.append(.byteOrdered(column: column)) }
         /// `pg_advisory_xact_lock` on `key` in the current schema in PostgreSQL, `NULL` in SQLite.
         mutating func appendInterpolation(advisoryLock key: Int64) { parts.append(.advisoryLock(key)) }
+        /// Another query's parts, as they are (a fragment the store builds, such as `StoreSQL.memberUnread`).
+        mutating func appendInterpolation(_ query: StoreQuery) { parts += query.parts }
+        /// `query` where the schema has `v15-unread-positions`'s columns, `otherwise` on a node held before it.
+        mutating func appendInterpolation(unreadPositions query: StoreQuery, otherwise: StoreQuery) {
+            parts.append(.unreadPositions(query.parts, otherwise: otherwise.parts))
+        }
     }
 
     static func + (left: StoreQuery, right: StoreQuery) -> StoreQuery { StoreQuery(parts: left.parts + right.parts) }
@@ -134,7 +144,9 @@ enum SQLDialect: Sendable {
     case postgres
 
     /// The statement's text in this dialect and the values to bind, in order.
-    func render(_ sql: StoreQuery) -> (text: String, bindings: [SQLBinding]) {
+    /// `unreadPositions`: whether the schema has `v15-unread-positions`'s
+    /// columns (always, but on a PostgreSQL node held before it).
+    func render(_ sql: StoreQuery, unreadPositions: Bool = true) -> (text: String, bindings: [SQLBinding]) {
         var text = ""
         var bindings: [SQLBinding] = []
         func placeholder() -> String {
@@ -143,45 +155,50 @@ enum SQLDialect: Sendable {
             case .postgres: "$\(bindings.count)"
             }
         }
-        for part in sql.parts {
-            switch part {
-            case .text(let literal):
-                text += literal
-            case .value(let value):
-                bindings.append(.value(value))
-                text += placeholder()
-            case .list(let column, let values):
-                switch self {
-                case .sqlite:
-                    // An empty list matches nothing: `IN (NULL)` is never true.
-                    text += "\(column) IN (\(values.isEmpty ? "NULL" : Array(repeating: "?", count: values.count).joined(separator: ", ")))"
-                    bindings += values.map { .value(.text($0)) }
-                case .postgres:
-                    bindings.append(.array(.texts(values)))
-                    text += "\(column) = ANY(\(placeholder()))"
+        func append(_ parts: [StoreQuery.Part]) {
+            for part in parts {
+                switch part {
+                case .text(let literal):
+                    text += literal
+                case .value(let value):
+                    bindings.append(.value(value))
+                    text += placeholder()
+                case .list(let column, let values):
+                    switch self {
+                    case .sqlite:
+                        // An empty list matches nothing: `IN (NULL)` is never true.
+                        text += "\(column) IN (\(values.isEmpty ? "NULL" : Array(repeating: "?", count: values.count).joined(separator: ", ")))"
+                        bindings += values.map { .value(.text($0)) }
+                    case .postgres:
+                        bindings.append(.array(.texts(values)))
+                        text += "\(column) = ANY(\(placeholder()))"
+                    }
+                case .forUpdate(let table):
+                    if self == .postgres { text += " FOR UPDATE" + (table.map { " OF \($0)" } ?? "") }
+                case .forNoKeyUpdate(let table):
+                    if self == .postgres { text += " FOR NO KEY UPDATE" + (table.map { " OF \($0)" } ?? "") }
+                case .forKeyShare:
+                    if self == .postgres { text += " FOR KEY SHARE" }
+                case .byteOrdered(let column):
+                    text += self == .postgres ? "\(column) COLLATE \"C\"" : column
+                case .advisoryLock(let key):
+                    switch self {
+                    case .sqlite: text += "NULL"
+                    case .postgres:
+                        // Keyed by schema too: several apps (or test runs) may share one database, one schema each.
+                        bindings.append(.value(.int(key)))
+                        text += "pg_advisory_xact_lock(hashtextextended(current_schema() || '/' || \(placeholder())::text, 0))"
+                    }
+                case .array(let array):
+                    precondition(self == .postgres, "arrays are bound only in PostgreSQL's statements")
+                    bindings.append(.array(array))
+                    text += placeholder()
+                case .unreadPositions(let positions, let otherwise):
+                    append(unreadPositions ? positions : otherwise)
                 }
-            case .forUpdate(let table):
-                if self == .postgres { text += " FOR UPDATE" + (table.map { " OF \($0)" } ?? "") }
-            case .forNoKeyUpdate(let table):
-                if self == .postgres { text += " FOR NO KEY UPDATE" + (table.map { " OF \($0)" } ?? "") }
-            case .forKeyShare:
-                if self == .postgres { text += " FOR KEY SHARE" }
-            case .byteOrdered(let column):
-                text += self == .postgres ? "\(column) COLLATE \"C\"" : column
-            case .advisoryLock(let key):
-                switch self {
-                case .sqlite: text += "NULL"
-                case .postgres:
-                    // Keyed by schema too: several apps (or test runs) may share one database, one schema each.
-                    bindings.append(.value(.int(key)))
-                    text += "pg_advisory_xact_lock(hashtextextended(current_schema() || '/' || \(placeholder())::text, 0))"
-                }
-            case .array(let array):
-                precondition(self == .postgres, "arrays are bound only in PostgreSQL's statements")
-                bindings.append(.array(array))
-                text += placeholder()
             }
         }
+        append(sql.parts)
         return (text, bindings)
     }
 }

@@ -39,6 +39,8 @@ extension StoreSQL {
     /// A message that counted leaves the unread counts (the reverse of
     /// `countNewMessage`): one fewer for every other member whose read cursor
     /// is before it; their totals follow, as sums (`StoreSQL.unreadSums`).
+    /// Whether the message was counted by positions or in the kept counts,
+    /// one fewer in the kept count is one fewer in the count (`memberUnread`).
     static func uncountMessage(seq: Seq, in channelPK: Int64, by author: String) -> StoreQuery {
         """
         UPDATE member SET unread = unread - 1
@@ -59,7 +61,7 @@ extension StoreSQL {
     /// unread, and no receipt names it.
     static func moveCursors(in channelPK: Int64, pastOrAt seq: Seq) -> StoreQuery {
         """
-        UPDATE member SET unread = 0,
+        UPDATE member SET unread = 0\(keptNow("member")),
           read_seq = CASE WHEN read_seq < \(seq) THEN \(seq) ELSE read_seq END,
           delivered_seq = CASE WHEN delivered_seq < \(seq) THEN \(seq) ELSE delivered_seq END
         WHERE channel_pk = \(channelPK)
@@ -117,7 +119,7 @@ extension StoreSQL {
 
     /// The members among `userIDs` (all when nil), in join order, a page of them.
     static func memberStates(_ channelPK: Int64, among userIDs: [String]?, limit: Int, offset: Int) -> StoreQuery {
-        var sql: StoreQuery = "SELECT \(raw: memberStateColumns) FROM member m WHERE m.channel_pk = \(channelPK)"
+        var sql: StoreQuery = "SELECT \(memberStateColumns) FROM member m WHERE m.channel_pk = \(channelPK)"
         if let userIDs { sql = sql + " AND \(in: "m.user_id", userIDs)" }
         return sql + " ORDER BY m.created_at, m.user_id LIMIT \(Int64(limit)) OFFSET \(Int64(offset))"
     }
@@ -138,17 +140,17 @@ extension StoreSQL {
     /// the read cursor.
     static func unreadChannels(of userIDs: [String]) -> StoreQuery {
         """
-        SELECT m.user_id, c.type, c.id, m.unread, m.read_at,
+        SELECT m.user_id, c.type, c.id, \(memberUnread("m")), m.read_at,
           (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.read_seq)
         FROM member m JOIN channel c ON c.pk = m.channel_pk
-        WHERE \(in: "m.user_id", userIDs) AND c.deleted_at IS NULL AND m.unread > 0
+        WHERE \(in: "m.user_id", userIDs) AND c.deleted_at IS NULL AND \(memberUnread("m")) > 0
         ORDER BY m.user_id, COALESCE(c.last_message_at, c.created_at) DESC, c.pk DESC
         """
     }
 
     /// User id and totals (`StoreSQL.unreadSums`) of the users among `userIDs` that exist.
     static func unreadTotals(of userIDs: [String]) -> StoreQuery {
-        "SELECT u.id, \(raw: unreadSums(of: "u.id")) FROM app_user u WHERE \(in: "u.id", userIDs)"
+        "SELECT u.id, \(unreadSums(of: "u.id")) FROM app_user u WHERE \(in: "u.id", userIDs)"
     }
 
     /// Up to `limit` messages of the channel after `seq`, in order: seq, id,
@@ -179,14 +181,14 @@ extension StoreSQL {
     /// (`countedUnread`), locked: channel pk, type, id, user id, kept, counted.
     static func memberCounts(of userIDs: [String]) -> StoreQuery {
         """
-        SELECT m.channel_pk, c.type, c.id, m.user_id, m.unread, \(raw: countedUnread(of: "m"))
+        SELECT m.channel_pk, c.type, c.id, m.user_id, \(memberUnread("m")), \(raw: countedUnread(of: "m"))
         FROM member m JOIN channel c ON c.pk = m.channel_pk
         WHERE \(in: "m.user_id", userIDs) ORDER BY m.channel_pk, m.user_id\(forUpdateOf: "m")
         """
     }
 
     static func setUnread(of userID: String, in channelPK: Int64, to unread: Int64) -> StoreQuery {
-        "UPDATE member SET unread = \(unread) WHERE channel_pk = \(channelPK) AND user_id = \(userID)"
+        "UPDATE member SET unread = \(unread)\(keptNow("member")) WHERE channel_pk = \(channelPK) AND user_id = \(userID)"
     }
 
     /// How many of `userIDs` are users.

@@ -26,7 +26,7 @@ extension StoreSQL {
               \(array: moves.map(\.channel.type)), \(array: moves.map(\.channel.id)), \(array: moves.map { $0.messageID ?? "" }),
               \(array: moves.map { $0.messageID == nil ? 1 as Int64 : 0 }), \(array: moves.map(\.at.microseconds)),
               \(array: moves.map { Int64($0.audience.fullChannelLimit) }), \(schema.has(.allMembers) ? 1 : 0),
-              \(schema.has(.appSettings) ? 1 : 0))
+              \(schema.has(.appSettings) ? 1 : 0), \(schema.has(.unreadPositions) ? 1 : 0))
             """
         return query.prepared(as: .moves)
     }
@@ -59,11 +59,14 @@ extension StoreSQL {
     /// rows in a statement before, and the move is refused as inconsistent if
     /// it did); the move's number, from 1 (36); null (37).
     ///
-    /// The statement reads the channel's last message and the messages'
-    /// hidden flags from its snapshot: taken once the member rows are locked,
-    /// that snapshot holds every send and delete that changed these members'
-    /// counts (the rest wait for the locks), so the counts it writes agree
-    /// with the rows they came from.
+    /// The statement reads the channel's last message, its `counted` and the
+    /// messages' hidden flags from its snapshot: taken once the member rows
+    /// are locked, that snapshot holds every change that wrote these members'
+    /// counts (deletes, and sends that keep counts; the rest wait for the
+    /// locks), so the counts it writes agree with the rows they came from. A
+    /// send that counts by positions writes no member row: the count written
+    /// is as of the snapshot's `counted` (`keptNow`), so a send committed
+    /// after the snapshot still counts (`memberUnread`).
     static func movesStatement(_ moves: [BatchedMove]) -> StoreQuery {
         """
         WITH req AS (
@@ -84,7 +87,7 @@ extension StoreSQL {
           FROM ch JOIN req r ON r.ord = ch.ord
         ), old AS (
           SELECT r.ord, r.kind, r.user_id, r.at, m.channel_pk, m.read_seq, m.delivered_seq, m.read_at,
-                 m.delivered_at, m.created_at, m.channel_role, m.unread, m.custom,
+                 m.delivered_at, m.created_at, m.channel_role, \(memberUnread("m")) AS unread, m.custom,
                  (SELECT s.xmin::text FROM member s WHERE s.channel_pk = m.channel_pk AND s.user_id = m.user_id)
                    IS DISTINCT FROM m.xmin::text AS stale
           FROM req r JOIN ch ON ch.ord = r.ord JOIN member m ON m.channel_pk = ch.pk AND m.user_id = r.user_id
@@ -108,7 +111,7 @@ extension StoreSQL {
             read_at = CASE WHEN counted.read_to > counted.read_seq THEN counted.at ELSE m.read_at END,
             delivered_seq = counted.delivered_to,
             delivered_at = CASE WHEN counted.delivered_to > counted.delivered_seq THEN counted.at ELSE m.delivered_at END,
-            unread = counted.unread_to
+            unread = counted.unread_to\(keptNow("m"))
           FROM counted
           WHERE m.channel_pk = counted.channel_pk AND m.user_id = counted.user_id
             AND (counted.read_to > counted.read_seq OR counted.delivered_to > counted.delivered_seq)
@@ -152,7 +155,7 @@ extension StoreSQL {
              AND g.hidden = 0 ORDER BY g.seq LIMIT 1),
           counts.custom,
           (SELECT body FROM app_user WHERE id = r.user_id),
-          \(raw: unreadSums(of: "r.user_id", plus: (
+          \(unreadSums(of: "r.user_id", plus: (
             messages: "COALESCE((SELECT delta.messages FROM delta WHERE delta.user_id = r.user_id), 0)",
             channels: "COALESCE((SELECT delta.channels FROM delta WHERE delta.user_id = r.user_id), 0)"))),
           CASE WHEN ch.member_count <= r.full_limit

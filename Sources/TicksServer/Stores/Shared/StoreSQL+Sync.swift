@@ -58,7 +58,7 @@ extension StoreSQL {
         -> StoreQuery
     {
         """
-        SELECT \(raw: memberStateColumns) FROM member m
+        SELECT \(memberStateColumns) FROM member m
         WHERE m.channel_pk = \(channelPK)
           AND (m.created_at > \(since) OR m.read_at > \(since) OR m.delivered_at > \(since) OR m.user_id = \(userID))
         ORDER BY m.created_at, m.user_id LIMIT \(Int64(limit))

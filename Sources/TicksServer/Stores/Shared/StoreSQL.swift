@@ -140,11 +140,15 @@ enum StoreSQL {
     }
 
     /// `sharing`: with the copy of the user's privacy (`v11-all-members`; an older schema has no such columns).
+    /// Their count (none) is kept as of the channel's position now (`keptNow`); the channel is locked.
     static func insertMember(channelPK: Int64, userID: String, cursors: Cursors, now: Int64, sharing: Bool) -> StoreQuery {
+        let countedAt: StoreQuery = "\(unreadPositions: ", counted_at", otherwise: "")"
+        let channelCounted: StoreQuery =
+            "\(unreadPositions: ", (SELECT counted FROM channel WHERE pk = \(channelPK))", otherwise: "")"
         let row: StoreQuery = """
             INSERT INTO member (channel_pk, user_id, read_seq, read_at, delivered_seq, delivered_at, created_at\(
-                raw: sharing ? ", reads_shared, deliveries_shared" : ""))
-            VALUES (\(channelPK), \(userID), \(cursors.read), \(now), \(cursors.delivered), \(now), \(now)
+                countedAt)\(raw: sharing ? ", reads_shared, deliveries_shared" : ""))
+            VALUES (\(channelPK), \(userID), \(cursors.read), \(now), \(cursors.delivered), \(now), \(now)\(channelCounted)
             """
         guard sharing else { return row + ")" }
         return row + """
@@ -169,11 +173,11 @@ enum StoreSQL {
     /// A read state: the 12 columns `StoreRows.memberState` reads — the
     /// role, the cursors, the ids they point at, the unread count, the
     /// first unread message (R7) and the member's custom data.
-    static let memberStateColumns = """
+    static let memberStateColumns: StoreQuery = """
         m.user_id, m.created_at, m.channel_role, m.read_seq, m.read_at, m.delivered_seq, m.delivered_at,
           (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.read_seq) AS read_id,
           (SELECT id FROM message WHERE channel_pk = m.channel_pk AND seq = m.delivered_seq) AS delivered_id,
-          m.unread,
+          \(memberUnread("m")),
           (SELECT id FROM message g
              WHERE g.channel_pk = m.channel_pk AND g.seq > m.read_seq AND g.user_id <> m.user_id AND g.hidden = 0
              ORDER BY g.seq LIMIT 1) AS first_unread_id,
@@ -199,7 +203,7 @@ enum StoreSQL {
     /// Every member's read state in join order, or `userID`'s alone.
     static func memberStates(_ channelPK: Int64, userID: String? = nil) -> StoreQuery {
         var sql: StoreQuery = """
-            SELECT \(raw: memberStateColumns) FROM member m
+            SELECT \(memberStateColumns) FROM member m
             WHERE m.channel_pk = \(channelPK)
             """
         if let userID { sql = sql + " AND m.user_id = \(userID)" }
@@ -277,10 +281,19 @@ enum StoreSQL {
         """
     }
 
-    /// A send moves the channel's `updated_at`, naming no updater (`actors` of no user).
-    static func appendMessage(to channelPK: Int64, seq: Seq, at: Int64, actors: ChangeActor) -> StoreQuery {
-        "UPDATE channel SET last_seq = \(seq), last_message_at = \(at), updated_at = \(at)" + actors.set("updated_by")
-            + " WHERE pk = \(channelPK)"
+    /// A send moves the channel's `updated_at`, naming no updater (`actors` of no user), and, for a
+    /// message that `counts` toward unread (R7: not a reply shown only in its thread), the channel's
+    /// `counted` where sends count by positions (`AppOptions.UnreadCounting`). Column 0: 1 when they do (the
+    /// send then writes no member's count), 0 when every other member's kept count takes one more
+    /// (`countNewMessage`). Read under the channel's row lock, which a change of the setting waits for
+    /// (`SQLStore.updateAppOptions`).
+    static func appendMessage(to channelPK: Int64, seq: Seq, at: Int64, counts: Bool, actors: ChangeActor)
+        -> StoreQuery
+    {
+        let byPositions: StoreQuery = "CAST(CASE WHEN \(countsByPositions) THEN 1 ELSE 0 END AS BIGINT)"
+        let counted: StoreQuery = counts ? "\(unreadPositions: ", counted = counted + \(byPositions)", otherwise: "")" : ""
+        return "UPDATE channel SET last_seq = \(seq), last_message_at = \(at), updated_at = \(at)" + counted
+            + actors.set("updated_by") + " WHERE pk = \(channelPK) RETURNING \(byPositions)"
     }
 
     static func insertMessage(channelPK: Int64, seq: Seq, message: NewMessage, custom: String, at: Int64) -> StoreQuery {
@@ -299,7 +312,7 @@ enum StoreSQL {
     /// reads what its hearers' privacy needs with no statement more (`SQLStore.withHearers`).
     static func readerState(_ userID: String, in channelPK: Int64, setting: String? = nil) -> StoreQuery {
         let query: StoreQuery = """
-            SELECT \(raw: memberStateColumns), u.body, \(raw: unreadSums(of: "m.user_id"))
+            SELECT \(memberStateColumns), u.body, \(unreadSums(of: "m.user_id"))
             """
         let from: StoreQuery = """
              FROM member m LEFT JOIN app_user u ON u.id = m.user_id
@@ -403,7 +416,7 @@ enum StoreSQL {
     /// Columns 0 and 1: the user's unread messages over all their channels, and
     /// the channels with any (R7, `unreadSums`); no row when there is no such user.
     static func unreadTotals(of userID: String) -> StoreQuery {
-        "SELECT \(raw: unreadSums(of: "u.id")) FROM app_user u WHERE u.id = \(userID)"
+        "SELECT \(unreadSums(of: "u.id")) FROM app_user u WHERE u.id = \(userID)"
     }
 
     /// A user's totals as two columns: the unread messages over all their
@@ -415,11 +428,11 @@ enum StoreSQL {
     /// every row summed is a membership that counts. `user`: the SQL
     /// expression of the user's id; `plus`: SQL added to each sum (what a
     /// statement changed that its own snapshot cannot see, `movesStatement`).
-    static func unreadSums(of user: String, plus: (messages: String, channels: String)? = nil) -> String {
+    static func unreadSums(of user: String, plus: (messages: String, channels: String)? = nil) -> StoreQuery {
         let (messages, channels) = plus.map { (" + \($0.messages)", " + \($0.channels)") } ?? ("", "")
         return """
-            CAST(COALESCE((SELECT SUM(us.unread) FROM member us WHERE us.user_id = \(user)), 0)\(messages) AS BIGINT),
-              (SELECT COUNT(*) FROM member uc WHERE uc.user_id = \(user) AND uc.unread > 0)\(channels)
+            CAST(COALESCE((SELECT SUM(\(memberUnread("us"))) FROM member us WHERE us.user_id = \(raw: user)), 0)\(raw: messages) AS BIGINT),
+              (SELECT COUNT(*) FROM member us WHERE us.user_id = \(raw: user) AND \(memberUnread("us")) > 0)\(raw: channels)
             """
     }
 
@@ -431,7 +444,7 @@ enum StoreSQL {
     /// `among`: those of the members alone (the users connected to a node).
     static func recipientCounts(in channelPK: Int64, among userIDs: [String]? = nil) -> StoreQuery {
         var sql: StoreQuery = """
-            SELECT m.user_id, m.unread, \(raw: unreadSums(of: "m.user_id"))
+            SELECT m.user_id, \(memberUnread("m")), \(unreadSums(of: "m.user_id"))
             FROM member m
             WHERE m.channel_pk = \(channelPK)
             """
@@ -453,6 +466,11 @@ enum StoreSQL {
     /// the send goes on to move the author's read cursor (R4), and taking
     /// that row only then deadlocked with a batch of moves and with a send
     /// into another channel the two authors share (`RandomWritersTests`).
+    ///
+    /// Only where sends keep counts (`AppOptions.UnreadCounting.kept`, an upgraded
+    /// PostgreSQL database until its operator turns positions on): elsewhere
+    /// the send moved the channel's `counted` instead (`appendMessage`) and
+    /// writes no member's row.
     static func countNewMessage(in channelPK: Int64, by author: String) -> StoreQuery {
         """
         UPDATE member SET unread = unread + CASE WHEN user_id = \(author) THEN 0 ELSE 1 END
@@ -471,7 +489,9 @@ enum StoreSQL {
     /// `userID`'s count, or (nil) every member's of the channel (a user's
     /// messages deleted).
     static func recountUnread(of userID: String?, in channelPK: Int64) -> StoreQuery {
-        let sql: StoreQuery = "UPDATE member SET unread = \(raw: countedUnread(of: "member")) WHERE channel_pk = \(channelPK)"
+        let sql: StoreQuery = """
+            UPDATE member SET unread = \(raw: countedUnread(of: "member"))\(keptNow("member")) WHERE channel_pk = \(channelPK)
+            """
         return (userID.map { sql + " AND user_id = \($0)" } ?? sql) + " RETURNING unread"
     }
 
@@ -617,5 +637,42 @@ struct ReaderRow {
         CursorOutcome(
             channel: channel, config: config, reader: reader, update: update, state: state, totals: totals, at: at,
             recipients: recipients)
+    }
+}
+
+// MARK: Unread counts by positions
+
+extension StoreSQL {
+    /// Whether sends count by positions (`AppOptions.UnreadCounting`), as
+    /// SQL: never on a node held before `v15-unread-positions`.
+    static let countsByPositions: StoreQuery = {
+        let setting = AppOptions.Change.CodingKeys.unreadCounting.rawValue
+        let exists: StoreQuery = """
+            EXISTS (SELECT 1 FROM app_setting WHERE name = '\(raw: setting)' \
+            AND value = '\(raw: AppOptions.UnreadCounting.positions.stored)')
+            """
+        return "\(unreadPositions: exists, otherwise: "1 = 0")"
+    }()
+
+    /// A member's unread count (R7) for the `member` row named `member` (a
+    /// table or its alias): the count kept with it, plus the messages that
+    /// counted in the channel since it was kept (`channel.counted` less
+    /// `member.counted_at`). On a node held before `v15-unread-positions`,
+    /// the kept count alone.
+    static func memberUnread(_ member: String) -> StoreQuery {
+        let positions: StoreQuery = """
+            (\(raw: member).unread + (SELECT uc.counted FROM channel uc WHERE uc.pk = \(raw: member).channel_pk) \
+            - \(raw: member).counted_at)
+            """
+        return "\(unreadPositions: positions, otherwise: "\(raw: member).unread")"
+    }
+
+    /// `, counted_at = <the channel's counted now>` for an update that sets
+    /// the kept count of the `member` row named `member` afresh: the count is
+    /// then as of the channel's position now. Nothing on a node held before
+    /// `v15-unread-positions`.
+    static func keptNow(_ member: String) -> StoreQuery {
+        let positions: StoreQuery = ", counted_at = (SELECT uc.counted FROM channel uc WHERE uc.pk = \(raw: member).channel_pk)"
+        return "\(unreadPositions: positions, otherwise: "")"
     }
 }
