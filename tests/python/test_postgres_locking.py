@@ -26,7 +26,8 @@ def postgres():
     cluster.close()
 
 
-def test_sends_into_channels_sharing_members_never_deadlock(postgres, tmp_path):
+@pytest.mark.parametrize("counting", ["positions", "kept"])
+def test_sends_into_channels_sharing_members_never_deadlock(postgres, tmp_path, counting):
     schema = "l_" + secrets.token_hex(4)
     postgres.psql(f"CREATE SCHEMA {schema}")
     credentials = {"api_key": "lockkey", "api_secret": secrets.token_urlsafe(48)}
@@ -35,6 +36,8 @@ def test_sends_into_channels_sharing_members_never_deadlock(postgres, tmp_path):
     try:
         setup = nodes[0].client()
         setup.upsert_users(*MEMBERS)
+        # By positions a send writes no member's row; kept (an upgraded database), every other member's.
+        setup.call("PATCH", "/app", {"unread_counting": counting})
         channels = [f"messaging:lock{index}" for index in range(8)]
         for index, cid in enumerate(channels):
             # Every channel has every member; each has a different author, so each send counts
@@ -71,8 +74,15 @@ def test_sends_into_channels_sharing_members_never_deadlock(postgres, tmp_path):
             answer = nodes[position % 2].client().raw("GET", "/unread", params={"user_id": user}).json()
             assert answer["total_unread_count"] == 25 * (len(channels) - authored), (user, answer)
             assert len(answer["channels"]) == len(channels) - authored, (user, answer)
-        total = postgres.psql("SELECT SUM(unread) FROM member", schema=schema)
-        assert total == str(len(channels) * 25 * (len(MEMBERS) - 1)), total
+        served = postgres.psql(
+            "SELECT SUM(m.unread + c.counted - m.counted_at) FROM member m JOIN channel c ON c.pk = m.channel_pk",
+            schema=schema)
+        assert served == str(len(channels) * 25 * (len(MEMBERS) - 1)), served
+        # Kept: every count is in member.unread; by positions no send wrote another member's row.
+        kept = postgres.psql("SELECT SUM(unread) FROM member", schema=schema)
+        assert kept == (served if counting == "kept" else "0"), kept
+        counted = postgres.psql("SELECT SUM(counted) FROM channel", schema=schema)
+        assert counted == ("0" if counting == "kept" else str(len(channels) * 25)), counted
     finally:
         for node in nodes:
             node.stop()
