@@ -70,9 +70,15 @@ struct SchemaLevelTests {
             let changes = try await store.changes(in: cid, for: "bob", since: now - .seconds(1), limit: 100)
             #expect(changes.newMessages.map(\.id) == ["m1"])
 
-            #expect(try await store.appOptions() == AppOptions())
+            // A new database at v15 or later counts unread by positions; held before it, kept.
+            #expect(
+                try await store.appOptions()
+                    == AppOptions(unreadCounting: level.has(.unreadPositions) ? .positions : .kept))
             await Self.expect(level.has(.appSettings), else: .appSettings) {
                 _ = try await store.updateAppOptions(AppOptions.Change(reciprocalReadReceipts: true))
+            }
+            await Self.expect(level.has(.unreadPositions), else: level.has(.appSettings) ? .unreadPositions : .appSettings) {
+                _ = try await store.updateAppOptions(AppOptions.Change(unreadCounting: .kept))
             }
             let message = try #require(try await store.message(id: "m1")).message
             await Self.expect(level.has(.played), else: .played) {
