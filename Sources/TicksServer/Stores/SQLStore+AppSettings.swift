@@ -4,9 +4,12 @@ import TicksProtocol
 // its value as JSON; a setting without a row has its default.
 
 extension SQLStore {
+    /// A node held before `v15-unread-positions` counts kept, whatever the setting says.
     public func appOptions() async throws -> AppOptions {
         guard schema.has(.appSettings) else { return AppOptions() }
-        return try await engine.readOne { Self.appOptions() }
+        var options = try await engine.readOne { Self.appOptions() }
+        if !schema.has(.unreadPositions) { options.unreadCounting = .kept }
+        return options
     }
 
     /// A change of how sends count unread (`AppOptions.UnreadCounting`)
@@ -14,20 +17,24 @@ extension SQLStore {
     /// (PostgreSQL: the channel table's lock, which each send's row lock on
     /// its channel conflicts with; SQLite's one writer already does), so that
     /// each send counts one way throughout. Back to `kept`, every member's
-    /// count is folded into its kept count (`StoreSQL.foldUnreadCounts`), as
-    /// the release before reads it.
+    /// count is folded into its kept count and every position set back to 0
+    /// (`StoreSQL.foldUnreadCounts`), as the release before reads and writes
+    /// them (a member it adds has `counted_at` 0).
     public func updateAppOptions(_ change: AppOptions.Change) async throws -> AppOptions {
         try schema.require(.appSettings)
         if change.unreadCounting != nil { try schema.require(.unreadPositions) }
         let rows = try change.rows()
         let locks = change.unreadCounting != nil && engine.dialect == .postgres
-        return try await engine.write {
+        var options = try await engine.write {
             (locks ? Step.execute("LOCK TABLE channel IN EXCLUSIVE MODE") : .done(())).then { _ in
-                change.unreadCounting == .kept ? Step.execute(StoreSQL.foldUnreadCounts) : .done(())
+                change.unreadCounting == .kept
+                    ? Step.execute(StoreSQL.foldUnreadCounts).then { _ in Step.execute(StoreSQL.clearCounted) } : .done(())
             }.then { _ in
                 Step.each(rows) { name, value in Step.execute(StoreSQL.setAppSetting(name, to: value)) }
             }.then { _ in Self.appOptions() }
         }
+        if !schema.has(.unreadPositions) { options.unreadCounting = .kept }
+        return options
     }
 
     /// The app's settings as the transaction sees them (a schema that has them).
@@ -41,14 +48,18 @@ extension SQLStore {
 extension StoreSQL {
     static let appSettings: StoreQuery = "SELECT name, value FROM app_setting"
 
-    /// Every member's count as their kept count alone (`memberUnread` with
-    /// `counted_at` at the channel's `counted`): what the release before,
-    /// which reads `member.unread`, serves once sends keep counts again.
+    /// Every member's count as their kept count alone, as of position 0
+    /// (`memberUnread`, then `clearCounted`): what the release before, which
+    /// reads `member.unread` and adds members at `counted_at` 0, serves once
+    /// sends keep counts again.
     static let foldUnreadCounts: StoreQuery = """
         UPDATE member SET unread = unread + (SELECT c.counted FROM channel c WHERE c.pk = member.channel_pk) - counted_at,
-          counted_at = (SELECT c.counted FROM channel c WHERE c.pk = member.channel_pk)
-        WHERE counted_at <> (SELECT c.counted FROM channel c WHERE c.pk = member.channel_pk)
+          counted_at = 0
+        WHERE counted_at <> 0 OR (SELECT c.counted FROM channel c WHERE c.pk = member.channel_pk) <> 0
         """
+
+    /// Every channel's position back to 0, after `foldUnreadCounts`.
+    static let clearCounted: StoreQuery = "UPDATE channel SET counted = 0 WHERE counted <> 0"
 
     static func setAppSetting(_ name: String, to value: String) -> StoreQuery {
         """

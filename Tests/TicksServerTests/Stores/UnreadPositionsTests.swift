@@ -6,7 +6,7 @@ import TicksReceipts
 @testable import TicksServer
 
 /// Unread counts by positions (`v15-unread-positions`, docs/storage.md
-/// "Counts kept as of a position"): a send moves its channel's `counted` and
+/// "Counts as of a position, totals summed"): a send moves its channel's `counted` and
 /// writes no other member's row; a member's count is their kept count plus
 /// what counted since it was kept. An upgraded PostgreSQL database keeps
 /// counts as the release before did until `PATCH /app` turns positions on,
@@ -93,26 +93,27 @@ struct UnreadPositionsTests {
             let kept = try await store.updateAppOptions(.init(unreadCounting: .kept))
             #expect(kept.unreadCounting == .kept)
             var rows = try await Self.rows(store, channel)
-            #expect(rows.members["b"] == [1, 2] && rows.members["c"] == [2, 2], "folded: the kept count is the count")
+            #expect(rows.counted == 0, "every position back to 0")
+            #expect(rows.members["b"] == [1, 0] && rows.members["c"] == [2, 0], "folded: the kept count is the count")
             try await Self.send(store, "m3", by: "a", to: channel)
             rows = try await Self.rows(store, channel)
-            #expect(rows.counted == 2 && rows.members["b"] == [2, 2] && rows.members["c"] == [3, 2], "kept, as before")
+            #expect(rows.counted == 0 && rows.members["b"] == [2, 0] && rows.members["c"] == [3, 0], "kept, as before")
             #expect(try await Self.unread(store, ["a", "b", "c"]) == [0, 2, 3])
             try await InterleavingTests.expectNothingToRecount(store)
 
             _ = try await store.updateAppOptions(.init(unreadCounting: .positions))
             try await Self.send(store, "m4", by: "b", to: channel)
             rows = try await Self.rows(store, channel)
-            #expect(rows.counted == 3 && rows.members["c"] == [3, 2], "c's row untouched by b's send")
+            #expect(rows.counted == 1 && rows.members["c"] == [3, 0], "c's row untouched by b's send")
             #expect(try await Self.unread(store, ["a", "b", "c"]) == [1, 0, 4])
             _ = try await store.markRead("c", in: channel.cid, upTo: nil, audience: Self.everyone, now: .now())
             _ = try await store.markUnread("c", in: channel, from: "m4", now: .now())
             #expect(try await Self.unread(store, ["c"]) == [1])
             try await InterleavingTests.expectNothingToRecount(store)
-            // And back again: folded, every kept count is the count.
+            // And back again: folded, every kept count is the count, as of position 0.
             _ = try await store.updateAppOptions(.init(unreadCounting: .kept))
             rows = try await Self.rows(store, channel)
-            #expect(rows.members.values.allSatisfy { $0[1] == rows.counted }, "\(rows)")
+            #expect(rows.counted == 0 && rows.members.values.allSatisfy { $0[1] == 0 }, "\(rows)")
             #expect(rows.members["a"]?[0] == 1 && rows.members["b"]?[0] == 0 && rows.members["c"]?[0] == 1)
         }
     }
@@ -134,8 +135,12 @@ struct UnreadPositionsTests {
           .enabled(if: PostgresTestDatabase.url != nil))
     func upgraded() async throws {
         try await PostgresTestDatabase.withStore(migrationsUpTo: "v14-actors") { held, _ in
+            // The release before, on its own schema: had it named `counted` or `counted_at`, these fail.
             let channel = try await Self.channel(held, "p3", now: .now())
             try await Self.send(held, "m1", by: "a", to: channel)
+            try await Self.send(held, "m2", by: "a", to: channel)
+            _ = try await held.markRead("b", in: channel.cid, upTo: "m1", audience: Self.everyone, now: .now())
+            #expect(try await Self.unread(held, ["b", "c"]) == [1, 2])
             // This release's migrations on the database the held node serves.
             let engine = try #require(held.unbounded as? PostgresEngine)
             try await PostgresSchema.migrate(engine.transactions)
@@ -143,21 +148,27 @@ struct UnreadPositionsTests {
             transactions.unreadPositions = true
             let newer = SQLStore(engine: PostgresEngine(transactions: transactions), deadline: StoreKind.deadline)
             try await newer.prepare()
-            #expect(try await newer.appOptions().unreadCounting == .kept)
-            try await Self.send(newer, "m2", by: "a", to: channel)
+            #expect(try await newer.appOptions().unreadCounting == .kept, "not a new database: counts kept")
+            try await Self.send(newer, "m3", by: "a", to: channel)
             #expect(try await Self.rows(newer, channel).members["b"] == [2, 0], "the held node reads member.unread")
-            #expect(try await Self.unread(held, ["b", "c"]) == [2, 2])
-            _ = try await held.markRead("b", in: channel.cid, upTo: "m1", audience: Self.everyone, now: .now())
+            #expect(try await Self.unread(held, ["b", "c"]) == [2, 3])
             let error = await #expect(throws: StoreError.self) {
                 try await held.updateAppOptions(.init(unreadCounting: .positions))
             }
             #expect(error.map { APIError($0).status } == .conflict)
 
-            // Every node runs this release: positions on.
+            // No node of the release before is left: positions on, then back to kept for a rollback.
             _ = try await newer.updateAppOptions(.init(unreadCounting: .positions))
-            try await Self.send(newer, "m3", by: "a", to: channel)
-            #expect(try await Self.rows(newer, channel).members["c"] == [2, 0])
-            #expect(try await Self.unread(newer, ["a", "b", "c"]) == [0, 2, 3])
+            try await Self.send(newer, "m4", by: "a", to: channel)
+            #expect(try await Self.rows(newer, channel).members["c"] == [3, 0])
+            #expect(try await Self.unread(newer, ["a", "b", "c"]) == [0, 3, 4])
+            _ = try await newer.updateAppOptions(.init(unreadCounting: .kept))
+            // The release before again: it adds a member at counted_at 0, and sends.
+            _ = try await held.upsertUsers([User(id: "d")], now: .now())
+            _ = try await held.addMembers(["d"], to: channel, maxMembers: 100, now: .now())
+            try await Self.send(held, "m5", by: "a", to: channel)
+            #expect(try await Self.unread(held, ["b", "c", "d"]) == [4, 5, 1])
+            #expect(try await Self.unread(newer, ["b", "c", "d"]) == [4, 5, 1], "both releases serve the same counts")
             try await InterleavingTests.expectNothingToRecount(newer)
         }
     }
@@ -168,14 +179,26 @@ struct UnreadPositionsTests {
         try await kind.withStore { (store: SQLStore) async throws in
             let channel = try await Self.channel(store, "p4", now: .now())
             try await Self.send(store, "m1", by: "a", to: channel)
-            // The send holds its channel's row lock and has moved `counted`; b reads meanwhile.
+            // The send has moved `counted` and read its members, uncommitted. It holds no lock on b's or
+            // c's row (counting kept, it held every member's: the NOWAIT would fail); b reads meanwhile
+            // (and waits only for R13's lock of the channel, which the send holds too).
             try await InterleavingTests.interleave(
-                kind, store, at: InterleavingTests.Pause(before: { $0.hasPrefix("INSERT INTO message ") }),
+                kind, store,
+                at: InterleavingTests.Pause(before: { $0.hasPrefix("SELECT user_id FROM member WHERE channel_pk") }),
                 { try await Self.send(store, "m2", by: "a", to: channel) },
                 against: {
+                    if kind == .postgres {
+                        try await store.engine.write {
+                            Step.execute(
+                                """
+                                SELECT 1 FROM member WHERE channel_pk = \(channel.pk) AND user_id IN ('b', 'c')
+                                FOR UPDATE NOWAIT
+                                """)
+                        }
+                    }
                     _ = try await store.markRead("b", in: channel.cid, upTo: nil, audience: Self.everyone, now: .now())
                 },
-                waitingOn: [])
+                waitingOn: ["SELECT * FROM ticks_moves"])
             // PostgreSQL: b read m1 only (m2 was not committed); SQLite: the send, then the read.
             #expect(try await Self.unread(store, ["b", "c"]) == [kind == .postgres ? 1 : 0, 2])
             try await InterleavingTests.expectNothingToRecount(store)
@@ -194,7 +217,7 @@ struct UnreadPositionsTests {
                 against: { _ = try await store.updateAppOptions(.init(unreadCounting: .kept)) },
                 waitingOn: ["LOCK TABLE channel"])
             let rows = try await Self.rows(store, channel)
-            #expect(rows.members.values.allSatisfy { $0[1] == rows.counted }, "every count folded: \(rows)")
+            #expect(rows.counted == 0 && rows.members.values.allSatisfy { $0[1] == 0 }, "every count folded: \(rows)")
             #expect(rows.members["b"]?[0] == 2 && rows.members["c"]?[0] == 2)
             try await InterleavingTests.expectNothingToRecount(store)
         }

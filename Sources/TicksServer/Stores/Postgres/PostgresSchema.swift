@@ -104,10 +104,13 @@ enum PostgresSchema {
         Migration(name: "v12-app-settings", statements: StoreMigrations.appSettings()),
         Migration(name: "v13-played", statements: StoreMigrations.played(integer: "BIGINT")),
         Migration(name: "v14-actors", statements: StoreMigrations.actors()),
-        // Nodes of the release before may still serve an upgraded database: it keeps counting as they do.
+        // Nodes of the release before may still serve an upgraded database: it keeps counting as they
+        // do. A new one (its first migration applied in this transaction, at its `now()`) counts by positions.
         Migration(
             name: "v15-unread-positions",
-            statements: StoreMigrations.unreadPositions(integer: "BIGINT", onlyWithoutChannels: true)),
+            statements: StoreMigrations.unreadPositions(
+                integer: "BIGINT",
+                newDatabase: "EXISTS (SELECT 1 FROM ticks_migration WHERE name = 'v1-receipts' AND applied_at = now())")),
     ]
 
     /// An arbitrary constant: the advisory lock that serialises migrations.

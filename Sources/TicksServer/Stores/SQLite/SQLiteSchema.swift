@@ -121,7 +121,7 @@ enum SQLiteSchema {
         }
         // One process serves the file: it counts by positions at once.
         migrator.registerMigration("v15-unread-positions") { db in
-            for statement in StoreMigrations.unreadPositions(integer: "INTEGER", onlyWithoutChannels: false) {
+            for statement in StoreMigrations.unreadPositions(integer: "INTEGER", newDatabase: nil) {
                 try db.execute(sql: statement)
             }
         }

@@ -257,18 +257,19 @@ extension StoreMigrations {
     /// `AppOptions.UnreadCounting`) instead of adding one to every other
     /// member's kept count: a node of the release before reads and writes
     /// kept counts only, so it must not share a database that counts by
-    /// positions. SQLite (one process) always does; PostgreSQL does on a
-    /// database with no channel yet (`onlyWithoutChannels`), and an upgraded
-    /// one keeps its kept counts until `PATCH /app` turns positions on.
-    static func unreadPositions(integer: String, onlyWithoutChannels: Bool) -> [String] {
+    /// positions. SQLite (one process) always does; PostgreSQL only on a
+    /// database this migration run created (`newDatabase`: its first
+    /// migration applied in the same transaction), since nodes of the release
+    /// before may serve any other, even an empty one; an upgraded database
+    /// keeps its kept counts until `PATCH /app` turns positions on.
+    static func unreadPositions(integer: String, newDatabase: String?) -> [String] {
         let setting =
             "('\(AppOptions.Change.CodingKeys.unreadCounting.rawValue)', '\(AppOptions.UnreadCounting.positions.stored)')"
         return [
             "ALTER TABLE channel ADD COLUMN counted \(integer) NOT NULL DEFAULT 0",
             "ALTER TABLE member ADD COLUMN counted_at \(integer) NOT NULL DEFAULT 0",
-            onlyWithoutChannels
-                ? "INSERT INTO app_setting (name, value) SELECT * FROM (VALUES \(setting)) AS s WHERE NOT EXISTS (SELECT 1 FROM channel)"
-                : "INSERT INTO app_setting (name, value) VALUES \(setting)",
+            newDatabase.map { "INSERT INTO app_setting (name, value) SELECT * FROM (VALUES \(setting)) AS s WHERE \($0)" }
+                ?? "INSERT INTO app_setting (name, value) VALUES \(setting)",
         ]
     }
 }
