@@ -7,7 +7,12 @@ extension SQLStore {
     /// A node held before `v15-unread-positions` counts kept, whatever the setting says.
     public func appOptions() async throws -> AppOptions {
         guard schema.has(.appSettings) else { return AppOptions() }
-        var options = try await engine.readOne { Self.appOptions() }
+        return counted(try await engine.readOne { Self.appOptions() })
+    }
+
+    /// `options` as this node applies them: held before `v15-unread-positions`, it counts kept.
+    private func counted(_ options: AppOptions) -> AppOptions {
+        var options = options
         if !schema.has(.unreadPositions) { options.unreadCounting = .kept }
         return options
     }
@@ -25,7 +30,7 @@ extension SQLStore {
         if change.unreadCounting != nil { try schema.require(.unreadPositions) }
         let rows = try change.rows()
         let locks = change.unreadCounting != nil && engine.dialect == .postgres
-        var options = try await engine.write {
+        let options = try await engine.write {
             (locks ? Step.execute("LOCK TABLE channel IN EXCLUSIVE MODE") : .done(())).then { _ in
                 change.unreadCounting == .kept
                     ? Step.execute(StoreSQL.foldUnreadCounts).then { _ in Step.execute(StoreSQL.clearCounted) } : .done(())
@@ -33,8 +38,7 @@ extension SQLStore {
                 Step.each(rows) { name, value in Step.execute(StoreSQL.setAppSetting(name, to: value)) }
             }.then { _ in Self.appOptions() }
         }
-        if !schema.has(.unreadPositions) { options.unreadCounting = .kept }
-        return options
+        return counted(options)
     }
 
     /// The app's settings as the transaction sees them (a schema that has them).
@@ -53,9 +57,8 @@ extension StoreSQL {
     /// reads `member.unread` and adds members at `counted_at` 0, serves once
     /// sends keep counts again.
     static let foldUnreadCounts: StoreQuery = """
-        UPDATE member SET unread = unread + (SELECT c.counted FROM channel c WHERE c.pk = member.channel_pk) - counted_at,
-          counted_at = 0
-        WHERE counted_at <> 0 OR (SELECT c.counted FROM channel c WHERE c.pk = member.channel_pk) <> 0
+        UPDATE member SET unread = \(memberUnread("member")), counted_at = 0
+        WHERE counted_at <> 0 OR \(raw: channelCounted(of: "member")) <> 0
         """
 
     /// Every channel's position back to 0, after `foldUnreadCounts`.

@@ -55,6 +55,21 @@ struct UnreadPositionsTests {
         return counts
     }
 
+    /// Channel `id` of a, b and c with a's `m1`; then a sends `m2`, held before the statement `at`
+    /// matches while `other` runs (`InterleavingTests.interleave`, which tells what it waits on).
+    static func sendHeld(
+        _ kind: StoreKind, _ store: SQLStore, in id: String, at pause: @escaping @Sendable (String) -> Bool,
+        against other: @escaping @Sendable (ChannelRecord) async throws -> Void, waitingOn: [String]
+    ) async throws -> ChannelRecord {
+        let channel = try await channel(store, id, now: .now())
+        try await send(store, "m1", by: "a", to: channel)
+        try await InterleavingTests.interleave(
+            kind, store, at: InterleavingTests.Pause(before: pause),
+            { try await send(store, "m2", by: "a", to: channel) }, against: { try await other(channel) },
+            waitingOn: waitingOn)
+        return channel
+    }
+
     @Test("a send moves the channel's count and writes no other member's row; a reply in its thread alone, neither",
           arguments: StoreKind.all)
     func sendWritesNoMember(kind: StoreKind) async throws {
@@ -177,16 +192,12 @@ struct UnreadPositionsTests {
           arguments: StoreKind.all)
     func readAgainstSend(kind: StoreKind) async throws {
         try await kind.withStore { (store: SQLStore) async throws in
-            let channel = try await Self.channel(store, "p4", now: .now())
-            try await Self.send(store, "m1", by: "a", to: channel)
             // The send has moved `counted` and read its members, uncommitted. It holds no lock on b's or
             // c's row (counting kept, it held every member's: the NOWAIT would fail); b reads meanwhile
             // (and waits only for R13's lock of the channel, which the send holds too).
-            try await InterleavingTests.interleave(
-                kind, store,
-                at: InterleavingTests.Pause(before: { $0.hasPrefix("SELECT user_id FROM member WHERE channel_pk") }),
-                { try await Self.send(store, "m2", by: "a", to: channel) },
-                against: {
+            _ = try await Self.sendHeld(
+                kind, store, in: "p4", at: { $0.hasPrefix("SELECT user_id FROM member WHERE channel_pk") },
+                against: { channel in
                     if kind == .postgres {
                         try await store.engine.write {
                             Step.execute(
@@ -209,12 +220,9 @@ struct UnreadPositionsTests {
           arguments: StoreKind.all)
     func changeAgainstSend(kind: StoreKind) async throws {
         try await kind.withStore { (store: SQLStore) async throws in
-            let channel = try await Self.channel(store, "p5", now: .now())
-            try await Self.send(store, "m1", by: "a", to: channel)
-            try await InterleavingTests.interleave(
-                kind, store, at: InterleavingTests.Pause(before: { $0.hasPrefix("INSERT INTO message ") }),
-                { try await Self.send(store, "m2", by: "a", to: channel) },
-                against: { _ = try await store.updateAppOptions(.init(unreadCounting: .kept)) },
+            let channel = try await Self.sendHeld(
+                kind, store, in: "p5", at: { $0.hasPrefix("INSERT INTO message ") },
+                against: { _ in _ = try await store.updateAppOptions(.init(unreadCounting: .kept)) },
                 waitingOn: ["LOCK TABLE channel"])
             let rows = try await Self.rows(store, channel)
             #expect(rows.counted == 0 && rows.members.values.allSatisfy { $0[1] == 0 }, "every count folded: \(rows)")

@@ -661,10 +661,15 @@ extension StoreSQL {
     /// the kept count alone.
     static func memberUnread(_ member: String) -> StoreQuery {
         let positions: StoreQuery = """
-            (\(raw: member).unread + (SELECT uc.counted FROM channel uc WHERE uc.pk = \(raw: member).channel_pk) \
-            - \(raw: member).counted_at)
+            (\(raw: member).unread + \(raw: channelCounted(of: member)) - \(raw: member).counted_at)
             """
         return "\(unreadPositions: positions, otherwise: "\(raw: member).unread")"
+    }
+
+    /// The `counted` of the channel of the `member` row named `member`, as a
+    /// subquery (a statement on a schema with `v15-unread-positions` only).
+    static func channelCounted(of member: String) -> String {
+        "(SELECT uc.counted FROM channel uc WHERE uc.pk = \(member).channel_pk)"
     }
 
     /// `, counted_at = <the channel's counted now>` for an update that sets
@@ -672,7 +677,7 @@ extension StoreSQL {
     /// then as of the channel's position now. Nothing on a node held before
     /// `v15-unread-positions`.
     static func keptNow(_ member: String) -> StoreQuery {
-        let positions: StoreQuery = ", counted_at = (SELECT uc.counted FROM channel uc WHERE uc.pk = \(raw: member).channel_pk)"
+        let positions: StoreQuery = ", counted_at = \(raw: channelCounted(of: member))"
         return "\(unreadPositions: positions, otherwise: "")"
     }
 }
