@@ -340,7 +340,9 @@ public final class PostgresEventBus: EventBus {
                     // Within the deadline: a connection behind a silent partition, or one that
                     // closed as the round went out, would otherwise hold the publisher for good.
                     let reused = connection
-                    connection = try await deadline.run { [self] in
+                    // A connection the round opened or kept after the publisher stopped waiting
+                    // (its deadline, or the node stopping) is closed: no one holds it any more.
+                    connection = try await deadline.run({ [self] in
                         let open: PostgresConnection
                         if let reused {
                             open = reused
@@ -361,7 +363,7 @@ public final class PostgresEventBus: EventBus {
                             throw error
                         }
                         return open
-                    }
+                    }, leftover: { [self] open in await close(open) })
                     sent = true
                     break
                 } catch {

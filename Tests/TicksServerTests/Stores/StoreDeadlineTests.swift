@@ -115,6 +115,40 @@ struct StoreDeadlineTests {
         release.finish()
     }
 
+    @Test("a value the work makes after its caller stopped waiting goes to leftover: cancelled, or left at the deadline")
+    func leftover() async throws {
+        let clock = ManualClock()
+        let deadline = StoreDeadline(timeout: .seconds(5), time: clock.timeSource)
+        let left = Left()
+        // Work that ends when its gate opens, cancelled or not (as a connect that completes anyway).
+        let call = { @Sendable (number: Int, gate: AsyncStream<Void>) -> Task<Int, any Error> in
+            Task {
+                try await deadline.run({ () async throws -> Int in
+                    await Task.detached { for await _ in gate { break } }.value
+                    return number
+                }, leftover: { value in left.numbers.withLock { $0.append(value) } })
+            }
+        }
+        let (answeredGate, answer) = AsyncStream.makeStream(of: Void.self)
+        answer.yield()
+        #expect(try await call(1, answeredGate).value == 1)
+        let (cancelledGate, openCancelled) = AsyncStream.makeStream(of: Void.self)
+        let cancelled = call(2, cancelledGate)
+        while deadline.waitingCalls < 1 { await Task.yield() }
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        openCancelled.yield()
+        while left.numbers.withLock({ $0 }) != [2] { await Task.yield() }
+        let (lateGate, openLate) = AsyncStream.makeStream(of: Void.self)
+        let late = call(3, lateGate)
+        while deadline.waitingCalls < 1 || clock.sleepers < 1 { await Task.yield() }
+        clock.advance(by: .seconds(5))
+        await #expect(throws: StoreError.unavailable(.timedOut(.seconds(5)))) { try await late.value }
+        openLate.yield()
+        while left.numbers.withLock({ $0 }) != [2, 3] { await Task.yield() }
+        #expect(left.numbers.withLock { $0 } == [2, 3], "the value its caller took is not left over")
+    }
+
     @Test("StoreHealth: unreachable from the first failure until the next answer, counted")
     func health() {
         let clock = ManualClock()

@@ -93,8 +93,14 @@ public struct StoreDeadline: Sendable {
     }
 
     /// `operation`'s result, or `StoreError.unavailable` once `timeout` has
-    /// passed; a caller that is cancelled stops waiting too.
-    func run<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// passed; a caller that is cancelled stops waiting too. `leftover` gets
+    /// a value the work made after its caller stopped waiting (at the deadline,
+    /// or cancelled), which no one else holds: a connection to close, which
+    /// postgres-nio may not drop open.
+    func run<T: Sendable>(
+        _ operation: @escaping @Sendable () async throws -> T,
+        leftover: (@Sendable (T) async -> Void)? = nil
+    ) async throws -> T {
         let race = Race<T>(timeout: timeout)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
@@ -102,7 +108,7 @@ public struct StoreDeadline: Sendable {
                 let work = Task {
                     do {
                         let value = try await StoreDeadline.$expiry.withValue(race.expiry) { try await operation() }
-                        race.settle(.success(value))
+                        if !race.settle(.success(value)), let leftover { await leftover(value) }
                     } catch {
                         race.settle(.failure(error))
                     }
