@@ -7,20 +7,30 @@ extension SQLStore {
         -> SendOutcome
     {
         let custom = try StoredJSON.messageColumn(custom: new.custom, attachments: new.attachments)
+        var outcome: SendOutcome
         do {
             // Sends into one channel take turns on the node (PostgreSQL: `Turns`), then the channel's
             // row lock numbers its messages one at a time whichever node they came through, and a
             // retried send with the same id waits there for the first (R11).
-            return try await write(inTurnOf: channel.pk, {
+            let inOneCall = sendsInOneCall && new.parentID == nil && !new.showInChannel
+            outcome = try await write(inTurnOf: channel.pk, {
                 Fetch.channel(pk: channel.pk, lock: true).then { found in
-                    Step.row(StoreSQL.message(id: new.id)).then { stored in
-                        if let stored {
-                            return .done(try StoreRules.resend(of: try StoreRows.message(stored, cid: channel.cid), to: found.channel))
+                    let stepByStep: @Sendable () -> StoreProgram<SendOutcome> = {
+                        Step.row(StoreSQL.message(id: new.id)).then { stored -> StoreProgram<SendOutcome> in
+                            if let stored {
+                                return .done(try StoreRules.resend(of: try StoreRows.message(stored, cid: channel.cid), to: found.channel))
+                            }
+                            return Self.append(
+                                new, custom: custom, to: found.channel, config: found.config, now: now,
+                                allMembers: self.schema.has(.allMembers), actors: self.actor(nil)
+                            ).then { Self.withHearers($0, schema: self.schema) }
                         }
-                        return Self.append(
-                            new, custom: custom, to: found.channel, config: found.config, now: now,
-                            allMembers: self.schema.has(.allMembers), actors: self.actor(nil)
-                        ).then { Self.withHearers($0, schema: self.schema) }
+                    }
+                    guard inOneCall, found.config != nil else { return stepByStep() }
+                    // PostgreSQL: one call, unless it sends nothing and leaves the send to the steps.
+                    return Self.sendInOneCall(new, custom: custom, to: found.channel, now: now).then {
+                        sent -> StoreProgram<SendOutcome> in
+                        sent.map { .done($0) } ?? stepByStep()
                     }
                 }
             }, change: { outcome in .messageSent(outcome, in: channel) })
@@ -28,10 +38,75 @@ extension SQLStore {
             // The id was taken in another channel at the same moment (through another node).
             throw StoreError.messageIDInOtherChannel(new.id)
         }
+        // Whom `message.new` is for: the members as they are after the commit, read outside the
+        // channel's turn, so the sends waiting behind this one do not wait for the list too (in a
+        // channel of 1,000 members it is most of what a send reads). A member removed meanwhile is
+        // not told; one added meanwhile (at the channel's newest, R5) is told of a message they have read.
+        if outcome.created {
+            let dialect = engine.dialect
+            outcome.recipients = try await engine.readOne { Self.memberIDs(of: channel.pk, in: dialect) }
+        }
+        return outcome
     }
 
-    /// Stores a new message after the channel's last, and reads who its members are (not their counts:
-    /// each node reads those of the members connected to it, `EventPublisher.messageNew`).
+    /// Every member's user id, in join order: on PostgreSQL one text, decoded once, rather than a
+    /// row each (user ids hold no comma, `Identifier.id`); on SQLite, in process, a row each.
+    static func memberIDs(of channelPK: Int64, in dialect: SQLDialect) -> StoreProgram<[String]> {
+        switch dialect {
+        case .sqlite:
+            Fetch.texts(StoreSQL.memberIDs(of: channelPK))
+        case .postgres:
+            Step.row(StoreSQL.memberIDList(of: channelPK)).map { row in
+                try row?.optionalText(0).map { $0.split(separator: ",").map(String.init) } ?? []
+            }
+        }
+    }
+
+    /// Whether a message shown in the channel is sent in one call of `SendFunction`: PostgreSQL,
+    /// where every statement is a round trip, on a schema with every migration the function names.
+    var sendsInOneCall: Bool {
+        engine.dialect == .postgres
+            && [.allMembers, .appSettings, .actors, .unreadPositions].allSatisfy { schema.has($0) }
+    }
+
+    /// A message shown in the channel and its author's read of it (R4), in one call of
+    /// `SendFunction`, numbered from `channel` as the program numbers it (the caller holds the
+    /// channel's row lock); nil when the function wrote nothing and the program is to send
+    /// (a stored id, an author who is no member, counts kept by sends). The read's rows are
+    /// `MovesFunction`'s, checked by `OneStatementMove` as every batch of marks is; what the
+    /// read made read by all (R13) goes with the send, with the privacy of the authors told it
+    /// as `withHearers(_:schema:)` reads it (R15).
+    static func sendInOneCall(_ new: NewMessage, custom: String, to channel: ChannelRecord, now: Timestamp)
+        -> StoreProgram<SendOutcome?>
+    {
+        let createdAt = StoreRules.messageTime(now: now, after: channel.lastMessageAt)
+        let seq = channel.lastSeq + 1
+        let read = BatchedMove(
+            kind: .read, userID: new.userID, channel: channel.cid, messageID: new.id, at: createdAt,
+            audience: ShapeOnlyAudience())
+        return Step.rows(StoreSQL.send(new, custom: custom, to: channel.pk, channel.cid, seq: seq, at: createdAt.microseconds))
+            .map { rows -> SendOutcome? in
+                guard !rows.isEmpty else { return nil }
+                guard let first = try OneStatementMove.decode(rows, of: [read], allMembers: true).first,
+                    let moved = try first.get()
+                else { throw StoreError.inconsistent("a send's read of its message moved nothing") }
+                guard moved.channel.lastSeq == seq, moved.channel.lastMessageAt == createdAt,
+                    moved.state.cursors == Cursors(read: seq, delivered: seq)
+                else {
+                    throw StoreError.inconsistent(
+                        "the one-call send left the channel at \(moved.channel.lastSeq) and its author at \(moved.state.cursors); "
+                            + "the program numbers it \(seq)")
+                }
+                var outcome = StoreRules.sent(new, to: channel, seq: seq, at: createdAt)
+                outcome.reachedAll = moved.reachedAll
+                let told = Set(moved.reachedAll.filter { $0.kind == .read }.map(\.author))
+                outcome.hearers = told.isEmpty ? HearersPrivacy() : moved.hearers.among(told)
+                return outcome
+            }
+    }
+
+    /// Stores a new message after the channel's last (who its members are is read after the commit,
+    /// `sendMessage`; their counts by each node for the members connected to it, `EventPublisher.messageNew`).
     static func append(
         _ new: NewMessage, custom: String, to channel: ChannelRecord, config: ChannelConfig?, now: Timestamp,
         allMembers: Bool, actors: ChangeActor
@@ -75,12 +150,10 @@ extension SQLStore {
             return Self.applyRead(new.userID, in: channel, target: seq, newest: seq, now: createdAt).map { $0 }
         }.then { update in
             Self.reachedAll(bySending: update, new.userID, in: channel, config: config, kept: allMembers)
-        }.then { reachedAll in
-            Fetch.texts(StoreSQL.memberIDs(of: channel.pk)).map { members in
-                var outcome = StoreRules.sent(new, to: channel, seq: seq, at: createdAt, recipients: members)
-                outcome.reachedAll = reachedAll
-                return outcome
-            }
+        }.map { reachedAll in
+            var outcome = StoreRules.sent(new, to: channel, seq: seq, at: createdAt)
+            outcome.reachedAll = reachedAll
+            return outcome
         }
     }
 

@@ -129,7 +129,8 @@ public struct SendOutcome: Sendable {
     public var message: MessageRecord
     /// False when the id was already stored in this channel (R11): nothing changed.
     public var created: Bool
-    /// Every member's user id, in join order: whom `message.new` is for. Their counts are read
+    /// Every member's user id, in join order: whom `message.new` is for, read after the commit
+    /// (`SQLStore.sendMessage`; none for a retry, which tells nothing). Their counts are read
     /// after the commit by each node for the members connected to it (`TicksStore.recipientCounts`),
     /// and in the transaction for a push receiver (`ChangeReads.recipientCounts`).
     public var recipients: [String]

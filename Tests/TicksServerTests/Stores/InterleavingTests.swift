@@ -522,7 +522,7 @@ struct InterleavingTests {
                 kind, store, at: Pause(before: { $0.hasPrefix("UPDATE member SET unread = ((SELECT lc.last_seq") }),
                 { try await store.markAllRead("bob", audience: ReceiptAudience(fullChannelLimit: 100), now: .now()) },
                 against: { try await server.send("messaging:fk", id: "fk2", from: "alice") },
-                waitingOn: ["UPDATE member SET unread = unread + CASE"])
+                waitingOn: ["UPDATE member SET unread = unread + CASE", "SELECT * FROM ticks_send"])
             #expect(store.health.retries(.deadlock) == before, "the two waited for each other in a circle")
             #expect(try await store.unreadTotals(of: "bob") == UnreadTotals(messages: 1, channels: 1))
             try await Self.expectNothingToRecount(store)

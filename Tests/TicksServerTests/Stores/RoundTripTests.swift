@@ -79,4 +79,32 @@ struct RoundTripTests {
             try await count("played") { _ = try await server.markPlayed($0, by: "reader") }
         }
     }
+
+    /// A send's transaction ends before its members are read (`SQLStore.sendMessage`): the sends
+    /// queued behind it in the channel wait for its commit, not for the list of its members.
+    @Test("SQLite: a send reads whom message.new is for after its commit")
+    func sendReadsMembersAfterCommit() async throws {
+        try await TestServer.run(.memory, receiptLogRetention: ReceiptLogRetention(window: nil)) { server in
+            let store = try #require(server.store as? SQLStore)
+            let engine = try #require((store.engine as? BoundedEngine)?.base as? SQLiteEngine)
+            try await server.upsert("author", "reader", "other")
+            try await server.createChannel(
+                "messaging:after", members: ["author", "reader", "other"], createdBy: "author")
+            let stepped = Mutex<[String]>([])
+            try await engine.writer.writeWithoutTransaction { db in
+                db.trace(options: .statement) { event in stepped.withLock { $0.append("\(event)") } }
+            }
+            _ = try await server.sendVoiceNote("messaging:after", id: "after1", from: "author")
+            let took = stepped.withLock { $0 }
+            // `StoreSQL.memberIDs`' text up to its value, however the trace writes that.
+            let rendered = SQLDialect.sqlite.render(StoreSQL.memberIDs(of: 0)).text
+            let value = try #require(rendered.firstIndex(of: "?"))
+            let members = String(rendered[..<value])
+            let insert = try #require(took.firstIndex { $0.hasPrefix("INSERT INTO message ") }, "no message stored:\n\(took)")
+            let commit = try #require(took[insert...].firstIndex { $0.hasPrefix("COMMIT") }, "no commit:\n\(took)")
+            let read = try #require(
+                took[insert...].firstIndex { $0.hasPrefix(members) }, "the send read no member list:\n\(took)")
+            #expect(read > commit, "the member list was read inside the send's transaction:\n\(took)")
+        }
+    }
 }

@@ -192,11 +192,12 @@ struct UnreadPositionsTests {
           arguments: StoreKind.all)
     func readAgainstSend(kind: StoreKind) async throws {
         try await kind.withStore { (store: SQLStore) async throws in
-            // The send has moved `counted` and read its members, uncommitted. It holds no lock on b's or
-            // c's row (counting kept, it held every member's: the NOWAIT would fail); b reads meanwhile
-            // (and waits only for R13's lock of the channel, which the send holds too).
+            // The send has moved `counted` and made its author's read, uncommitted (held before its
+            // COMMIT). It holds no lock on b's or c's row (counting kept, it held every member's: the
+            // NOWAIT would fail); b reads meanwhile (and waits only for R13's lock of the channel, which
+            // the send holds too).
             _ = try await Self.sendHeld(
-                kind, store, in: "p4", at: { $0.hasPrefix("SELECT user_id FROM member WHERE channel_pk") },
+                kind, store, in: "p4", at: { $0 == "COMMIT" },
                 against: { channel in
                     if kind == .postgres {
                         try await store.engine.write {
@@ -221,7 +222,7 @@ struct UnreadPositionsTests {
     func changeAgainstSend(kind: StoreKind) async throws {
         try await kind.withStore { (store: SQLStore) async throws in
             let channel = try await Self.sendHeld(
-                kind, store, in: "p5", at: { $0.hasPrefix("INSERT INTO message ") },
+                kind, store, in: "p5", at: { $0 == "COMMIT" },
                 against: { _ in _ = try await store.updateAppOptions(.init(unreadCounting: .kept)) },
                 waitingOn: ["LOCK TABLE channel"])
             let rows = try await Self.rows(store, channel)

@@ -216,7 +216,7 @@ enum MovesFunction {
         at: Timestamp(microseconds: 0), audience: ShapeOnlyAudience())
 
     /// 64-bit FNV-1a: a short stable name for a text (not a secret, not a checksum against tampering).
-    private static func fnv1a(_ text: String) -> UInt64 {
+    static func fnv1a(_ text: String) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in text.utf8 {
             hash ^= UInt64(byte)

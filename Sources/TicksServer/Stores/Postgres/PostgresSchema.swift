@@ -180,11 +180,16 @@ enum PostgresSchema {
                 try await session.execute("INSERT INTO ticks_migration (name) VALUES (\(migration.name))")
                 done.append(migration.name)
             }
-            // The function of this release's marks (not a migration: `MovesFunction`).
-            let installed = try await session.run(
-                Fetch.texts("SELECT proname::text FROM pg_proc WHERE proname = \(MovesFunction.name) AND pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())"))
-            if installed.isEmpty {
-                try await session.execute(StoreQuery(stringLiteral: MovesFunction.definition))
+            // The functions of this release's marks and sends (not migrations: `MovesFunction`,
+            // `SendFunction`, which calls the first).
+            for (name, definition) in [
+                (MovesFunction.name, MovesFunction.definition), (SendFunction.name, SendFunction.definition),
+            ] {
+                let installed = try await session.run(
+                    Fetch.texts("SELECT proname::text FROM pg_proc WHERE proname = \(name) AND pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())"))
+                if installed.isEmpty {
+                    try await session.execute(StoreQuery(stringLiteral: definition))
+                }
             }
             return (done, applied.subtracting(wanted.map(\.name)))
         }

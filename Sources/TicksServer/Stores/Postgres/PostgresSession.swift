@@ -49,6 +49,8 @@ struct PostgresSession {
                 return try await prepared(PreparedStoreStatement<Moves>(bindings: binds), text)
             case .channelWithMembership?:
                 return try await prepared(PreparedStoreStatement<ChannelWithMembership>(bindings: binds), text)
+            case .send?:
+                return try await prepared(PreparedStoreStatement<Send>(bindings: binds), text)
             case nil:
                 return try await connection.query(PostgresQuery(unsafeSQL: text, binds: binds), logger: logger)
                     .collect().map { $0.makeRandomAccess() }

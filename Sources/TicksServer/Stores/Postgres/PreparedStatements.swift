@@ -43,6 +43,13 @@ enum ChannelWithMembership: PreparedShape {
     static var bindingDataTypes: [PostgresDataType] { shape.types }
 }
 
+/// `StoreSQL.send`: a message stored and its author's read, the call of `SendFunction`.
+enum Send: PreparedShape {
+    private static let shape = shape(of: StoreSQL.sampleSend)
+    static var sql: String { shape.sql }
+    static var bindingDataTypes: [PostgresDataType] { shape.types }
+}
+
 /// A prepared statement of shape `Shape` with one call's values.
 struct PreparedStoreStatement<Shape: PreparedShape>: PostgresPreparedStatement {
     typealias Row = PostgresRow

@@ -26,50 +26,56 @@ enum OneStatementMove {
         -> StoreProgram<[Result<CursorOutcome?, any Error>]>
     {
         let allMembers = schema.has(.allMembers)
-        return Step.rows(StoreSQL.moves(moves, schema: schema)).map { rows in
-            guard rows.count >= moves.count else {
-                throw StoreError.inconsistent("\(rows.count) rows for a batch of \(moves.count) moves")
-            }
-            var results = try zip(rows, moves).enumerated().map { index, pair in
-                let (row, move) = pair
-                guard try row.int(36) == index + 1 else {
-                    throw StoreError.inconsistent("the moves' rows came out of order")
-                }
-                return Result { try outcome(row, of: move) }
-            }
-            var reported: [Int: [(kind: CursorKind, from: Seq, to: Seq)]] = [:]
-            var hiding: [Int: Set<String>] = [:]
-            for row in rows.dropFirst(moves.count) {
-                let index = Int(try row.int(36)) - 1
-                let found = results.indices.contains(index) ? results[index] : nil
-                switch try MoveAfterword.decode(try row.text(37)) {
-                case .hearing(let hidingReads):
-                    // Every member the batch locked has one, whether or not their move told anything.
-                    guard found != nil else {
-                        throw StoreError.inconsistent("the hearers of move \(index + 1), of no move")
-                    }
-                    hiding[index] = hidingReads
-                case .reaching(let reaching):
-                    guard case .success(var outcome?)? = found else {
-                        throw StoreError.inconsistent("what move \(index + 1) reached, for a move that did not commit")
-                    }
-                    outcome.reachedAll += try reaching.checked(by: outcome)
-                    reported[index, default: []].append((reaching.kind, reaching.from, reaching.to))
-                    results[index] = .success(outcome)
-                }
-            }
-            // Every move that raised its mover's counted position was asked about, and no other.
-            for index in results.indices {
-                guard allMembers, case .success(let outcome?) = results[index] else { continue }
-                let expected = SQLStore.countedMoves(outcome).map { "\($0.kind)/\($0.from)/\($0.to)" }
-                let asked = (reported[index] ?? []).map { "\($0.kind)/\($0.from)/\($0.to)" }
-                guard expected.sorted() == asked.sorted() else {
-                    throw StoreError.inconsistent(
-                        "move \(index + 1) raised \(expected) for R13 by AllMembers; the function asked for \(asked)")
-                }
-            }
-            return try Self.withHearers(Self.toldOnceEach(results), hiding: hiding)
+        return Step.rows(StoreSQL.moves(moves, schema: schema)).map { try decode($0, of: moves, allMembers: allMembers) }
+    }
+
+    /// The rows of `MovesFunction` for `moves` (`StoreSQL.moves`, or a send's read, `StoreSQL.send`),
+    /// decoded and checked: one outcome (or refusal) per move, in order.
+    static func decode(_ rows: [any StoreRow], of moves: [BatchedMove], allMembers: Bool) throws
+        -> [Result<CursorOutcome?, any Error>]
+    {
+        guard rows.count >= moves.count else {
+            throw StoreError.inconsistent("\(rows.count) rows for a batch of \(moves.count) moves")
         }
+        var results = try zip(rows, moves).enumerated().map { index, pair in
+            let (row, move) = pair
+            guard try row.int(36) == index + 1 else {
+                throw StoreError.inconsistent("the moves' rows came out of order")
+            }
+            return Result { try outcome(row, of: move) }
+        }
+        var reported: [Int: [(kind: CursorKind, from: Seq, to: Seq)]] = [:]
+        var hiding: [Int: Set<String>] = [:]
+        for row in rows.dropFirst(moves.count) {
+            let index = Int(try row.int(36)) - 1
+            let found = results.indices.contains(index) ? results[index] : nil
+            switch try MoveAfterword.decode(try row.text(37)) {
+            case .hearing(let hidingReads):
+                // Every member the batch locked has one, whether or not their move told anything.
+                guard found != nil else {
+                    throw StoreError.inconsistent("the hearers of move \(index + 1), of no move")
+                }
+                hiding[index] = hidingReads
+            case .reaching(let reaching):
+                guard case .success(var outcome?)? = found else {
+                    throw StoreError.inconsistent("what move \(index + 1) reached, for a move that did not commit")
+                }
+                outcome.reachedAll += try reaching.checked(by: outcome)
+                reported[index, default: []].append((reaching.kind, reaching.from, reaching.to))
+                results[index] = .success(outcome)
+            }
+        }
+        // Every move that raised its mover's counted position was asked about, and no other.
+        for index in results.indices {
+            guard allMembers, case .success(let outcome?) = results[index] else { continue }
+            let expected = SQLStore.countedMoves(outcome).map { "\($0.kind)/\($0.from)/\($0.to)" }
+            let asked = (reported[index] ?? []).map { "\($0.kind)/\($0.from)/\($0.to)" }
+            guard expected.sorted() == asked.sorted() else {
+                throw StoreError.inconsistent(
+                    "move \(index + 1) raised \(expected) for R13 by AllMembers; the function asked for \(asked)")
+            }
+        }
+        return try Self.withHearers(Self.toldOnceEach(results), hiding: hiding)
     }
 
     /// Each committed move with its hearers' privacy (R15): the function tells it for every move

@@ -104,10 +104,11 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
     }
 }
 
-/// The statements worth preparing: those of every receipt.
+/// The statements worth preparing: those of every receipt, and every send's call.
 enum PreparedStatementName: String, Sendable, CaseIterable {
     case moves
     case channelWithMembership
+    case send
 }
 
 /// An array bound as one value, in the dialect that takes arrays.

@@ -35,16 +35,14 @@ enum StoreRules {
         return SendOutcome(message: stored, created: false, recipients: [])
     }
 
-    /// A new message's outcome: it, and every member's id, for `message.new`.
-    static func sent(
-        _ new: NewMessage, to channel: ChannelRecord, seq: Seq, at createdAt: Timestamp, recipients: [String]
-    ) -> SendOutcome {
+    /// A new message's outcome, before its recipients are read (`SQLStore.sendMessage`).
+    static func sent(_ new: NewMessage, to channel: ChannelRecord, seq: Seq, at createdAt: Timestamp) -> SendOutcome {
         var message = MessageRecord(
             id: new.id, channelPK: channel.pk, cid: channel.cid, seq: seq, userID: new.userID, text: new.text,
             custom: new.custom, createdAt: createdAt, hidden: new.threadOnly, parentID: new.parentID,
             showInChannel: new.showInChannel)
         message.attachments = new.attachments
-        return SendOutcome(message: message, created: true, recipients: recipients)
+        return SendOutcome(message: message, created: true, recipients: [])
     }
 
     /// The message `messageID` must be one of `channel`'s.

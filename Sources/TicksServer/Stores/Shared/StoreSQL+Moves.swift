@@ -1,3 +1,4 @@
+import TicksProtocol
 import TicksReceipts
 
 /// PostgreSQL's marks read and delivered: a batch of them in one round trip
@@ -169,4 +170,26 @@ extension StoreSQL {
         ORDER BY r.ord
         """
     }
+}
+
+/// PostgreSQL's sends: a message stored and its author's read of it in one round trip.
+extension StoreSQL {
+    /// The call of `SendFunction` for `message`, numbered `seq` at `at` under the channel's row lock,
+    /// which the caller holds. No rows: nothing was written, and the step-by-step program sends
+    /// instead (a stored id, an author who is no member, counts kept by sends). Otherwise the rows of
+    /// `moves` for the author's read of it (R4), a batch of one.
+    static func send(_ message: NewMessage, custom: String, to channelPK: Int64, _ cid: ChannelID, seq: Seq, at: Int64)
+        -> StoreQuery
+    {
+        let query: StoreQuery = """
+            SELECT * FROM \(raw: SendFunction.name)(\(channelPK), \(cid.type), \(cid.id), \(message.id), \(message.userID),
+              \(message.text), \(custom), \(seq), \(at))
+            """
+        return query.prepared(as: .send)
+    }
+
+    /// A send that gives `send` its text and types (its values are bound, never part of it).
+    static let sampleSend = send(
+        NewMessage(id: "m", userID: "u", text: "t", custom: [:]), custom: "{}", to: 1, ChannelID(type: "t", id: "i"),
+        seq: 1, at: 0)
 }

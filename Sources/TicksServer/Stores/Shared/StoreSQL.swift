@@ -458,6 +458,11 @@ enum StoreSQL {
         "SELECT user_id FROM member WHERE channel_pk = \(channelPK) ORDER BY created_at, user_id"
     }
 
+    /// `memberIDs` as one text, comma-separated (PostgreSQL); null when there are none.
+    static func memberIDList(of channelPK: Int64) -> StoreQuery {
+        "SELECT string_agg(user_id, ',' ORDER BY created_at, user_id) FROM member WHERE channel_pk = \(channelPK)"
+    }
+
     /// A new message in the channel by `author`: one more unread for every
     /// other member (R7; their read cursors are all before it). Their totals
     /// follow, as sums (`unreadSums`): no user's row is written or locked, so
