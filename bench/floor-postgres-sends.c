@@ -33,19 +33,7 @@
 #include <unistd.h>
 
 #include "floor-clock.h"
-
-static PGconn *connection;
-
-static void fail(const char *what, PGresult *result) {
-    fprintf(stderr, "floor-postgres-sends: %s: %s\n", what,
-            result ? PQresultErrorMessage(result) : PQerrorMessage(connection));
-    exit(1);
-}
-
-static PGresult *expect(PGresult *result, ExecStatusType status, const char *what) {
-    if (PQresultStatus(result) != status) fail(what, result);
-    return result;
-}
+#include "floor-libpq.h"
 
 // $1 the channel's id, $2 the author, $3 the time (µs), $4 the message's id.
 static const char *send_statement =
@@ -59,36 +47,11 @@ static const char *send_statement =
     "  unread = 0, counted_at = n.counted "
     "FROM numbered n WHERE m.channel_pk = n.pk AND m.user_id = $2";
 
-// Reads every result of one pipeline up to its sync; returns the sends that updated the author's row.
-static long drain(int batch) {
-    long sent = 0;
-    for (int i = 0; i < batch + 2; i++) {  // BEGIN, the sends, COMMIT: each a result and a NULL
-        PGresult *result = PQgetResult(connection);
-        if (result == NULL) fail("pipeline: a result is missing", NULL);
-        ExecStatusType status = PQresultStatus(result);
-        if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) fail("pipeline", result);
-        if (i >= 1 && i <= batch) sent += atol(PQcmdTuples(result));
-        PQclear(result);
-        if (PQgetResult(connection) != NULL) fail("pipeline: more than one result for a statement", NULL);
-    }
-    PGresult *sync = PQgetResult(connection);
-    if (sync == NULL || PQresultStatus(sync) != PGRES_PIPELINE_SYNC) fail("pipeline sync", sync);
-    PQclear(sync);
-    return sent;
-}
-
 // One client: connects and prepares, says so on `ready`, waits for a byte on `go`, then sends
 // `sends` messages, `batch` a commit. Exits 0 when every send updated the author's row.
 static int client(char **argv, int index, long sends, int batch, int ready, int go) {
-    connection = PQconnectdb(argv[1]);
-    if (PQstatus(connection) != CONNECTION_OK) fail("connect", NULL);
-    const char *schema[] = {argv[2]};
-    PQclear(expect(PQexecParams(connection, "SELECT set_config('search_path', $1, false)", 1, NULL, schema, NULL, NULL, 0),
-                   PGRES_TUPLES_OK, "search_path"));
-    PQclear(expect(PQexec(connection, "SET synchronous_commit = on"), PGRES_COMMAND_OK, "synchronous_commit"));
+    open_floor_session(argv[1], argv[2]);
     PQclear(expect(PQprepare(connection, "send", send_statement, 4, NULL), PGRES_COMMAND_OK, "prepare the send"));
-    PQclear(expect(PQprepare(connection, "begin", "BEGIN", 0, NULL), PGRES_COMMAND_OK, "prepare BEGIN"));
-    PQclear(expect(PQprepare(connection, "commit", "COMMIT", 0, NULL), PGRES_COMMAND_OK, "prepare COMMIT"));
     if (!PQenterPipelineMode(connection)) fail("pipeline mode", NULL);
     char byte = 'r';
     if (write(ready, &byte, 1) != 1 || read(go, &byte, 1) != 1) fail("waiting for the start", NULL);
@@ -106,7 +69,7 @@ static int client(char **argv, int index, long sends, int batch, int ready, int 
         }
         if (!PQsendQueryPrepared(connection, "commit", 0, NULL, NULL, NULL, 0)) fail("send COMMIT", NULL);
         if (!PQpipelineSync(connection)) fail("pipeline sync", NULL);
-        sent += drain(now_batch);
+        sent += drain(now_batch + 2, now_batch);
     }
     PQfinish(connection);
     if (sent != sends) {
@@ -118,6 +81,7 @@ static int client(char **argv, int index, long sends, int batch, int ready, int 
 }
 
 int main(int argc, char **argv) {
+    floor_name = "floor-postgres-sends";
     if (argc != 9) {
         fprintf(stderr, "usage: floor-postgres-sends CONNINFO SCHEMA CHANNEL AUTHOR PREFIX CLIENTS SENDS BATCH\n");
         return 2;

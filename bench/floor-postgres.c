@@ -29,19 +29,7 @@
 #include <string.h>
 
 #include "floor-clock.h"
-
-static PGconn *connection;
-
-static void fail(const char *what, PGresult *result) {
-    fprintf(stderr, "floor-postgres: %s: %s\n", what,
-            result ? PQresultErrorMessage(result) : PQerrorMessage(connection));
-    exit(1);
-}
-
-static PGresult *expect(PGresult *result, ExecStatusType status, const char *what) {
-    if (PQresultStatus(result) != status) fail(what, result);
-    return result;
-}
+#include "floor-libpq.h"
 
 // The receipt: the reader's cursors moved to the named message, and the move logged.
 static const char *receipt =
@@ -54,27 +42,8 @@ static const char *receipt =
     "  RETURNING m.channel_pk, t.seq) "
     "INSERT INTO cursor_move (channel_pk, user_id, kind, seq, at) SELECT channel_pk, $2, 1, seq, $4 FROM moved";
 
-// Reads every result of the pipeline up to its sync; returns the receipts that moved a cursor.
-static long drain(int batch, int notify) {
-    long moved = 0;
-    // BEGIN, the receipts, the notification, COMMIT: each a result and a NULL; then the sync.
-    int statements = batch + 2 + (notify ? 1 : 0);
-    for (int i = 0; i < statements; i++) {
-        PGresult *result = PQgetResult(connection);
-        if (result == NULL) fail("pipeline: a result is missing", NULL);
-        ExecStatusType status = PQresultStatus(result);
-        if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) fail("pipeline", result);
-        if (i >= 1 && i <= batch) moved += atol(PQcmdTuples(result));
-        PQclear(result);
-        if (PQgetResult(connection) != NULL) fail("pipeline: more than one result for a statement", NULL);
-    }
-    PGresult *sync = PQgetResult(connection);
-    if (sync == NULL || PQresultStatus(sync) != PGRES_PIPELINE_SYNC) fail("pipeline sync", sync);
-    PQclear(sync);
-    return moved;
-}
-
 int main(int argc, char **argv) {
+    floor_name = "floor-postgres";
     if (argc != 9) {
         fprintf(stderr, "usage: floor-postgres CONNINFO SCHEMA RATE SECONDS CHANNELS BATCH FIRST NOTIFY\n");
         return 2;
@@ -86,17 +55,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "floor-postgres: BATCH must be 1…64 and at most CHANNELS\n");
         return 2;
     }
-    connection = PQconnectdb(argv[1]);
-    if (PQstatus(connection) != CONNECTION_OK) fail("connect", NULL);
-    const char *schema[] = {argv[2]};
-    PQclear(expect(PQexecParams(connection, "SELECT set_config('search_path', $1, false)", 1, NULL, schema, NULL, NULL, 0),
-                   PGRES_TUPLES_OK, "search_path"));
-    PQclear(expect(PQexec(connection, "SET synchronous_commit = on"), PGRES_COMMAND_OK, "synchronous_commit"));
+    open_floor_session(argv[1], argv[2]);
     PQclear(expect(PQprepare(connection, "receipt", receipt, 4, NULL), PGRES_COMMAND_OK, "prepare the receipt"));
     PQclear(expect(PQprepare(connection, "notify", "SELECT pg_notify('ticks_floor', $1)", 1, NULL),
                    PGRES_COMMAND_OK, "prepare the notification"));
-    PQclear(expect(PQprepare(connection, "begin", "BEGIN", 0, NULL), PGRES_COMMAND_OK, "prepare BEGIN"));
-    PQclear(expect(PQprepare(connection, "commit", "COMMIT", 0, NULL), PGRES_COMMAND_OK, "prepare COMMIT"));
     if (!PQenterPipelineMode(connection)) fail("pipeline mode", NULL);
 
     // A payload of the size of a small event batch on Ticks' bus.
@@ -126,7 +88,7 @@ int main(int argc, char **argv) {
         }
         if (!PQsendQueryPrepared(connection, "commit", 0, NULL, NULL, NULL, 0)) fail("send COMMIT", NULL);
         if (!PQpipelineSync(connection)) fail("pipeline sync", NULL);
-        moved += drain(batch, notify);
+        moved += drain(batch + 2 + (notify ? 1 : 0), batch);
         receipts += batch;
         commits++;
     }
