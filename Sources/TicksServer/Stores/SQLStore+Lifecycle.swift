@@ -195,8 +195,11 @@ extension SQLStore {
 
     // MARK: Members and users
 
+    /// Every member's user id, in join order (whom a send's `message.new`, a typing notice or a
+    /// channel's event goes to).
     public func memberIDs(of channel: ChannelRecord) async throws -> [String] {
-        try await engine.readOne { Fetch.texts(StoreSQL.audience(.members, in: channel.pk)) }
+        let dialect = engine.dialect
+        return try await engine.readOne { Self.memberIDs(of: channel.pk, in: dialect) }
     }
 
     public func members(of channel: ChannelRecord, among userIDs: [String]?, limit: Int, offset: Int) async throws

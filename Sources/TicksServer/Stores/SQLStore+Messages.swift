@@ -42,10 +42,7 @@ extension SQLStore {
         // channel's turn, so the sends waiting behind this one do not wait for the list too (in a
         // channel of 1,000 members it is most of what a send reads). A member removed meanwhile is
         // not told; one added meanwhile (at the channel's newest, R5) is told of a message they have read.
-        if outcome.created {
-            let dialect = engine.dialect
-            outcome.recipients = try await engine.readOne { Self.memberIDs(of: channel.pk, in: dialect) }
-        }
+        if outcome.created { outcome.recipients = try await memberIDs(of: channel) }
         return outcome
     }
 
