@@ -179,6 +179,34 @@ def test_events_too_large_for_a_notification_arrive_whole(cluster):
     listener.close()
 
 
+def test_a_message_into_a_large_channel_reaches_the_members_on_every_node_and_no_one_else(cluster):
+    """Past 100 members a send lists no one (`SendOutcome.everyMember`): each node finds its
+    connected members as it reads their counts, and the bus's entry is small, whatever the size."""
+    a, b = cluster("a"), cluster("b")
+    via_a, via_b = stream(a), stream(b)
+    members = [f"u{i}" for i in range(150)]
+    for start in range(0, len(members), 100):  # at most 100 a call
+        via_a.upsert_users(*members[start:start + 100])
+    via_a.upsert_users("outsider")
+    channel = group(via_a, "large", members[:100], "u0")  # at most 100 at creation
+    via_a.update_members(channel, add=members[100:])
+    pair = group(via_a, "pair", ["u0", "outsider"], "u0")
+    on_b, on_a, outsider = Socket(b, via_b, "u149"), Socket(a, via_a, "u7"), Socket(b, via_b, "outsider")
+    via_a.send_message(channel, "u1", "earlier", message_id="l0")
+    via_a.send_message(channel, "u0", "to all", message_id="l1")
+    for socket in (on_b, on_a):
+        new = socket.wait_for(lambda e: e["type"] == "message.new" and e["message"]["id"] == "l1")
+        assert new["unread_count"] == 2 and new["total_unread_count"] == 2 and new["unread_channels"] == 1, new
+    # The outsider hears the pair's message, sent after: the large channel's came before it, to no one of theirs.
+    via_a.send_message(pair, "u0", "just you", message_id="p1")
+    outsider.wait_for(lambda e: e["type"] == "message.new" and e["message"]["id"] == "p1")
+    with outsider.lock:
+        assert not [e for e in outsider.events if e.get("cid") == channel], outsider.events
+    assert psql(f"SELECT count(*) FROM {cluster.schema}.event_batch") == "0"
+    for socket in (on_b, on_a, outsider):
+        socket.close()
+
+
 def test_a_burst_of_ordinary_events_fits_in_notifications(cluster):
     """Frames queued together are split so that each notification carries as
     many as fit; only a frame too large on its own goes through event_batch."""

@@ -312,6 +312,16 @@ public final class ConnectionHub: Sendable {
         }
     }
 
+    /// Every user with a connection to this node, when there are at most `limit` of them; nil
+    /// when there are more (a message to every member of a channel of `limit` members reads
+    /// the members' counts rather than look each connected user up: `EventPublisher.membersHere`).
+    func connectedUsers(upTo limit: Int) -> [String]? {
+        connections.withLock { all in
+            guard all.count <= limit else { return nil }
+            return all.compactMap { $0.value.isEmpty ? nil : $0.key }
+        }
+    }
+
     /// Those of `userIDs` with no connection to this node (the push hook's recipients).
     func unconnected(among userIDs: [String]) -> [String] {
         connections.withLock { all in userIDs.filter { all[$0] == nil } }

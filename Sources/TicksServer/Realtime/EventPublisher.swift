@@ -27,15 +27,28 @@ struct EventPublisher: Sendable {
     /// statement for all of them (`RecipientCountsReader`): the bus carries
     /// the message for every member, without counts (`Personal.countsToRead`).
     /// A send into a channel of 1,000 members with no one connected reads and
-    /// writes no one's counts for its events. The author's jump to their
-    /// message (R4) may make others' messages read by all (R13): each to its
-    /// author as they may see it (`Telling`, R15).
+    /// writes no one's counts for its events. In a large channel the members
+    /// are not even listed (`SendOutcome.everyMember`): the same read finds
+    /// which connected users are members (`membersHere`), here and on every
+    /// node. The author's jump to their message (R4) may make others' messages
+    /// read by all (R13): each to its author as they may see it (`Telling`, R15).
     func messageNew(_ outcome: SendOutcome, channel: ChannelRecord, config: ChannelConfig, users: [String: User])
         async throws
     {
         let members = outcome.recipients
-        let here = hub.connected(among: members)
-        if bus != nil || !here.isEmpty {
+        if outcome.everyMember ? bus != nil || hub.connectedUserCount > 0 : bus != nil || hub.anyConnected(among: members) {
+            // Those connected here, with their counts, read once for both events.
+            let here: [String]
+            let counted: [String: UnreadEnding]?
+            if outcome.everyMember {
+                (here, counted) = await Self.membersHere(
+                    of: channel.pk, memberCount: channel.memberCount, in: hub, reading: counts, logger: logger)
+            } else {
+                here = hub.connected(among: members)
+                counted =
+                    here.isEmpty
+                    ? nil : await Self.readCounts(in: channel.pk, for: here, reading: counts, metrics: metrics, logger: logger)
+            }
             let cid = channel.cid.description
             let message = outcome.message
             var event = ChangeEvents.messageNew(message, users: users)
@@ -56,12 +69,15 @@ struct EventPublisher: Sendable {
                         object: JSONCoding.data(notice), countsToReadIn: channel.pk, audience: .notWatching(cid)),
                      .notificationMessageNew))
             }
-            // The counts of those connected here, read once for both events.
-            let counted: [String: UnreadEnding]? =
-                here.isEmpty
-                ? nil : await Self.readCounts(in: channel.pk, for: here, reading: counts, metrics: metrics, logger: logger)
             for (event, type) in encoded {
-                publish(event, type: type, here: here, counted: counted, to: members)
+                let local = here.isEmpty ? nil : event.counted(counted, for: here)
+                if outcome.everyMember {
+                    fanOut(local, to: here, type: type, recipients: channel.memberCount) {
+                        $0.publish(event, toEveryMemberOf: channel.pk, memberCount: channel.memberCount)
+                    }
+                } else {
+                    fanOut(local, to: here, type: type, recipients: members.count) { $0.publish(event, to: members) }
+                }
             }
         }
         // The author's cursors jumped to their message (R4): others' messages it made read by all, to their authors.
@@ -70,6 +86,41 @@ struct EventPublisher: Sendable {
             try send(event, to: userIDs)
         }
     }
+
+    /// The members of the channel `channelPK` (of about `memberCount` members) connected to `hub`,
+    /// with their counts as they are now, for a new message to every member (`SendOutcome.everyMember`),
+    /// in one read: of the connected users' counts when the node holds fewer users than the
+    /// channel has members, else of every member's. When the read fails, no one here can be told
+    /// and whom it was for is unknown: every connection here that may be a member's (all of them
+    /// when the node holds more users than the channel has members) is closed, and their clients
+    /// reconnect and refresh, as for an event the bus lost.
+    static func membersHere(
+        of channelPK: Int64, memberCount: Int, in hub: ConnectionHub, reading counts: RecipientCountsReader?,
+        logger: Logger
+    ) async -> (users: [String], counts: [String: UnreadEnding]) {
+        let connected = hub.connectedUsers(upTo: memberCount)
+        if connected?.isEmpty == true { return ([], [:]) }
+        do {
+            guard let counts else { throw MembersUnread.noReader }
+            let members = try await counts(channelPK, connected)
+            // In join order, each once, connected now.
+            return (hub.connected(among: members.map(\.userID)), UnreadEnding.byUser(members))
+        } catch {
+            let closed: Int
+            if let connected {
+                closed = hub.close(usersOf: connected)
+            } else {
+                closed = hub.connectionCount
+                hub.closeAll()
+            }
+            logger.error(
+                "message.new to every member could not be told here: its members' counts could not be read; their connections were closed so they refresh",
+                metadata: ["connections": "\(closed)", "error": "\(String(reflecting: error))"])
+            return ([], [:])
+        }
+    }
+
+    private enum MembersUnread: Error { case noReader }
 
     /// The counts of `userIDs` in the channel `channelPK` as they are now, for a new message here
     /// or from the bus; nil, logged, when they cannot be read (the message then goes without them).
@@ -181,29 +232,22 @@ struct EventPublisher: Sendable {
         return nil
     }
 
-    /// A new message (`Personal.countsToRead`): to the members connected here with their `counted`
-    /// counts (the whole message without counts for any whose counts are missing), and through the
-    /// bus to every member, each node adding the counts of its own.
-    private func publish(
-        _ event: EncodedEvent, type: EventType, here: [String], counted: [String: UnreadEnding]?, to members: [String]
-    ) {
-        fanOut(here.isEmpty ? nil : event.counted(counted, for: here), to: here, bus: event, to: members, type: type)
-    }
-
     /// To this node's connections, and through the bus to the other nodes'. In a trace, an
     /// `events.publish` span: the bus carries its context, so the other nodes' `ws.fanout`
     /// spans are its children.
     func publish(_ event: EncodedEvent, type: EventType, to userIDs: [String]) {
-        fanOut(event, to: userIDs, bus: event, to: userIDs, type: type)
+        fanOut(event, to: userIDs, type: type, recipients: userIDs.count) { $0.publish(event, to: userIDs) }
     }
 
-    /// `local` to the connections here of `localUsers`, `shared` through the bus to `users`.
+    /// `local` to the connections here of `localUsers`, and `publishing` on the bus, if any, for
+    /// the other nodes' (an event for `recipients` users in all).
     private func fanOut(
-        _ local: EncodedEvent?, to localUsers: [String], bus shared: EncodedEvent, to users: [String], type: EventType
+        _ local: EncodedEvent?, to localUsers: [String], type: EventType, recipients: Int,
+        bus publishing: (any EventBus) -> Void
     ) {
-        let send = {
+        func send() -> Int {
             let connections = local.map { hub.send($0, to: localUsers) } ?? 0
-            bus?.publish(shared, to: users)
+            if let bus { publishing(bus) }
             metrics.eventsPublished.increment()
             return connections
         }
@@ -214,7 +258,7 @@ struct EventPublisher: Sendable {
         withSpan("events.publish", ofKind: .producer) { span in
             let connections = send()
             span.attributes["ticks.event.type"] = type.rawValue
-            span.attributes["ticks.event.recipients"] = users.count
+            span.attributes["ticks.event.recipients"] = recipients
             span.attributes["ticks.ws.connections"] = connections
         }
     }

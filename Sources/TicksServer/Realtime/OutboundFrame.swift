@@ -132,10 +132,11 @@ public struct EncodedEvent: Sendable {
     }
 }
 
-/// Reads what `message.new` tells those of `userIDs` who are members of the channel `channelPK`:
-/// `TicksStore.recipientCounts`, on the node that holds their connections, after the send committed.
+/// Reads what `message.new` tells those of `userIDs` who are members of the channel `channelPK`
+/// (every member, when nil): `TicksStore.recipientCounts`, on the node that holds their
+/// connections, after the send committed.
 public typealias RecipientCountsReader =
-    @Sendable (_ channelPK: Int64, _ userIDs: [String]) async throws -> [RecipientUnread]
+    @Sendable (_ channelPK: Int64, _ userIDs: [String]?) async throws -> [RecipientUnread]
 
 /// A recipient's unread counts as their copy of `message.new` ends
 /// (docs/events.md): the channel's, and their totals.

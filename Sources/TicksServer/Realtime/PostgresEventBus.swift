@@ -92,7 +92,7 @@ public final class PostgresEventBus: EventBus {
                 count += 1
                 guard !resyncEveryone else { continue }
                 resync.formUnion(entry.users)
-                if resync.count > PostgresEventBus.resyncUserLimit {
+                if entry.everyone || resync.count > PostgresEventBus.resyncUserLimit {
                     resync = []
                     resyncEveryone = true
                 }
@@ -103,10 +103,12 @@ public final class PostgresEventBus: EventBus {
 
     /// An entry ready to go: its JSON (`entry(_:to:trace:)`), and the users
     /// whose connections on the other nodes miss it if it is lost (a lost
-    /// watch: its user's, and their clients watch again).
+    /// watch: its user's, and their clients watch again); everyone's, for
+    /// a message to every member of a channel, whom no one listed.
     struct Queued: Sendable {
         var json: [UInt8]
         var users: [String]
+        var everyone = false
     }
 
     /// An entry of a batch, as the receiving node reads it.
@@ -135,10 +137,16 @@ public final class PostgresEventBus: EventBus {
         /// node reads the counts of those connected to it (`RecipientCountsReader`). A node of the
         /// release before ignores it and sends the frame, a whole object, without counts.
         var countsOf: Int64?
+        /// With `countsOf` and no `users`: the message is for every member of that channel (this
+        /// many when sent), unlisted; the receiving node finds its connected members as it reads
+        /// their counts (`EventPublisher.membersHere`). Sent only where sends count by positions,
+        /// which no node of a release before this field runs (docs/operations.md).
+        var everyMember: Int?
 
         enum CodingKeys: String, CodingKey {
             case frame, users, counts, endings, watchers, unwatched, watch, traceparent, tracestate
             case countsOf = "counts_of"
+            case everyMember = "every_member"
         }
     }
 
@@ -195,6 +203,14 @@ public final class PostgresEventBus: EventBus {
         enqueue(entry)
     }
 
+    public func publish(_ event: EncodedEvent, toEveryMemberOf channelPK: Int64, memberCount: Int) {
+        guard
+            let entry = Self.entry(
+                event, to: [], everyMemberOf: (channelPK, memberCount), trace: tracing ? TraceContext.current() : nil)
+        else { return }
+        enqueue(entry)
+    }
+
     public func watch(_ change: WatchChange) {
         enqueue(Self.entry(change))
     }
@@ -203,7 +219,12 @@ public final class PostgresEventBus: EventBus {
     /// personal parts is for those it has them for); nil when none.
     /// `{"frame":…,"users":[…],"counts":[…],"watchers":…,"traceparent":…}`,
     /// the keys `Entry` reads.
-    static func entry(_ event: EncodedEvent, to userIDs: [String], trace: TraceContext?) -> Queued? {
+    /// With `everyMemberOf`, a new message (`countsToRead` in that channel) for every member,
+    /// `userIDs` empty: `"users":[]` and `"every_member"`.
+    static func entry(
+        _ event: EncodedEvent, to userIDs: [String], everyMemberOf channel: (pk: Int64, members: Int)? = nil,
+        trace: TraceContext?
+    ) -> Queued? {
         var users = userIDs
         switch event.personal {
         case nil: break
@@ -211,7 +232,14 @@ public final class PostgresEventBus: EventBus {
         case .endings(let byUser)?: users = userIDs.filter { byUser[$0] != nil }
         case .countsToRead?: break
         }
-        guard !users.isEmpty else { return nil }
+        if let channel {
+            guard case .countsToRead(let channelPK)? = event.personal, channelPK == channel.pk, users.isEmpty else {
+                assertionFailure("a message to every member of a channel is one whose counts are read there")
+                return nil
+            }
+        } else if users.isEmpty {
+            return nil
+        }
         var writer = EventJSON.Writer()
         writer.out.reserveCapacity(event.shared.readableBytes + 20 * users.count + 100)
         writer.raw(#"{"frame":"#)
@@ -243,6 +271,10 @@ public final class PostgresEventBus: EventBus {
         case .countsToRead(let channelPK)?:
             writer.raw(#","counts_of":"#)
             writer.integer(channelPK)
+            if let channel {
+                writer.raw(#","every_member":"#)
+                writer.integer(Int64(channel.members))
+            }
         }
         switch event.audience {
         case .everyConnection: break
@@ -252,7 +284,7 @@ public final class PostgresEventBus: EventBus {
         writer.field("traceparent", trace?.traceparent)
         writer.field("tracestate", trace?.tracestate)
         writer.raw("}")
-        return Queued(json: writer.out, users: users)
+        return Queued(json: writer.out, users: users, everyone: channel != nil)
     }
 
     /// A watch's entry: an empty `frame` for no `users` (a node of the
@@ -681,6 +713,9 @@ public final class PostgresEventBus: EventBus {
                 return
             }
         }
+        // A channel's members here, read once for all the entries of this batch to every member
+        // of it (`message.new` and `notification.message_new`, and sends that came together).
+        var membersHere: [Int64: (users: [String], counts: [String: UnreadEnding])] = [:]
         for entry in entries {
             if let change = entry.watch {
                 hub.apply(change)
@@ -688,7 +723,20 @@ public final class PostgresEventBus: EventBus {
             }
             var event = Self.event(of: entry)
             var users = entry.users
-            if let channelPK = entry.countsOf {
+            if let channelPK = entry.countsOf, let memberCount = entry.everyMember {
+                // A new message for every member, unlisted: those connected here, found by reading their counts.
+                let found: (users: [String], counts: [String: UnreadEnding])
+                if let known = membersHere[channelPK] {
+                    found = known
+                } else {
+                    found = await EventPublisher.membersHere(
+                        of: channelPK, memberCount: memberCount, in: hub, reading: counts, logger: logger)
+                    membersHere[channelPK] = found
+                }
+                users = found.users
+                if users.isEmpty { continue }
+                event = event.counted(found.counts, for: users)
+            } else if let channelPK = entry.countsOf {
                 // A new message: its members connected here, with the counts read now.
                 users = hub.connected(among: entry.users)
                 if users.isEmpty { continue }

@@ -128,7 +128,12 @@ extension SQLStore {
 
     /// In reads of at most `recipientCountsPerRead` users each: a node may hold more of a channel's
     /// members than SQLite binds values to one statement (32,766 as built by default, 250,000 by Debian).
-    public func recipientCounts(in channelPK: Int64, among userIDs: [String]) async throws -> [RecipientUnread] {
+    public func recipientCounts(in channelPK: Int64, among userIDs: [String]?) async throws -> [RecipientUnread] {
+        guard let userIDs else {
+            return try await engine.readOne {
+                Step.rows(StoreSQL.recipientCounts(in: channelPK)).map { rows in try rows.map { try StoreRows.recipient($0) } }
+            }
+        }
         var counts: [RecipientUnread] = []
         var start = userIDs.startIndex
         while start < userIDs.endIndex {

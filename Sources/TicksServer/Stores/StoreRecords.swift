@@ -134,6 +134,11 @@ public struct SendOutcome: Sendable {
     /// after the commit by each node for the members connected to it (`TicksStore.recipientCounts`),
     /// and in the transaction for a push receiver (`ChangeReads.recipientCounts`).
     public var recipients: [String]
+    /// `message.new` is for every member, not listed (`recipients` empty): a send into a channel
+    /// of more than `SQLStore.recipientsListedUpTo` members made in one call (PostgreSQL, counts by
+    /// positions, so every node reads such entries). Each node finds its connected members as it
+    /// reads their counts (`EventPublisher.membersHere`), and the bus carries no list.
+    public var everyMember = false
     /// Others' messages that the author's cursors jumping to theirs (R4) made read by all (R13).
     public var reachedAll: [ReachedAll] = []
     /// The privacy of the authors told "read by all" that R15 needs, read in the send's transaction.

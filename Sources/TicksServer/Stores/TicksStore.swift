@@ -147,8 +147,9 @@ public protocol TicksStore: Sendable {
     func unreadTotals(of userID: String) async throws -> UnreadTotals
     /// The counts `message.new` tells those of `userIDs` who are members of the channel `channelPK`
     /// (their count there and their totals), as they are now: read by each node, after the send
-    /// committed, for the members connected to it (`EventPublisher.messageNew`).
-    func recipientCounts(in channelPK: Int64, among userIDs: [String]) async throws -> [RecipientUnread]
+    /// committed, for the members connected to it (`EventPublisher.messageNew`). Every member's,
+    /// in join order, when `userIDs` is nil (a node holding more users than the channel has members).
+    func recipientCounts(in channelPK: Int64, among userIDs: [String]?) async throws -> [RecipientUnread]
     func receipts(forMessage id: String) async throws -> MessageReceipts?
     /// Keeps `userID`'s first play of `message` (R14): a later call finds it and changes nothing.
     /// The caller checked who may play it; throws `StoreError.schemaBefore` on a schema before `v13-played`.

@@ -157,6 +157,23 @@ struct EventBusPayloadTests {
         #expect(try JSON(parsing: old.frame)["unread_count"].int == nil)
     }
 
+    /// A new message for every member of a large channel, unlisted (`SendOutcome.everyMember`):
+    /// no users, the channel's pk and member count; lost, it resyncs everyone. Only a message whose
+    /// counts are read in that very channel goes so.
+    @Test func aMessageToEveryMember() throws {
+        let event = try EncodedEvent(
+            object: Data(#"{"type":"message.new","text":"hi"}"#.utf8), countsToReadIn: 42, audience: .watchers("messaging:x"))
+        let queued = try #require(PostgresEventBus.entry(event, to: [], everyMemberOf: (42, 1_000), trace: nil))
+        #expect(queued.users.isEmpty && queued.everyone)
+        #expect(String(decoding: queued.json, as: UTF8.self).count < 200, "the entry grows with the members")
+        let entry = try JSONCoding.decode(Entry.self, from: String(decoding: queued.json, as: UTF8.self))
+        #expect(entry.users.isEmpty && entry.countsOf == 42 && entry.everyMember == 1_000 && entry.watchers == "messaging:x")
+        // Ordinary entries name no such thing, and a lost one resyncs its users alone.
+        let listed = try Self.queued(event, to: ["alice"])
+        #expect(!listed.everyone)
+        #expect(try JSONCoding.decode(Entry.self, from: String(decoding: listed.json, as: UTF8.self)).everyMember == nil)
+    }
+
     /// A node of the release before writes each recipient's ending beside a
     /// frame without its closing brace; this release still reads it.
     @Test func endingsOfThePreviousReleaseAreDelivered() throws {

@@ -20,7 +20,8 @@ struct EventBusTests {
 
     /// Runs `body` with nodes A (with `queueBytes`) and B, their buses running, and a client of their schema.
     func withNodes(
-        queueBytes: Int = 64 << 20, _ body: @Sendable (Node, Node, PostgresClient) async throws -> Void
+        queueBytes: Int = 64 << 20, counts: RecipientCountsReader? = nil,
+        _ body: @Sendable (Node, Node, PostgresClient) async throws -> Void
     ) async throws {
         try await PostgresTestDatabase.withStore { store, location in
             let pool = try #require(store.unbounded as? PostgresEngine).transactions.pool
@@ -31,7 +32,7 @@ struct EventBusTests {
                     bufferBytes: 1 << 20, maxConnectionsPerUser: 10, metrics: metrics, logger: PostgresTestDatabase.logger)
                 let bus = PostgresEventBus(
                     pool: pool, configuration: try location.connectionConfiguration(), schema: location.schema,
-                    queueBytes: queueBytes, deadline: StoreKind.deadline, logger: PostgresTestDatabase.logger)
+                    queueBytes: queueBytes, deadline: StoreKind.deadline, counts: counts, logger: PostgresTestDatabase.logger)
                 return Node(bus: bus, hub: hub, metrics: metrics)
             }
             let a = try node(queueBytes: queueBytes)
@@ -164,6 +165,58 @@ struct EventBusTests {
                 let json = try JSON(parsing: text)
                 #expect(json["type"].string == "message.new")
                 #expect([json["unread_count"].int, json["total_unread_count"].int, json["unread_channels"].int] == counts)
+            }
+        }
+    }
+
+    @Test("a message to every member, unlisted: the other node finds its connected members as it reads their counts, once for both events")
+    func everyMember() async throws {
+        let asked = Mutex<[[String]?]>([])
+        let reader: RecipientCountsReader = { channelPK, users in
+            asked.withLock { $0.append(users) }
+            // Channel 42's members are amy and bob.
+            return channelPK != 42 ? [] : ["amy", "bob"].filter { users?.contains($0) ?? true }.map {
+                RecipientUnread(userID: $0, channelUnread: 3, totals: UnreadTotals(messages: 7, channels: 2))
+            }
+        }
+        try await withNodes(counts: reader) { a, b, _ in
+            let bob = Collector(try b.hub.register(userID: "bob").frames)
+            let carol = Collector(try b.hub.register(userID: "carol").frames)
+            try await Self.waitUntilConnected(a, bob, "bob")
+            try await Self.waitUntilConnected(a, carol, "carol")
+            for (type, audience) in [("message.new", ConnectionAudience.watchers("messaging:big")), ("notification.message_new", .notWatching("messaging:big"))] {
+                let event = try EncodedEvent(
+                    object: Data(#"{"type":"\#(type)","text":"hi"}"#.utf8), countsToReadIn: 42, audience: audience)
+                a.bus.publish(event, toEveryMemberOf: 42, memberCount: 1_000)
+            }
+            // bob never watched a channel: he hears the channel's event alone.
+            let text = try #require(await bob.first(within: Patience.wait, where: { $0.contains("message.new") }))
+            let json = try JSON(parsing: text)
+            #expect(json["type"].string == "message.new" && json["unread_count"].int == 3 && json["total_unread_count"].int == 7)
+            a.bus.publish(Self.event("after"), to: ["carol"])
+            #expect(await carol.first(within: Patience.wait, where: { $0.contains("after") }) != nil)
+            #expect(!carol.texts.contains { $0.contains("message.new") }, "carol, no member, got it")
+            // B held two users among a channel of 1,000: it asked for them, once for the two entries (one batch) or twice.
+            let asks = asked.withLock { $0 }
+            #expect((1...2).contains(asks.count) && asks.allSatisfy { $0?.sorted() == ["bob", "carol"] }, "\(asks)")
+        }
+    }
+
+    @Test("a message to every member that does not fit the queue closes every connection on the other node")
+    func everyMemberLostResyncsEveryone() async throws {
+        try await withNodes(queueBytes: 10_000) { a, b, _ in
+            let bob = Collector(try b.hub.register(userID: "bob").frames)
+            let carol = Collector(try b.hub.register(userID: "carol").frames)
+            try await Self.waitUntilConnected(a, bob, "bob")
+            try await Self.waitUntilConnected(a, carol, "carol")
+            let padding = String(repeating: "x", count: 20_000)
+            let event = try EncodedEvent(
+                object: Data(#"{"type":"message.new","text":"\#(padding)"}"#.utf8), countsToReadIn: 42,
+                audience: .watchers("messaging:big"))
+            a.bus.publish(event, toEveryMemberOf: 42, memberCount: 1_000)
+            a.bus.publish(Self.event("fits"), to: ["dave"])
+            for user in [bob, carol] {
+                #expect(await user.ends(within: Patience.wait), "a connection on B stayed open after A dropped a message to every member")
             }
         }
     }

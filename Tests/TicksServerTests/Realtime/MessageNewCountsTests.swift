@@ -45,10 +45,10 @@ struct MessageNewCountsTests {
 
     @Test("with 1,000 members and two of them connected, the counts of those two are read, once, and each gets theirs")
     func onlyTheConnected() async throws {
-        let asked = Mutex<[(Int64, [String])]>([])
+        let asked = Mutex<[(Int64, [String]?)]>([])
         let (publisher, hub) = Self.publisher { channelPK, users in
             asked.withLock { $0.append((channelPK, users)) }
-            return users.enumerated().map { index, user in
+            return (users ?? []).enumerated().map { index, user in
                 RecipientUnread(userID: user, channelUnread: index + 1, totals: UnreadTotals(messages: 10 + index, channels: 2))
             }
         }
@@ -88,7 +88,7 @@ struct MessageNewCountsTests {
             let (publisher, hub) = Self.publisher { _, users in
                 if fails { throw Away() }
                 // The member who left meanwhile has no counts any more.
-                return users.filter { $0 != "leaver" }.map {
+                return (users ?? []).filter { $0 != "leaver" }.map {
                     RecipientUnread(userID: $0, channelUnread: 3, totals: UnreadTotals(messages: 3, channels: 1))
                 }
             }
@@ -105,6 +105,88 @@ struct MessageNewCountsTests {
             #expect(publisher.metrics.registry.emitToString().contains("ticks_message_new_counts_missing_total \(missing)\n"))
             hub.unregister(bob)
             hub.unregister(leaver)
+        }
+    }
+
+    static func unlisted() -> SendOutcome {
+        var outcome = outcome(members: [])
+        outcome.everyMember = true
+        return outcome
+    }
+
+    /// What a reader was asked for, call by call (nil: every member).
+    final class Asked: Sendable {
+        let calls = Mutex<[[String]?]>([])
+    }
+
+    /// A reader of a channel whose members are `members` (in that order), answering as the store does.
+    static func members(_ members: [String], asked: Asked) -> RecipientCountsReader {
+        { _, users in
+            asked.calls.withLock { $0.append(users) }
+            return members.filter { users?.contains($0) ?? true }.map {
+                RecipientUnread(userID: $0, channelUnread: 1, totals: UnreadTotals(messages: 5, channels: 1))
+            }
+        }
+    }
+
+    @Test("to every member, unlisted: the users connected here are asked for, once; the members among them get it with their counts")
+    func everyMemberAmongTheConnected() async throws {
+        let asked = Asked()
+        let (publisher, hub) = Self.publisher(Self.members(["amy"] + (1..<1_000).map { "member\($0)" }, asked: asked))
+        let (bob, bobFrames) = try hub.register(userID: "member5")
+        let (eve, eveFrames) = try hub.register(userID: "stranger")
+        try await publisher.messageNew(Self.unlisted(), channel: Self.channel, config: Self.config, users: [:])
+        #expect(asked.calls.withLock { $0.map { $0?.sorted() } } == [["member5", "stranger"]])
+        let forBob = try await Self.first(bobFrames)
+        #expect(forBob["type"].string == "message.new" && forBob["unread_count"].int == 1 && forBob["total_unread_count"].int == 5)
+        #expect(forBob["watcher_count"].int == 1)
+        hub.unregister(eve)
+        var strangers = eveFrames.makeAsyncIterator()
+        #expect(await strangers.next() == nil, "a user who is no member got the message")
+        hub.unregister(bob)
+    }
+
+    @Test("to every member, unlisted, on a node holding more users than the channel has members: every member's counts are read")
+    func everyMemberOfASmallerChannel() async throws {
+        let asked = Asked()
+        var channel = Self.channel
+        channel.memberCount = 2
+        let (publisher, hub) = Self.publisher(Self.members(["amy", "bob"], asked: asked))
+        let registered = try ["bob", "cat", "dan"].map { try hub.register(userID: $0) }
+        try await publisher.messageNew(Self.unlisted(), channel: channel, config: Self.config, users: [:])
+        #expect(asked.calls.withLock { $0.count == 1 && $0[0] == nil })
+        let forBob = try await Self.first(registered[0].frames)
+        #expect(forBob["type"].string == "message.new" && forBob["unread_count"].int == 1)
+        for (user, (outbox, frames)) in zip(["cat", "dan"], registered.dropFirst()) {
+            hub.unregister(outbox)
+            var iterator = frames.makeAsyncIterator()
+            #expect(await iterator.next() == nil, "\(user), no member, got the message")
+        }
+        hub.unregister(registered[0].outbox)
+    }
+
+    @Test("to every member, unlisted, with no one connected (and no other node): nothing is read")
+    func everyMemberNobodyConnected() async throws {
+        let asked = Asked()
+        let (publisher, _) = Self.publisher(Self.members(["amy"], asked: asked))
+        try await publisher.messageNew(Self.unlisted(), channel: Self.channel, config: Self.config, users: [:])
+        #expect(asked.calls.withLock { $0.isEmpty })
+    }
+
+    @Test(
+        "to every member, unlisted, when the read fails: whom it was for is unknown, so the connections that may be members' close",
+        arguments: [1_000, 1])
+    func everyMemberReadFails(memberCount: Int) async throws {
+        let (publisher, hub) = Self.publisher { _, _ in throw Away() }
+        var channel = Self.channel
+        channel.memberCount = memberCount
+        let registered = try ["bob", "cat"].map { try hub.register(userID: $0) }
+        try await publisher.messageNew(Self.unlisted(), channel: channel, config: Self.config, users: [:])
+        // Closed without a frame: each stream ends (with 1,000 members the users here were asked
+        // for and are closed; with 1, every connection here is).
+        for (_, frames) in registered {
+            var iterator = frames.makeAsyncIterator()
+            #expect(await iterator.next() == nil)
         }
     }
 
@@ -128,6 +210,9 @@ struct MessageNewCountsTests {
             let counts = try await store.recipientCounts(in: channel.pk, among: users)
             #expect(Dictionary(uniqueKeysWithValues: counts.map { ($0.userID, $0.channelUnread) }) == ["amy": 0, "bob": 1, "cat": 1])
             #expect(counts.first { $0.userID == "bob" }?.totals == UnreadTotals(messages: 1, channels: 1))
+            // Among no list: every member's, in join order.
+            let every = try await store.recipientCounts(in: channel.pk, among: nil)
+            #expect(every.map(\.userID) == members && every.map(\.channelUnread) == [0, 1, 1])
         }
     }
 }

@@ -54,6 +54,37 @@ struct SendInOneCallTests {
         }
     }
 
+    @Test(
+        "a channel of more members than recipientsListedUpTo sent in one call lists no one for message.new; one of that many lists them all",
+        arguments: StoreKind.all)
+    func largeChannelListsNoOne(kind: StoreKind) async throws {
+        try await kind.withStore { (store: SQLStore) async throws in
+            let limit = SQLStore.recipientsListedUpTo
+            let users = (0...limit).map { "u\($0)" }
+            _ = try await store.upsertUsers(users.map { User(id: $0) }, now: .now())
+            for (name, members) in [("at", Array(users.prefix(limit))), ("over", users)] {
+                let (channel, _) = try await store.createChannel(
+                    ChannelID(type: "messaging", id: name), createdBy: "u0", memberIDs: members, custom: [:], now: .now())
+                var outcome: SendOutcome?
+                let sent = try await Self.statements {
+                    outcome = try await store.sendMessage(
+                        NewMessage(id: "\(name)1", userID: "u1", text: "hi", custom: [:]), to: channel, now: .now())
+                }
+                let unlisted = kind == .postgres && members.count > limit
+                #expect(outcome?.created == true && outcome?.everyMember == unlisted, "\(name)")
+                #expect(outcome?.recipients.count == (unlisted ? 0 : members.count), "\(name)")
+                if kind == .postgres {
+                    // BEGIN, the lock, the call, COMMIT; and the members' list unless unlisted.
+                    #expect(sent.count == (unlisted ? 4 : 5) && Self.calls(sent) == 1, "\(name): \(sent)")
+                    #expect(sent.contains { $0.contains("string_agg(user_id") } == !unlisted, "\(name): \(sent)")
+                }
+                // Every other member has it unread, whichever way their recipients were found.
+                let counts = try await store.recipientCounts(in: channel.pk, among: nil)
+                #expect(counts.count == members.count && counts.allSatisfy { $0.channelUnread == ($0.userID == "u1" ? 0 : 1) })
+            }
+        }
+    }
+
     @Test("a retry, a reply, a server's send for a user who is no member: the program sends, as on SQLite",
           arguments: StoreKind.all)
     func programCases(kind: StoreKind) async throws {
