@@ -63,6 +63,15 @@ struct EventBusTests {
         Issue.record("the nodes never heard each other")
     }
 
+    /// Connections of bob and carol on `b`, each once it hears `a`.
+    static func bobAndCarol(on b: Node, hearing a: Node) async throws -> (Collector, Collector) {
+        let bob = Collector(try b.hub.register(userID: "bob").frames)
+        let carol = Collector(try b.hub.register(userID: "carol").frames)
+        try await waitUntilConnected(a, bob, "bob")
+        try await waitUntilConnected(a, carol, "carol")
+        return (bob, carol)
+    }
+
     /// Reads one connection's frames as they come (an `AsyncStream` has one
     /// reader, and ends for good when that reader is cancelled).
     final class Collector: Sendable {
@@ -133,10 +142,7 @@ struct EventBusTests {
     @Test("an event that does not fit the queue closes its users' connections on the other node; the others still flow")
     func queueFullResyncs() async throws {
         try await withNodes(queueBytes: 10_000) { a, b, _ in
-            let bob = Collector(try b.hub.register(userID: "bob").frames)
-            let carol = Collector(try b.hub.register(userID: "carol").frames)
-            try await Self.waitUntilConnected(a, bob, "bob")
-            try await Self.waitUntilConnected(a, carol, "carol")
+            let (bob, carol) = try await Self.bobAndCarol(on: b, hearing: a)
             a.bus.publish(Self.event("too-big", size: 20_000), to: ["bob"])
             a.bus.publish(Self.event("fits"), to: ["carol"])
             #expect(await bob.ends(within: Patience.wait), "bob's connection on B stayed open after A dropped an event for him")
@@ -149,10 +155,7 @@ struct EventBusTests {
     @Test("message.new travels once with each recipient's counts, and arrives whole on the other node")
     func personalCounts() async throws {
         try await withNodes { a, b, _ in
-            let bob = Collector(try b.hub.register(userID: "bob").frames)
-            let carol = Collector(try b.hub.register(userID: "carol").frames)
-            try await Self.waitUntilConnected(a, bob, "bob")
-            try await Self.waitUntilConnected(a, carol, "carol")
+            let (bob, carol) = try await Self.bobAndCarol(on: b, hearing: a)
             let event = try EncodedEvent(
                 object: Data(#"{"type":"message.new","text":"hi"}"#.utf8),
                 counts: [
@@ -180,10 +183,7 @@ struct EventBusTests {
             }
         }
         try await withNodes(counts: reader) { a, b, _ in
-            let bob = Collector(try b.hub.register(userID: "bob").frames)
-            let carol = Collector(try b.hub.register(userID: "carol").frames)
-            try await Self.waitUntilConnected(a, bob, "bob")
-            try await Self.waitUntilConnected(a, carol, "carol")
+            let (bob, carol) = try await Self.bobAndCarol(on: b, hearing: a)
             for (type, audience) in [("message.new", ConnectionAudience.watchers("messaging:big")), ("notification.message_new", .notWatching("messaging:big"))] {
                 let event = try EncodedEvent(
                     object: Data(#"{"type":"\#(type)","text":"hi"}"#.utf8), countsToReadIn: 42, audience: audience)
@@ -205,10 +205,7 @@ struct EventBusTests {
     @Test("a message to every member that does not fit the queue closes every connection on the other node")
     func everyMemberLostResyncsEveryone() async throws {
         try await withNodes(queueBytes: 10_000) { a, b, _ in
-            let bob = Collector(try b.hub.register(userID: "bob").frames)
-            let carol = Collector(try b.hub.register(userID: "carol").frames)
-            try await Self.waitUntilConnected(a, bob, "bob")
-            try await Self.waitUntilConnected(a, carol, "carol")
+            let (bob, carol) = try await Self.bobAndCarol(on: b, hearing: a)
             let padding = String(repeating: "x", count: 20_000)
             let event = try EncodedEvent(
                 object: Data(#"{"type":"message.new","text":"\#(padding)"}"#.utf8), countsToReadIn: 42,
