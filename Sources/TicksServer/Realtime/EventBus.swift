@@ -7,10 +7,10 @@ public protocol EventBus: Sendable {
     /// on the other nodes close, so their clients resync.
     func publish(_ event: EncodedEvent, to userIDs: [String])
     /// Queues a new message (`EncodedEvent.Personal.countsToRead`) for the connections of every
-    /// member of the channel `channelPK` (about `memberCount`) on the other nodes, unlisted: each
-    /// node finds its own as it reads their counts (`SendOutcome.everyMember`). If it is lost,
-    /// every connection on the other nodes closes.
-    func publish(_ event: EncodedEvent, toEveryMemberOf channelPK: Int64, memberCount: Int)
+    /// member of the channel whose counts it reads (about `memberCount`) on the other nodes,
+    /// unlisted: each node finds its own as it reads their counts (`SendOutcome.everyMember`).
+    /// If it is lost, every connection on the other nodes closes.
+    func publish(toEveryMember event: EncodedEvent, memberCount: Int)
     /// Tells the other nodes that a connection starts or stops watching a
     /// channel; the node holding the connection applies it (`ConnectionHub.apply`).
     func watch(_ change: WatchChange)

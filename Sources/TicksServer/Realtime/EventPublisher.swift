@@ -73,7 +73,7 @@ struct EventPublisher: Sendable {
                 let local = here.isEmpty ? nil : event.counted(counted, for: here)
                 if outcome.everyMember {
                     fanOut(local, to: here, type: type, recipients: channel.memberCount) {
-                        $0.publish(event, toEveryMemberOf: channel.pk, memberCount: channel.memberCount)
+                        $0.publish(toEveryMember: event, memberCount: channel.memberCount)
                     }
                 } else {
                     fanOut(local, to: here, type: type, recipients: members.count) { $0.publish(event, to: members) }

@@ -203,10 +203,10 @@ public final class PostgresEventBus: EventBus {
         enqueue(entry)
     }
 
-    public func publish(_ event: EncodedEvent, toEveryMemberOf channelPK: Int64, memberCount: Int) {
+    public func publish(toEveryMember event: EncodedEvent, memberCount: Int) {
         guard
             let entry = Self.entry(
-                event, to: [], everyMemberOf: (channelPK, memberCount), trace: tracing ? TraceContext.current() : nil)
+                event, to: [], everyMember: memberCount, trace: tracing ? TraceContext.current() : nil)
         else { return }
         enqueue(entry)
     }
@@ -219,11 +219,10 @@ public final class PostgresEventBus: EventBus {
     /// personal parts is for those it has them for); nil when none.
     /// `{"frame":…,"users":[…],"counts":[…],"watchers":…,"traceparent":…}`,
     /// the keys `Entry` reads.
-    /// With `everyMemberOf`, a new message (`countsToRead` in that channel) for every member,
-    /// `userIDs` empty: `"users":[]` and `"every_member"`.
+    /// With `everyMember` (the channel's member count), a new message (`countsToRead`) for every
+    /// member of its channel, `userIDs` empty: `"users":[]` and `"every_member"`.
     static func entry(
-        _ event: EncodedEvent, to userIDs: [String], everyMemberOf channel: (pk: Int64, members: Int)? = nil,
-        trace: TraceContext?
+        _ event: EncodedEvent, to userIDs: [String], everyMember memberCount: Int? = nil, trace: TraceContext?
     ) -> Queued? {
         var users = userIDs
         switch event.personal {
@@ -232,8 +231,8 @@ public final class PostgresEventBus: EventBus {
         case .endings(let byUser)?: users = userIDs.filter { byUser[$0] != nil }
         case .countsToRead?: break
         }
-        if let channel {
-            guard case .countsToRead(let channelPK)? = event.personal, channelPK == channel.pk, users.isEmpty else {
+        if memberCount != nil {
+            guard case .countsToRead? = event.personal else {
                 assertionFailure("a message to every member of a channel is one whose counts are read there")
                 return nil
             }
@@ -271,9 +270,9 @@ public final class PostgresEventBus: EventBus {
         case .countsToRead(let channelPK)?:
             writer.raw(#","counts_of":"#)
             writer.integer(channelPK)
-            if let channel {
+            if let memberCount {
                 writer.raw(#","every_member":"#)
-                writer.integer(Int64(channel.members))
+                writer.integer(Int64(memberCount))
             }
         }
         switch event.audience {
@@ -284,7 +283,7 @@ public final class PostgresEventBus: EventBus {
         writer.field("traceparent", trace?.traceparent)
         writer.field("tracestate", trace?.tracestate)
         writer.raw("}")
-        return Queued(json: writer.out, users: users, everyone: channel != nil)
+        return Queued(json: writer.out, users: users, everyone: memberCount != nil)
     }
 
     /// A watch's entry: an empty `frame` for no `users` (a node of the

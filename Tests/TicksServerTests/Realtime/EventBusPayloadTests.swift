@@ -163,7 +163,7 @@ struct EventBusPayloadTests {
     @Test func aMessageToEveryMember() throws {
         let event = try EncodedEvent(
             object: Data(#"{"type":"message.new","text":"hi"}"#.utf8), countsToReadIn: 42, audience: .watchers("messaging:x"))
-        let queued = try #require(PostgresEventBus.entry(event, to: [], everyMemberOf: (42, 1_000), trace: nil))
+        let queued = try #require(PostgresEventBus.entry(event, to: [], everyMember: 1_000, trace: nil))
         #expect(queued.users.isEmpty && queued.everyone)
         #expect(String(decoding: queued.json, as: UTF8.self).count < 200, "the entry grows with the members")
         let entry = try JSONCoding.decode(Entry.self, from: String(decoding: queued.json, as: UTF8.self))

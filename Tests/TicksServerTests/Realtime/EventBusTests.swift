@@ -187,7 +187,7 @@ struct EventBusTests {
             for (type, audience) in [("message.new", ConnectionAudience.watchers("messaging:big")), ("notification.message_new", .notWatching("messaging:big"))] {
                 let event = try EncodedEvent(
                     object: Data(#"{"type":"\#(type)","text":"hi"}"#.utf8), countsToReadIn: 42, audience: audience)
-                a.bus.publish(event, toEveryMemberOf: 42, memberCount: 1_000)
+                a.bus.publish(toEveryMember: event, memberCount: 1_000)
             }
             // bob never watched a channel: he hears the channel's event alone.
             let text = try #require(await bob.first(within: Patience.wait, where: { $0.contains("message.new") }))
@@ -210,7 +210,7 @@ struct EventBusTests {
             let event = try EncodedEvent(
                 object: Data(#"{"type":"message.new","text":"\#(padding)"}"#.utf8), countsToReadIn: 42,
                 audience: .watchers("messaging:big"))
-            a.bus.publish(event, toEveryMemberOf: 42, memberCount: 1_000)
+            a.bus.publish(toEveryMember: event, memberCount: 1_000)
             a.bus.publish(Self.event("fits"), to: ["dave"])
             for user in [bob, carol] {
                 #expect(await user.ends(within: Patience.wait), "a connection on B stayed open after A dropped a message to every member")
