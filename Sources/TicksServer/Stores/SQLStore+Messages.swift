@@ -11,9 +11,12 @@ extension SQLStore {
         do {
             // Sends into one channel take turns on the node (PostgreSQL: `Turns`), then the channel's
             // row lock numbers its messages one at a time whichever node they came through, and a
-            // retried send with the same id waits there for the first (R11).
+            // retried send with the same id waits there for the first (R11). Sends in one call that
+            // queued together share a transaction (they lock no row but the channel's and their
+            // authors'); any other runs alone.
             let inOneCall = sendsInOneCall && new.parentID == nil && !new.showInChannel
-            outcome = try await write(inTurnOf: channel.pk, {
+            let turn = Turn(channelPK: channel.pk, author: inOneCall ? new.userID : nil)
+            outcome = try await write(in: turn, {
                 Fetch.channel(pk: channel.pk, lock: true).then { found in
                     let stepByStep: @Sendable () -> StoreProgram<SendOutcome> = {
                         Step.row(StoreSQL.message(id: new.id)).then { stored -> StoreProgram<SendOutcome> in

@@ -23,10 +23,10 @@ protocol StoreEngine: Sendable {
     /// batched receipts (`StoreSQL.moves`), one round trip.
     func writeOne<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T
     /// A change that first waits, on this node, for the changes of the same
-    /// `turn` that came before it (`Turns`: PostgreSQL's sends into one
-    /// channel); a store with one writer runs it as any change.
-    func write<T: Sendable>(inTurnOf turn: Int64, _ program: @escaping @Sendable () -> StoreProgram<T>) async throws
-        -> T
+    /// turn that came before it, and may share a transaction with those
+    /// queued beside it (`Turns`: PostgreSQL's sends into one channel); a
+    /// store with one writer runs it as any change.
+    func write<T: Sendable>(in turn: Turn, _ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T
     /// How many bytes the stored data takes.
     func storageBytes() async throws -> Int64
     /// Migrations and seed data, before the first request.
@@ -45,11 +45,21 @@ extension StoreEngine {
         try await write(program)
     }
 
-    func write<T: Sendable>(inTurnOf turn: Int64, _ program: @escaping @Sendable () -> StoreProgram<T>) async throws
-        -> T
-    {
+    func write<T: Sendable>(in turn: Turn, _ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
         try await write(program)
     }
+}
+
+/// Whose turn a change waits for (`StoreEngine.write(in:_:)`): a channel's
+/// sends take turns, and those queued together share a transaction where
+/// each may.
+struct Turn: Sendable {
+    /// The channel whose sends take turns.
+    var channelPK: Int64
+    /// The one member row the change locks besides the channel's row (a send
+    /// in one call: its author's), when it may share a transaction with the
+    /// changes queued beside it; nil: it runs alone.
+    var author: String?
 }
 
 /// An engine's reason to refuse a statement that the operations turn into a `StoreError`.
@@ -160,13 +170,13 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
     /// A change and what it owes (`change` of its result, nil for nothing),
     /// in one transaction; without a recorder just the change.
     func write<T: Sendable>(
-        inTurnOf turn: Int64? = nil, _ program: @escaping @Sendable () -> StoreProgram<T>,
+        in turn: Turn? = nil, _ program: @escaping @Sendable () -> StoreProgram<T>,
         change: @escaping @Sendable (T) -> StoreChange?
     ) async throws -> T {
         let engine = self.engine
         func write<R: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<R>) async throws -> R {
             guard let turn else { return try await engine.write(program) }
-            return try await engine.write(inTurnOf: turn, program)
+            return try await engine.write(in: turn, program)
         }
         guard let recorder = changeRecorder else { return try await write(program) }
         let (result, recorded) = try await write {

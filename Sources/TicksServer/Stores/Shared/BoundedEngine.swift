@@ -32,10 +32,8 @@ struct BoundedEngine: StoreEngine {
     }
 
     /// The wait for its turn is within the call's deadline: a call left there leaves the queue.
-    func write<T: Sendable>(inTurnOf turn: Int64, _ program: @escaping @Sendable () -> StoreProgram<T>) async throws
-        -> T
-    {
-        try await bounded { try await base.write(inTurnOf: turn, program) }
+    func write<T: Sendable>(in turn: Turn, _ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
+        try await bounded { try await base.write(in: turn, program) }
     }
 
     func storageBytes() async throws -> Int64 { try await bounded { try await base.storageBytes() } }

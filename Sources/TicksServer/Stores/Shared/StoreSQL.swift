@@ -68,6 +68,18 @@ enum StoreSQL {
         "SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE c.pk = \(pk)" + (lock ? "\(forNoKeyUpdateOf: "c")" : "")
     }
 
+    /// The member rows of `users` in channel `channelPK`, locked in key order as a batch of marks
+    /// locks its members (`StoreSQL.moves`), where sends count unread by positions (a send then
+    /// locks no member row but its author's); none where sends keep counts, which lock every
+    /// member's row themselves. PostgreSQL's group of sends (`PostgresEngine.runQueued`).
+    static func lockMembers(_ users: [String], of channelPK: Int64) -> StoreQuery {
+        """
+        SELECT m.user_id FROM member m
+        WHERE m.channel_pk = \(channelPK) AND m.user_id = ANY(\(array: users)) AND \(countsByPositions)
+        ORDER BY m.user_id\(forUpdateOf: "m")
+        """
+    }
+
     /// The channel's columns and, last, whether `userID` is a member (every receipt asks).
     static func channel(_ cid: ChannelID, member userID: String) -> StoreQuery {
         let query: StoreQuery = """

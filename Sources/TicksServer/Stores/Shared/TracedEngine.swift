@@ -36,10 +36,8 @@ struct TracedEngine: StoreEngine {
         try await traced("store.write", "statement") { try await base.writeOne(program) }
     }
 
-    func write<T: Sendable>(inTurnOf turn: Int64, _ program: @escaping @Sendable () -> StoreProgram<T>) async throws
-        -> T
-    {
-        try await traced("store.write", "transaction") { try await base.write(inTurnOf: turn, program) }
+    func write<T: Sendable>(in turn: Turn, _ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
+        try await traced("store.write", "transaction") { try await base.write(in: turn, program) }
     }
 
     func storageBytes() async throws -> Int64 { try await base.storageBytes() }
