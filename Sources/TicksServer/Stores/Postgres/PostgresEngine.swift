@@ -32,7 +32,9 @@ final class PostgresEngine: StoreEngine {
 
         /// Runs it in `session`, as its caller's task would.
         func run(in session: PostgresSession) async throws -> any Sendable {
-            try await PostgresSession.$beforeStatement.withValue(beforeStatement) { try await session.run(program()) }
+            var session = session
+            session.callersBeforeStatement = beforeStatement
+            return try await session.run(program())
         }
     }
 
@@ -112,13 +114,13 @@ final class PostgresEngine: StoreEngine {
         let together = await outcome {
             try await deadline.run {
                 try await transactions.run(.write) { session in
-                    try await PostgresSession.$beforeStatement.withValue(first.beforeStatement) {
-                        try await session.execute(StoreSQL.channel(pk: channelPK, lock: true))
-                        try await session.execute(StoreSQL.lockMembers(authors, of: channelPK))
-                        var values: [any Sendable] = []
-                        for call in calls { values.append(try await call.run(in: session)) }
-                        return values
-                    }
+                    var session = session
+                    session.callersBeforeStatement = first.beforeStatement
+                    try await session.execute(StoreSQL.channel(pk: channelPK, lock: true))
+                    try await session.execute(StoreSQL.lockMembers(authors, of: channelPK))
+                    var values: [any Sendable] = []
+                    for call in calls { values.append(try await call.run(in: session)) }
+                    return values
                 }
             }
         }

@@ -17,6 +17,11 @@ struct PostgresSession {
     /// the tasks that carry it, so an interleaving test can hold a
     /// transaction between two of its statements (`InterleavingTests`).
     @TaskLocal static var beforeStatement: (@Sendable (String) async -> Void)?
+    /// Tests only: the `beforeStatement` of the caller whose work this session runs in a task of
+    /// its own (a group of sends, `PostgresEngine.runQueued`), in place of the running task's.
+    /// A property, not the task-local bound again: binding a task-local inside postgres-nio's
+    /// `withConnection` crashed the release build in `swift_task_localValuePush` (Swift 6.3.1).
+    var callersBeforeStatement: (@Sendable (String) async -> Void)?
 
     func run<Result>(_ program: StoreProgram<Result>) async throws -> Result {
         var run = ProgramRun(program)
@@ -32,7 +37,7 @@ struct PostgresSession {
         guard !connection.isClosed else { throw PostgresConnectionClosed() }
         let (text, bindings) = SQLDialect.postgres.render(query, unreadPositions: unreadPositions)
         try bindings.requireStorable()
-        if let pause = Self.beforeStatement { await pause(text) }
+        if let pause = callersBeforeStatement ?? Self.beforeStatement { await pause(text) }
         var binds = PostgresBindings(capacity: bindings.count)
         for binding in bindings {
             switch binding {
