@@ -57,7 +57,9 @@ final class PostgresEngine: StoreEngine {
         turns = Turns(
             groupable: { $0.turn.author != nil },
             runNow: { call in try await transactions.run(.write) { try await call.run(in: $0) } },
-            runQueued: { _, calls in await Self.runQueued(calls, on: transactions, deadline: deadline) })
+            runQueued: { channelPK, calls in
+                await Self.runQueued(calls, of: channelPK, on: transactions, deadline: deadline)
+            })
     }
 
     func write<T: Sendable>(_ program: @escaping @Sendable () -> StoreProgram<T>) async throws -> T {
@@ -78,7 +80,7 @@ final class PostgresEngine: StoreEngine {
         return value
     }
 
-    /// The calls of one channel's turn, queued behind another, in the turns' own task: each call
+    /// The calls of channel `channelPK`'s turn, queued behind another, in the turns' own task: each call
     /// bounded by the store's deadline from the moment the turn starts (no caller's deadline ends
     /// work that holds others'; a caller still waits no longer than its own). One call runs as it
     /// would have at once. Several share one transaction, and so one BEGIN, one round trip for the
@@ -97,8 +99,9 @@ final class PostgresEngine: StoreEngine {
     /// rolled back and each call runs alone, in order, so the others are not refused with it: a
     /// client cannot fail its neighbours' sends, only make their turn run twice. Where the
     /// database is away, or the deadline passed, every call of the group is told so.
-    static func runQueued(_ calls: [TurnCall], on transactions: PostgresTransactions, deadline: StoreDeadline) async
-        -> [Turns<TurnCall>.Outcome]
+    static func runQueued(
+        _ calls: [TurnCall], of channelPK: Int64, on transactions: PostgresTransactions, deadline: StoreDeadline
+    ) async -> [Turns<TurnCall>.Outcome]
     {
         func alone(_ call: TurnCall) async -> Turns<TurnCall>.Outcome {
             await outcome { try await deadline.run { try await transactions.run(.write) { try await call.run(in: $0) } } }
@@ -109,8 +112,7 @@ final class PostgresEngine: StoreEngine {
             return outcomes
         }
         guard let first = calls.first, calls.count > 1 else { return await eachAlone() }
-        let channelPK = first.turn.channelPK
-        let authors = calls.compactMap(\.turn.author)
+        let authors = Array(Set(calls.compactMap(\.turn.author)))
         let together = await outcome {
             try await deadline.run {
                 try await transactions.run(.write) { session in
