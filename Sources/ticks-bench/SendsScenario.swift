@@ -13,6 +13,8 @@ struct Sends: AsyncParsableCommand {
     @Option(help: "Sends in flight at once (1–256).") var senders = 1
     @Option(help: "Sends measured (after 10 unmeasured ones), 1–100,000.") var messages = 200
     @Option(help: "HTTP connections to the server.") var connections = 16
+    @Option(help: "A database's process (PostgreSQL's postmaster): its CPU and its children's over the measured sends.")
+    var databasePid: Int32?
 
     struct Result: Codable {
         var scenario = "sends"
@@ -27,6 +29,8 @@ struct Sends: AsyncParsableCommand {
         var server_cpu_us_per_send: Double?
         /// This process's CPU over the measured sends, per send.
         var generator_cpu_us_per_send: Double?
+        /// With --database-pid: that process's CPU and its children's over the measured sends, per answered send.
+        var database_cpu_us_per_send: Double?
     }
 
     func validate() throws {
@@ -44,7 +48,8 @@ struct Sends: AsyncParsableCommand {
                 [
                     "sends into \(members) members, \(senders) at once: \(result.achieved_rate)/s; \(result.latency_ms.text)",
                     "  errors: \(errors); server CPU per send: "
-                        + "\(result.server_cpu_us_per_send.map { "\($0) µs" } ?? "not reported")",
+                        + "\(result.server_cpu_us_per_send.map { "\($0) µs" } ?? "not reported")"
+                        + (result.database_cpu_us_per_send.map { "; database CPU per send: \($0) µs" } ?? ""),
                 ], json: result, asJSON: server.json)
         }
     }
@@ -69,6 +74,7 @@ struct Sends: AsyncParsableCommand {
         let errors = Locked([String: Int]())
         let answered = Counter()
         let cpu0 = try await ticks.serverCPUSeconds()
+        let database0 = databasePid.flatMap(processTreeCPUSeconds(root:))
         let generator0 = processCPUSeconds()
         let start = ContinuousClock.now
         try await forEachConcurrently(Array(0..<messages), width: senders) { n in
@@ -88,6 +94,9 @@ struct Sends: AsyncParsableCommand {
         }
         let elapsed = (ContinuousClock.now - start).seconds
         let generator = processCPUSeconds() - generator0
+        let database = database0.flatMap { before in
+            databasePid.flatMap(processTreeCPUSeconds(root:)).map { $0 - before }
+        }
         let cpu1 = try await ticks.serverCPUSeconds()
         return Result(
             params: ["members": members, "senders": senders, "messages": messages],
@@ -95,6 +104,7 @@ struct Sends: AsyncParsableCommand {
             errors: errors.withLock { $0 },
             server_cpu_us_per_send: microsecondsEach(
                 cpu0.flatMap { before in cpu1.map { $0 - before } }, over: answered.value),
-            generator_cpu_us_per_send: microsecondsEach(generator, over: messages))
+            generator_cpu_us_per_send: microsecondsEach(generator, over: messages),
+            database_cpu_us_per_send: microsecondsEach(database, over: answered.value))
     }
 }

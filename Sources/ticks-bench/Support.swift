@@ -211,6 +211,34 @@ func processCPUSeconds() -> Double {
     return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
+/// User and system CPU of process `root` and every process it started, in
+/// seconds, from /proc: its own, its children's that ended and were waited
+/// for, and each running child's (a database's postmaster and its backends).
+/// Nil where /proc does not show `root`.
+func processTreeCPUSeconds(root: Int32) -> Double? {
+    /// The fields after a /proc/PID/stat line's command (which may hold spaces).
+    func fields(_ pid: String) -> [Substring]? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
+        return stat[stat.index(after: close)...].split(separator: " ")
+    }
+    let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+    func sum(_ fields: [Substring], _ range: Range<Int>) -> Double {
+        // utime, stime (11, 12) and cutime, cstime (13, 14), counted from the state (0).
+        range.reduce(0) { $0 + (fields.count > $1 ? Double(fields[$1]) ?? 0 : 0) } / ticks
+    }
+    guard let own = fields(String(root)) else { return nil }
+    var total = sum(own, 11..<15)
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    for entry in entries where entry.first?.isNumber == true && entry != String(root) {
+        // A child that ends between the listing and the read is counted by `root`'s cutime next time.
+        guard let child = fields(entry), child.count > 1, child[1] == String(root) else { continue }
+        total += sum(child, 11..<13)
+    }
+    return total
+}
+
 /// CPU `seconds` spread over `count` answers, in µs each to one decimal; nil
 /// when nothing was answered or the seconds are unknown.
 func microsecondsEach(_ seconds: Double?, over count: Int) -> Double? {
