@@ -56,6 +56,12 @@ struct PostgresSession {
                 return try await prepared(PreparedStoreStatement<ChannelWithMembership>(bindings: binds), text)
             case .send?:
                 return try await prepared(PreparedStoreStatement<Send>(bindings: binds), text)
+            case .lockedChannel?:
+                return try await prepared(PreparedStoreStatement<LockedChannel>(bindings: binds), text)
+            case .channelType?:
+                return try await prepared(PreparedStoreStatement<ChannelType>(bindings: binds), text)
+            case .users?:
+                return try await prepared(PreparedStoreStatement<Users>(bindings: binds), text)
             case nil:
                 return try await connection.query(PostgresQuery(unsafeSQL: text, binds: binds), logger: logger)
                     .collect().map { $0.makeRandomAccess() }

@@ -50,6 +50,27 @@ enum Send: PreparedShape {
     static var bindingDataTypes: [PostgresDataType] { shape.types }
 }
 
+/// `StoreSQL.channel(pk:lock:)` locked: the channel every send (and most changes) locks first.
+enum LockedChannel: PreparedShape {
+    private static let shape = shape(of: StoreSQL.channel(pk: 0, lock: true))
+    static var sql: String { shape.sql }
+    static var bindingDataTypes: [PostgresDataType] { shape.types }
+}
+
+/// `StoreSQL.channelType(_:)` unlocked: a send's channel type, read before its turn.
+enum ChannelType: PreparedShape {
+    private static let shape = shape(of: StoreSQL.channelType("t"))
+    static var sql: String { shape.sql }
+    static var bindingDataTypes: [PostgresDataType] { shape.types }
+}
+
+/// `StoreSQL.users(_:)`: users by id (a send's author, after its commit).
+enum Users: PreparedShape {
+    private static let shape = shape(of: StoreSQL.users(["u"]))
+    static var sql: String { shape.sql }
+    static var bindingDataTypes: [PostgresDataType] { shape.types }
+}
+
 /// A prepared statement of shape `Shape` with one call's values.
 struct PreparedStoreStatement<Shape: PreparedShape>: PostgresPreparedStatement {
     typealias Row = PostgresRow

@@ -104,11 +104,16 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
     }
 }
 
-/// The statements worth preparing: those of every receipt, and every send's call.
+/// The statements worth preparing: those of every receipt, and every send's: its call, the
+/// channel it locks (twice when it shares a transaction with others: once for all, once for its
+/// number), its channel type and its author.
 enum PreparedStatementName: String, Sendable, CaseIterable {
     case moves
     case channelWithMembership
     case send
+    case lockedChannel
+    case channelType
+    case users
 }
 
 /// An array bound as one value, in the dialect that takes arrays.

@@ -21,7 +21,8 @@ enum StoreSQL {
 
     /// Column 0: the user as JSON.
     static func users(_ ids: [String]) -> StoreQuery {
-        "SELECT body FROM app_user WHERE \(in: "id", ids)"
+        let query: StoreQuery = "SELECT body FROM app_user WHERE \(in: "id", ids)"
+        return query.prepared(as: .users)
     }
 
     // MARK: Channel types
@@ -31,7 +32,8 @@ enum StoreSQL {
 
     /// Column 0: the config as JSON; locked in PostgreSQL when `lock`.
     static func channelType(_ name: String, lock: Bool = false) -> StoreQuery {
-        "SELECT config FROM channel_type WHERE name = \(name)" + (lock ? "\(forUpdateOf: nil)" : "")
+        let query: StoreQuery = "SELECT config FROM channel_type WHERE name = \(name)"
+        return lock ? query + "\(forUpdateOf: nil)" : query.prepared(as: .channelType)
     }
 
     /// A row back only when the name was free.
@@ -65,7 +67,8 @@ enum StoreSQL {
     /// that check waited for a send that was waiting for the member row:
     /// mark all read and sends deadlocked in `RandomWritersTests`.
     static func channel(pk: Int64, lock: Bool = false) -> StoreQuery {
-        "SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE c.pk = \(pk)" + (lock ? "\(forNoKeyUpdateOf: "c")" : "")
+        let query: StoreQuery = "SELECT \(raw: channelColumns) FROM \(raw: channelFrom) WHERE c.pk = \(pk)"
+        return lock ? (query + "\(forNoKeyUpdateOf: "c")").prepared(as: .lockedChannel) : query
     }
 
     /// The member rows of `users` in channel `channelPK`, locked in key order as a batch of marks
