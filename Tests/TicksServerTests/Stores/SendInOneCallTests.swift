@@ -121,6 +121,56 @@ struct SendInOneCallTests {
         }
     }
 
+    /// PostgreSQL: `SendFunction` called as the store calls it, under the channel's lock; what its
+    /// author's read asked R13, one `Reaching` per kind (`MovesFunction` step 4).
+    static func reachings(ofSending id: String, by author: String, to channel: ChannelRecord, in store: SQLStore)
+        async throws -> [Reaching]
+    {
+        let new = NewMessage(id: id, userID: author, text: id, custom: [:])
+        let afterwords = try await store.engine.write {
+            Fetch.channel(pk: channel.pk, lock: true).then { found in
+                Step.rows(
+                    StoreSQL.send(
+                        new, custom: "{}", to: channel.pk, channel.cid, seq: found.channel.lastSeq + 1,
+                        at: StoreRules.messageTime(now: .now(), after: found.channel.lastMessageAt).microseconds)
+                ).map { rows in try rows.dropFirst().map { try $0.text(37) } }
+            }
+        }
+        return try afterwords.compactMap { text in
+            guard case .reaching(let reaching) = try MoveAfterword.decode(text) else { return nil }
+            return reaching
+        }
+    }
+
+    @Test(
+        "a send's read that passes only its author's own messages asks R13 nothing; one that passes another's asks, and R13 holds after both",
+        arguments: StoreKind.all)
+    func ownMessagesAskNothing(kind: StoreKind) async throws {
+        try await kind.withStore { (store: SQLStore) async throws in
+            let channel = try await UnreadPositionsTests.channel(store, "own", now: .now())
+            try await UnreadPositionsTests.send(store, "m1", by: "a", to: channel)
+            if kind == .postgres {
+                // a's read passes m2 alone, a's: both kinds asked nothing. b's passes a's m1 and m2: asked.
+                let own = try await Self.reachings(ofSending: "m2", by: "a", to: channel, in: store)
+                #expect(own.map(\.kind) == [.read, .delivered] && own.allSatisfy { !$0.others && $0.lowest.isEmpty })
+                #expect(own.allSatisfy { !$0.reached && $0.messages.isEmpty && $0.from == 1 && $0.to == 2 })
+                let others = try await Self.reachings(ofSending: "m3", by: "b", to: channel, in: store)
+                #expect(others.map(\.kind) == [.read, .delivered] && others.allSatisfy { $0.others && $0.lowest.count == 3 })
+            } else {
+                try await UnreadPositionsTests.send(store, "m2", by: "a", to: channel)
+                try await UnreadPositionsTests.send(store, "m3", by: "b", to: channel)
+            }
+            // c reads all: a's m2 is read by all (b read it by sending m3), b's m3 is not (a has not read it).
+            let reached = try await store.markRead("c", in: channel.cid, upTo: nil, audience: UnreadPositionsTests.everyone, now: .now())
+                .reachedAll
+            #expect(reached.filter { $0.kind == .read } == [ReachedAll(kind: .read, author: "a", messageID: "m2", seq: 2)])
+            // a's next send passes b's m3: it makes m3 read by all, and says so.
+            let sent = try await store.sendMessage(NewMessage(id: "m4", userID: "a", text: "m4", custom: [:]), to: channel, now: .now())
+            #expect(sent.reachedAll.filter { $0.kind == .read } == [ReachedAll(kind: .read, author: "b", messageID: "m3", seq: 3)])
+            try await InterleavingTests.expectNothingToRecount(store)
+        }
+    }
+
     @Test("counts kept by sends: the call writes nothing and the program counts every member", arguments: StoreKind.all)
     func keptCounts(kind: StoreKind) async throws {
         try await kind.withStore { (store: SQLStore) async throws in

@@ -19,7 +19,11 @@ import TicksReceipts
 ///    mover's counted position rose: the channel's three lowest counted
 ///    positions (from the index, in a fresh snapshot holding every move
 ///    committed before the lock), `AllMembers.reached` in SQL, and the newest
-///    message of each author it reached — one row each, as JSON.
+///    message of each author it reached — one row each, as JSON. Where the
+///    messages it passed are all the mover's own (a send's read of its own
+///    message, most often), it reached nothing (no move makes its mover's
+///    own messages read by all: `StoreSQL.newlyReached` leaves them out) and
+///    the lowest positions are not asked: the row says so (`others` false).
 ///
 /// 5. where the schema has `v12-app-settings` and the app's reciprocal read
 ///    receipts are on (R15), for each move those who hide their reads among
@@ -103,8 +107,12 @@ enum MovesFunction {
                 JOIN member m ON m.channel_pk = b.pk AND m.user_id = ($2)[b.ord]
                 JOIN channel c ON c.pk = b.pk LEFT JOIN channel_type t ON t.name = c.type
               ), mv AS (
-                -- AllMembers.counted of the mover, before and after.
-                SELECT b.*, k.kind, k.from_seq, k.to_seq FROM b CROSS JOIN LATERAL (VALUES
+                -- AllMembers.counted of the mover, before and after; whether what it passed holds a message
+                -- of anyone else's (none: it reached nothing, and the lowest positions are not asked).
+                SELECT b.*, k.kind, k.from_seq, k.to_seq, EXISTS (SELECT 1 FROM message o
+                    WHERE o.channel_pk = b.pk AND o.seq > k.from_seq AND o.seq <= k.to_seq AND o.user_id <> b.user_id
+                  ) AS others
+                FROM b CROSS JOIN LATERAL (VALUES
                   (1, CASE WHEN b.reads_shared <> 0 THEN b.read_before
                            WHEN b.de AND b.deliveries_shared <> 0 THEN b.delivered_before END,
                       CASE WHEN b.reads_shared <> 0 THEN b.read_after
@@ -130,12 +138,13 @@ enum MovesFunction {
                      WHERE channel_pk = mv.pk AND mv.kind = 0
                      ORDER BY \(counted(.delivered, deliveryEvents: true)) LIMIT 3)
                   ) x
-                ) l WHERE mv.member_count > 2
+                ) l WHERE mv.member_count > 2 AND mv.others
               ), reach AS (
                 -- AllMembers.reached: the lowest member but the mover, and the one after.
-                SELECT mv.ord, mv.kind, mv.pk, mv.user_id, mv.from_seq, mv.to_seq, f.user_id AS lowest_other,
-                  LEAST(mv.to_seq, COALESCE(f.seq, \(notCounted))) AS up_to,
-                  LEAST(mv.to_seq, COALESCE(s.seq, \(notCounted))) AS up_to_for_lowest,
+                SELECT mv.ord, mv.kind, mv.pk, mv.user_id, mv.from_seq, mv.to_seq, mv.others, f.user_id AS lowest_other,
+                  CASE WHEN mv.others THEN LEAST(mv.to_seq, COALESCE(f.seq, \(notCounted))) ELSE mv.from_seq END AS up_to,
+                  CASE WHEN mv.others THEN LEAST(mv.to_seq, COALESCE(s.seq, \(notCounted))) ELSE mv.from_seq END
+                    AS up_to_for_lowest,
                   (SELECT json_agg(json_build_object('user_id', l.user_id, 'seq', l.seq) ORDER BY l.n)
                    FROM low l WHERE l.ord = mv.ord AND l.kind = mv.kind) AS lowest
                 FROM mv
@@ -145,7 +154,8 @@ enum MovesFunction {
                   WHERE l.ord = mv.ord AND l.kind = mv.kind AND l.user_id <> mv.user_id ORDER BY l.n OFFSET 1 LIMIT 1) s ON true
               )
               SELECT \(nulls), reach.ord, json_build_object(
-                'kind', reach.kind, 'from', reach.from_seq, 'to', reach.to_seq, 'lowest', COALESCE(reach.lowest, '[]'),
+                'kind', reach.kind, 'from', reach.from_seq, 'to', reach.to_seq, 'others', reach.others,
+                'lowest', COALESCE(reach.lowest, '[]'),
                 'reached', reach.up_to > reach.from_seq OR reach.up_to_for_lowest > reach.from_seq,
                 'lowest_other', reach.lowest_other, 'up_to', reach.up_to, 'up_to_for_lowest', reach.up_to_for_lowest,
                 -- StoreSQL.newlyReached: the newest message of each author it reached.

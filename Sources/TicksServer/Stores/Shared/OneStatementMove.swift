@@ -209,6 +209,9 @@ struct Reaching: Decodable {
     var kind: CursorKind
     var from: Seq
     var to: Seq
+    /// Whether a message of anyone but the mover lies after `from` up to `to`: where none does,
+    /// the function asked no lowest positions, since the move reached nothing.
+    var others: Bool
     var lowest: [Lowest]
     var reached: Bool
     var lowestOther: String?
@@ -217,7 +220,7 @@ struct Reaching: Decodable {
     var messages: [Message]
 
     enum CodingKeys: String, CodingKey {
-        case kind, from, to, lowest, reached, messages
+        case kind, from, to, others, lowest, reached, messages
         case lowestOther = "lowest_other"
         case upTo = "up_to"
         case upToForLowest = "up_to_for_lowest"
@@ -226,6 +229,13 @@ struct Reaching: Decodable {
     /// The messages it reached, once `AllMembers.reached` of the same
     /// positions agrees with the bounds the SQL used.
     func checked(by outcome: CursorOutcome) throws -> [ReachedAll] {
+        guard others else {
+            // Every message it passed is the mover's, and no one's move reaches their own messages.
+            guard !reached, messages.isEmpty, lowest.isEmpty, upTo == from, upToForLowest == from else {
+                throw StoreError.inconsistent("R13 in SQL reached something by passing only the mover's own messages")
+            }
+            return []
+        }
         let expected = AllMembers.reached(
             by: outcome.reader.id, from: from, to: to, lowest: lowest.map { ($0.userID, $0.seq) })
         let agrees =
