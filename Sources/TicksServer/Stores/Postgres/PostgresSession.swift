@@ -49,6 +49,7 @@ struct PostgresSession {
             }
         }
         do {
+            // One case a statement, so that each call is specialised for its statement's type.
             switch query.prepared {
             case .moves?:
                 return try await prepared(PreparedStoreStatement<Moves>(bindings: binds), text)
