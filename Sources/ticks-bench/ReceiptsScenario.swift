@@ -28,10 +28,14 @@ struct ReceiptsScenario {
         var server_cpu_us_per_receipt: Double?
         /// This generator's own CPU over the load (its set-up left out), per receipt answered.
         var client_cpu_us_per_receipt: Double?
+        /// The database's CPU (its process and children, `--database-pid`) over the same span, per receipt answered.
+        var database_cpu_us_per_receipt: Double?
     }
 
     let target: any ReceiptTarget
     let parameters: Parameters
+    /// A database's process (PostgreSQL's postmaster) whose CPU is measured beside the server's.
+    var databasePid: Int32?
 
     func run() async throws -> Result {
         let readersPerChannel = parameters.members - 1
@@ -55,6 +59,7 @@ struct ReceiptsScenario {
         // marks must reach the server in order), so the total is the target rate.
         let interval = Duration.seconds(Double(readerCount) / Double(parameters.rate))
         let cpuBefore = try await target.serverCPUSeconds()
+        let databaseBefore = databasePid.flatMap(processTreeCPUSeconds(root:))
         let clientCPUBefore = processCPUSeconds()
         let start = ContinuousClock.now + .milliseconds(200)
         let end = start + .seconds(parameters.duration)
@@ -80,13 +85,17 @@ struct ReceiptsScenario {
         while book.outstanding > 0, ContinuousClock.now < grace { try await Task.sleep(for: .milliseconds(20)) }
         // After the events arrived: the work of sending them is counted too.
         let cpuAfter = try await target.serverCPUSeconds()
+        let databaseCPU = databaseBefore.flatMap { before in
+            databasePid.flatMap(processTreeCPUSeconds(root:)).map { $0 - before }
+        }
         await listening.stop()
         let serverCPU = cpuBefore.flatMap { before in cpuAfter.map { $0 - before } }
         return Result(
             params: parameters, achieved_rate: (Double(completed.value) / elapsed * 10).rounded() / 10,
             latency_ms: book.summary, errors: errors.value, missing: book.outstanding,
             setup_seconds: (setupSeconds * 10).rounded() / 10, server_cpu_us_per_receipt: microsecondsEach(serverCPU, over: completed.value),
-            client_cpu_us_per_receipt: microsecondsEach(clientCPU, over: completed.value))
+            client_cpu_us_per_receipt: microsecondsEach(clientCPU, over: completed.value),
+            database_cpu_us_per_receipt: microsecondsEach(databaseCPU, over: completed.value))
     }
 
     static func describe(_ result: Result) -> [String] {
@@ -99,6 +108,6 @@ struct ReceiptsScenario {
             "  reader → sender latency: \(result.latency_ms.text)",
             "  server CPU per receipt: \(result.server_cpu_us_per_receipt.map { "\($0) µs" } ?? "not reported")",
             "  generator CPU per receipt: \(result.client_cpu_us_per_receipt.map { "\($0) µs" } ?? "none answered")",
-        ]
+        ] + (result.database_cpu_us_per_receipt.map { ["  database CPU per receipt: \($0) µs"] } ?? [])
     }
 }

@@ -79,6 +79,8 @@ struct Receipts: AsyncParsableCommand {
     @Option(help: "With a sweep: the p99 bound (ms) the highest passing rate must meet.") var p99Bound = 10.0
     @Option(help: "How readers send receipts: http, or socket (frames on sockets of their own; Ticks only).")
     var via = "http"
+    @Option(help: "A database's process (PostgreSQL's postmaster): its CPU and its children's over the load.")
+    var databasePid: Int32?
 
     func run() async throws {
         guard (2...3).contains(members) else { throw ValidationError("--members is 2 or 3") }
@@ -111,7 +113,8 @@ struct Receipts: AsyncParsableCommand {
                     target: receiptTarget,
                     parameters: .init(
                         target: target, channels: channels, members: members, rate: rate, duration: duration,
-                        kinds: kinds, via: via)
+                        kinds: kinds, via: via),
+                    databasePid: databasePid
                 ).run()
                 results.append(result)
                 if rates.count > 1 {
