@@ -209,6 +209,10 @@ class Postgres:
         """Runs `sql`; its rows, as psql prints them unaligned (`|` between columns)."""
         return subprocess.run(["psql", self.url, "-qAtc", sql], check=True, capture_output=True, text=True).stdout
 
+    def analyze(self, schema):
+        """Current statistics for `schema`'s tables; the server's sessions plan their statements again after it."""
+        self.psql(f"SET search_path TO {schema}; ANALYZE")
+
     def new_schema(self):
         self.schemas += 1
         name = f"ab_{self.schemas}"

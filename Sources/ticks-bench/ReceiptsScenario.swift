@@ -85,9 +85,7 @@ struct ReceiptsScenario {
         while book.outstanding > 0, ContinuousClock.now < grace { try await Task.sleep(for: .milliseconds(20)) }
         // After the events arrived: the work of sending them is counted too.
         let cpuAfter = try await target.serverCPUSeconds()
-        let databaseCPU = databaseBefore.flatMap { before in
-            databasePid.flatMap(processTreeCPUSeconds(root:)).map { $0 - before }
-        }
+        let databaseCPU = processTreeCPUSeconds(root: databasePid, since: databaseBefore)
         await listening.stop()
         let serverCPU = cpuBefore.flatMap { before in cpuAfter.map { $0 - before } }
         return Result(

@@ -94,9 +94,7 @@ struct Sends: AsyncParsableCommand {
         }
         let elapsed = (ContinuousClock.now - start).seconds
         let generator = processCPUSeconds() - generator0
-        let database = database0.flatMap { before in
-            databasePid.flatMap(processTreeCPUSeconds(root:)).map { $0 - before }
-        }
+        let database = processTreeCPUSeconds(root: databasePid, since: database0)
         let cpu1 = try await ticks.serverCPUSeconds()
         return Result(
             params: ["members": members, "senders": senders, "messages": messages],

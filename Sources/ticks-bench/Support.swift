@@ -211,6 +211,13 @@ func processCPUSeconds() -> Double {
     return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
+/// The CPU `root`'s process tree spent since it stood at `before` seconds (`processTreeCPUSeconds`);
+/// nil without a root or a reading.
+func processTreeCPUSeconds(root: Int32?, since before: Double?) -> Double? {
+    guard let root, let before, let now = processTreeCPUSeconds(root: root) else { return nil }
+    return now - before
+}
+
 /// User and system CPU of process `root` and every process it started, in
 /// seconds, from /proc: its own, its children's that ended and were waited
 /// for, and each running child's (a database's postmaster and its backends).
