@@ -123,7 +123,7 @@ extension SQLStore {
                         Step.each(Set(memberIDs)) { userID in
                             Self.insertMember(
                                 userID, channelPK: pk, newest: current.channel.lastSeq, now: now,
-                                sharing: self.schema.has(.allMembers))
+                                schema: self.schema)
                         }
                     }.then { _ in Fetch.channel(pk: pk).map { ($0.channel, true) } }
                 }
@@ -150,10 +150,12 @@ extension SQLStore {
     }
 
     /// R5: a new member has received and read everything already in the channel.
-    /// `sharing`: the row takes its user's privacy (`v11-all-members`).
-    static func insertMember(_ userID: String, channelPK: Int64, newest: Seq, now: Timestamp, sharing: Bool)
+    /// The row takes its user's privacy (`v11-all-members`), and the third
+    /// member marks the channel's rows as a group's (`v16-counted-columns`).
+    static func insertMember(_ userID: String, channelPK: Int64, newest: Seq, now: Timestamp, schema: SchemaLevel)
         -> StoreProgram<Void>
     {
+        let sharing = schema.has(.allMembers)
         let at = now.microseconds
         let logged = newest > 0 ? CursorKind.allCases : []
         return Step.execute(
@@ -161,6 +163,8 @@ extension SQLStore {
                 channelPK: channelPK, userID: userID, cursors: Cursors.joining(newest: newest), now: at, sharing: sharing)
         ).then { _ in
             Step.execute(StoreSQL.countMembers(channelPK, by: 1))
+        }.then { _ in
+            schema.has(.countedColumns) ? Step.execute(StoreSQL.markInGroup(channelPK)) : .done(())
         }.then { _ in
             Step.each(logged) { kind in Step.execute(StoreSQL.logMove(kind: kind, seq: newest, of: userID, in: channelPK, at: at)) }
         }.map { _ in () }
@@ -239,7 +243,7 @@ extension SQLStore {
                         return Step.each(newcomers) { userID in
                             Self.insertMember(
                                 userID, channelPK: channel.pk, newest: current.channel.lastSeq, now: now,
-                                sharing: self.schema.has(.allMembers))
+                                schema: self.schema)
                                 .then { _ in Fetch.memberStates(channel.pk, userID: userID) }
                         }
                     }

@@ -73,7 +73,7 @@ extension SQLStore {
     /// where every statement is a round trip, on a schema with every migration the function names.
     var sendsInOneCall: Bool {
         engine.dialect == .postgres
-            && [.allMembers, .appSettings, .actors, .unreadPositions].allSatisfy { schema.has($0) }
+            && [.allMembers, .appSettings, .actors, .unreadPositions, .countedColumns].allSatisfy { schema.has($0) }
     }
 
     /// A message shown in the channel and its author's read of it (R4), in one call of

@@ -249,8 +249,7 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         let schema = SchemaLevel(upTo: migrationsUpTo)
         return SQLStore(
             engine: PostgresEngine(
-                transactions: PostgresTransactions(
-                    pool: pool, logger: logger, unreadPositions: schema.has(.unreadPositions)),
+                transactions: PostgresTransactions(pool: pool, logger: logger, schema: schema),
                 migrationsUpTo: migrationsUpTo, deadline: deadline),
             traced: traced, deadline: deadline, health: health, schema: schema)
     }

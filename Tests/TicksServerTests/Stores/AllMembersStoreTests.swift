@@ -13,6 +13,9 @@ import TicksReceipts
 /// told to each author is where the brute force stands — except after the
 /// changes that move "all" without telling (a mark unread, a privacy change,
 /// a member leaving or joining), after which the telling starts again from there.
+/// Between steps a member row's mark as a group's (`member.in_group`,
+/// `v16-counted-columns`) is flipped at random: the lowest positions must
+/// not depend on which rows keep them in the indexed columns.
 @Suite("Read by all and delivered to all")
 struct AllMembersStoreTests {
     let everyone = ReceiptAudience(fullChannelLimit: 100)
@@ -102,6 +105,7 @@ struct AllMembersStoreTests {
             ChannelID(type: typeName, id: "all\(seed)"), createdBy: nil, memberIDs: Array(users.prefix(4)), custom: [:],
             now: tick())
         var world = World(members: Set(users.prefix(4)))
+        var marking = SQLiteStoreTests.SplitMix(state: seed &+ 0x9E37_79B9)
 
         for step in 0..<90 {
             let user = world.members.sorted().randomElement(using: &random)!
@@ -143,6 +147,12 @@ struct AllMembersStoreTests {
                     world.members.insert(newcomer)
                 }
                 silent = true
+            }
+            if Int.random(in: 0..<3, using: &marking) == 0, let flipped = world.members.sorted().randomElement(using: &marking) {
+                try await store.engine.write {
+                    Step.execute(
+                        "UPDATE member SET in_group = 1 - in_group WHERE channel_pk = \(channel.pk) AND user_id = \(flipped)")
+                }
             }
             let truth = try await bruteForce(store, channel: channel, world: world, deliveryEvents: deliveryEvents)
             for fact in reached {

@@ -160,7 +160,7 @@ struct UnreadPositionsTests {
             let engine = try #require(held.unbounded as? PostgresEngine)
             try await PostgresSchema.migrate(engine.transactions)
             var transactions = engine.transactions
-            transactions.unreadPositions = true
+            transactions.schema = .newest
             let newer = SQLStore(engine: PostgresEngine(transactions: transactions), deadline: StoreKind.deadline)
             try await newer.prepare()
             #expect(try await newer.appOptions().unreadCounting == .kept, "not a new database: counts kept")

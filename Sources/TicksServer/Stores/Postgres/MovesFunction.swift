@@ -46,24 +46,23 @@ import TicksReceipts
 /// own. It is not a migration: it holds no data, and a node held at an older
 /// migration (`--migrations-up-to`) needs it too; steps 3 and 4 run only where the
 /// schema has `v11-all-members`, step 5 only where it has `v12-app-settings`,
-/// and step 2 counts unread by positions only where it has
-/// `v15-unread-positions` (PL/pgSQL plans a statement when it first runs it, so one that names a
+/// step 2 counts unread by positions only where it has
+/// `v15-unread-positions`, and step 4 reads the lowest positions from the
+/// columns of `v16-counted-columns` only where it has them (PL/pgSQL plans a statement when it first runs it, so one that names a
 /// table a held schema lacks never fails there).
 enum MovesFunction {
     /// The function's text, without its name.
     private static let signatureAndBody: String = {
         func statement(unreadPositions: Bool) -> String {
-            SQLDialect.postgres.render(StoreSQL.movesStatement([sampleMove]), unreadPositions: unreadPositions).text
+            SQLDialect.postgres.render(
+                StoreSQL.movesStatement([sampleMove]), schema: unreadPositions ? .newest : .before(.unreadPositions)
+            ).text
         }
         let nulls = resultColumns.dropLast(2).map { "NULL::\($0.type)" }.joined(separator: ", ")
         let columns = resultColumns.map { "\($0.name) \($0.type)" }.joined(separator: ", ")
-        func counted(_ kind: CursorKind, deliveryEvents: Bool) -> String {
-            StoreSQL.countedSeq(kind, deliveryEvents: deliveryEvents)
-        }
-        let notCounted = StoreSQL.notCounted
         let reciprocal = AppOptions.Change.CodingKeys.reciprocalReadReceipts.rawValue
         return """
-            (BIGINT[], TEXT[], TEXT[], TEXT[], TEXT[], BIGINT[], BIGINT[], BIGINT[], BIGINT, BIGINT, BIGINT)
+            (BIGINT[], TEXT[], TEXT[], TEXT[], TEXT[], BIGINT[], BIGINT[], BIGINT[], BIGINT, BIGINT, BIGINT, BIGINT)
             RETURNS TABLE (\(columns))
             LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $ticks$
             #variable_conflict use_column
@@ -97,7 +96,49 @@ enum MovesFunction {
                     ORDER BY b.pk) x;
               -- 4. What each move made read by all: one row per move and kind its counted position rose for
               -- (read before delivered, as SQLite tells them).
+              -- (The channel's lowest positions come from v16-counted-columns' columns where the schema has them.)
+              IF $12 <> 0 THEN
               RETURN QUERY
+            \(reachedStatement(schema: .newest));
+              ELSE
+              RETURN QUERY
+            \(reachedStatement(schema: .before(.countedColumns)));
+              END IF;
+              END IF;
+              -- 5. R15: with the app's reciprocal read receipts on, for each move those who hide their reads
+              -- among all who may hear it: the channel's members now and the authors of what it covered
+              -- (who may have left). A superset of the move's hearers, who are read from step 2's snapshot:
+              -- the store keeps those of them alone. No rows: the setting is off. (Two IFs: PL/pgSQL plans
+              -- a condition whole, and a held schema has no app_setting.)
+              IF $10 = 0 THEN RETURN; END IF;
+              IF EXISTS (SELECT 1 FROM app_setting WHERE name = '\(reciprocal)' AND value = 'true') THEN
+              RETURN QUERY
+              SELECT \(nulls), b.ord, json_build_object('hiding', COALESCE((
+                  SELECT json_agg(u.id) FROM app_user u WHERE u.reads_shared = 0
+                    AND (u.id IN (SELECT h.user_id FROM member h WHERE h.channel_pk = b.pk)
+                      OR u.id IN (SELECT g.user_id FROM message g WHERE g.channel_pk = b.pk
+                        AND g.seq > LEAST(b.read_before, b.delivered_before)
+                        AND g.seq <= GREATEST(m.read_seq, m.delivered_seq)))), '[]'))::text
+              FROM unnest(o, p, rs, ds) AS b(ord, pk, read_before, delivered_before)
+              JOIN member m ON m.channel_pk = b.pk AND m.user_id = ($2)[b.ord]
+              ORDER BY b.ord;
+              END IF;
+            END
+            $ticks$
+            """
+    }()
+
+    /// Step 4's statement, which reads the channel's lowest counted positions
+    /// as `schema` keeps them (`StoreSQL.lowestCounted`).
+    private static func reachedStatement(schema: SchemaLevel) -> String {
+        func lowest(_ kind: CursorKind, deliveryEvents: Bool) -> String {
+            SQLDialect.postgres.render(
+                StoreSQL.lowestCounted(kind, deliveryEvents: deliveryEvents, in: "mv.pk", limit: "3"), schema: schema
+            ).text
+        }
+        let notCounted = StoreSQL.notCounted
+        let nulls = resultColumns.dropLast(2).map { "NULL::\($0.type)" }.joined(separator: ", ")
+        return """
               WITH b AS (
                 SELECT b.ord, b.pk, m.user_id, m.reads_shared, m.deliveries_shared, b.read_before, b.delivered_before,
                   m.read_seq AS read_after, m.delivered_seq AS delivered_after, c.member_count,
@@ -123,20 +164,14 @@ enum MovesFunction {
                 WHERE b.re AND (k.kind = 1 OR b.de) AND k.to_seq > k.from_seq
               ), low AS (
                 -- The channel's three lowest counted positions (none in two members: the mover is every
-                -- member but the other, who holds nothing back), from the index of the kind's expression.
+                -- member but the other, who holds nothing back), from the index (`StoreSQL.lowestCounted`).
                 SELECT mv.ord, mv.kind, l.user_id, NULLIF(l.seq, \(notCounted)) AS seq, l.n FROM mv CROSS JOIN LATERAL (
                   SELECT x.user_id, x.seq, row_number() OVER (ORDER BY x.seq) AS n FROM (
-                    (SELECT user_id, \(counted(.read, deliveryEvents: true)) AS seq FROM member
-                     WHERE channel_pk = mv.pk AND mv.kind = 1 AND mv.de
-                     ORDER BY \(counted(.read, deliveryEvents: true)) LIMIT 3)
+                    (SELECT * FROM (\(lowest(.read, deliveryEvents: true))) l WHERE mv.kind = 1 AND mv.de)
                     UNION ALL
-                    (SELECT user_id, \(counted(.read, deliveryEvents: false)) AS seq FROM member
-                     WHERE channel_pk = mv.pk AND mv.kind = 1 AND NOT mv.de
-                     ORDER BY \(counted(.read, deliveryEvents: false)) LIMIT 3)
+                    (SELECT * FROM (\(lowest(.read, deliveryEvents: false))) l WHERE mv.kind = 1 AND NOT mv.de)
                     UNION ALL
-                    (SELECT user_id, \(counted(.delivered, deliveryEvents: true)) AS seq FROM member
-                     WHERE channel_pk = mv.pk AND mv.kind = 0
-                     ORDER BY \(counted(.delivered, deliveryEvents: true)) LIMIT 3)
+                    (SELECT * FROM (\(lowest(.delivered, deliveryEvents: true))) l WHERE mv.kind = 0)
                   ) x
                 ) l WHERE mv.member_count > 2 AND mv.others
               ), reach AS (
@@ -171,30 +206,9 @@ enum MovesFunction {
                           AND (g.seq <= reach.up_to_for_lowest OR g.user_id <> COALESCE(reach.lowest_other, ''))
                           AND EXISTS (SELECT 1 FROM member e WHERE e.channel_pk = g.channel_pk AND e.user_id = g.user_id)
                        ) n WHERE n.r = 1), '[]'))::text
-              FROM reach ORDER BY reach.ord, reach.kind DESC;
-              END IF;
-              -- 5. R15: with the app's reciprocal read receipts on, for each move those who hide their reads
-              -- among all who may hear it: the channel's members now and the authors of what it covered
-              -- (who may have left). A superset of the move's hearers, who are read from step 2's snapshot:
-              -- the store keeps those of them alone. No rows: the setting is off. (Two IFs: PL/pgSQL plans
-              -- a condition whole, and a held schema has no app_setting.)
-              IF $10 = 0 THEN RETURN; END IF;
-              IF EXISTS (SELECT 1 FROM app_setting WHERE name = '\(reciprocal)' AND value = 'true') THEN
-              RETURN QUERY
-              SELECT \(nulls), b.ord, json_build_object('hiding', COALESCE((
-                  SELECT json_agg(u.id) FROM app_user u WHERE u.reads_shared = 0
-                    AND (u.id IN (SELECT h.user_id FROM member h WHERE h.channel_pk = b.pk)
-                      OR u.id IN (SELECT g.user_id FROM message g WHERE g.channel_pk = b.pk
-                        AND g.seq > LEAST(b.read_before, b.delivered_before)
-                        AND g.seq <= GREATEST(m.read_seq, m.delivered_seq)))), '[]'))::text
-              FROM unnest(o, p, rs, ds) AS b(ord, pk, read_before, delivered_before)
-              JOIN member m ON m.channel_pk = b.pk AND m.user_id = ($2)[b.ord]
-              ORDER BY b.ord;
-              END IF;
-            END
-            $ticks$
+              FROM reach ORDER BY reach.ord, reach.kind DESC
             """
-    }()
+    }
 
     /// The function's name: `ticks_moves_` and a hash of its text.
     static let name = "ticks_moves_" + String(fnv1a(signatureAndBody), radix: 16)

@@ -111,6 +111,7 @@ enum PostgresSchema {
             statements: StoreMigrations.unreadPositions(
                 integer: "BIGINT",
                 newDatabase: "EXISTS (SELECT 1 FROM ticks_migration WHERE name = 'v1-receipts' AND applied_at = now())")),
+        Migration(name: "v16-counted-columns", statements: StoreMigrations.countedColumns(integer: "BIGINT", stored: true)),
     ]
 
     /// An arbitrary constant: the advisory lock that serialises migrations.

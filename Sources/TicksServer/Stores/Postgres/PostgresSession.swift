@@ -10,8 +10,8 @@ import TicksReceipts
 struct PostgresSession {
     let connection: PostgresConnection
     let logger: Logger
-    /// Whether the schema has `v15-unread-positions`'s columns (`SQLDialect.render`): not on a node held before it.
-    var unreadPositions = true
+    /// How far the schema goes (`SQLDialect.render`): the newest, but on a node held before a migration.
+    var schema = SchemaLevel.newest
 
     /// Tests only: awaited with each statement's text before it is sent, in
     /// the tasks that carry it, so an interleaving test can hold a
@@ -35,7 +35,7 @@ struct PostgresSession {
         // fail it here. One that closes between this check and the write is
         // left at the call's deadline (`StoreDeadline`).
         guard !connection.isClosed else { throw PostgresConnectionClosed() }
-        let (text, bindings) = SQLDialect.postgres.render(query, unreadPositions: unreadPositions)
+        let (text, bindings) = SQLDialect.postgres.render(query, schema: schema)
         try bindings.requireStorable()
         if let pause = callersBeforeStatement ?? Self.beforeStatement { await pause(text) }
         var binds = PostgresBindings(capacity: bindings.count)
@@ -101,12 +101,12 @@ extension PostgresRandomAccessRow: StoreRow {
 struct PostgresTransactions: Sendable {
     let pool: PostgresPool
     let logger: Logger
-    /// Whether the schema has `v15-unread-positions`'s columns: not on a node held before it.
-    var unreadPositions = true
+    /// How far the schema goes: the newest, but on a node held before a migration.
+    var schema = SchemaLevel.newest
 
     /// A session on `connection` that writes statements for this schema.
     func session(_ connection: PostgresConnection) -> PostgresSession {
-        PostgresSession(connection: connection, logger: logger, unreadPositions: unreadPositions)
+        PostgresSession(connection: connection, logger: logger, schema: schema)
     }
 
     enum Kind {

@@ -58,7 +58,7 @@ enum SendFunction {
               VALUES ($1, $8, $4, $5, $6, $7, $9, NULL, 0, 0);
               -- 3. R4: the author has read it, and everything before it: a mark read, a batch of one.
               RETURN QUERY SELECT * FROM \(MovesFunction.name)(ARRAY[\(read)]::BIGINT[], ARRAY[$5], ARRAY[$2],
-                ARRAY[$3], ARRAY[$4], ARRAY[0]::BIGINT[], ARRAY[$9], ARRAY[0]::BIGINT[], 1, 1, 1);
+                ARRAY[$3], ARRAY[$4], ARRAY[0]::BIGINT[], ARRAY[$9], ARRAY[0]::BIGINT[], 1, 1, 1, 1);
             END
             $ticks$
             """

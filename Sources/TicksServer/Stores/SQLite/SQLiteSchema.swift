@@ -125,6 +125,12 @@ enum SQLiteSchema {
                 try db.execute(sql: statement)
             }
         }
+        // SQLite adds only virtual generated columns to a table (computed when read; their index keeps them).
+        migrator.registerMigration("v16-counted-columns") { db in
+            for statement in StoreMigrations.countedColumns(integer: "INTEGER", stored: false) {
+                try db.execute(sql: statement)
+            }
+        }
         return migrator
     }
 

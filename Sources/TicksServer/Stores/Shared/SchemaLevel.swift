@@ -21,6 +21,9 @@ struct SchemaLevel: Sendable, Equatable {
         /// kept as of a position of the channel (`StoreSQL.memberUnread`), so
         /// that a send need not write every member's row.
         case unreadPositions = "v15-unread-positions"
+        /// `member.in_group` and R13's counted positions as indexed columns of their own
+        /// (`StoreSQL.countedColumn`), in place of v11's indexes of expressions.
+        case countedColumns = "v16-counted-columns"
     }
 
     /// The migrations, in the order they are applied (both dialects apply the same names).
@@ -31,6 +34,11 @@ struct SchemaLevel: Sendable, Equatable {
 
     /// Every migration this binary knows.
     static let newest = SchemaLevel(last: order.count - 1)
+
+    /// Up to the migration before `migration`: the schema of a node held just before it.
+    static func before(_ migration: Migration) -> SchemaLevel {
+        SchemaLevel(last: (order.firstIndex(of: migration.rawValue) ?? order.count) - 1)
+    }
 
     private init(last: Int) { self.last = last }
 

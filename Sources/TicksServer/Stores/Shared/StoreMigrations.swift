@@ -1,3 +1,5 @@
+import TicksReceipts
+
 /// Schema changes both databases take the same way; each schema lists them
 /// under the same name (`SQLiteSchema`, `PostgresSchema`). Shipped ones are
 /// never edited.
@@ -271,5 +273,48 @@ extension StoreMigrations {
             newDatabase.map { "INSERT INTO app_setting (name, value) SELECT * FROM (VALUES \(setting)) AS s WHERE \($0)" }
                 ?? "INSERT INTO app_setting (name, value) VALUES \(setting)",
         ]
+    }
+}
+
+extension StoreMigrations {
+    /// R13's counted positions (`StoreSQL.countedSeq`) as columns of their
+    /// own, which the database computes from the row on every write
+    /// (generated: a node of an older release, which writes the cursors only,
+    /// keeps them too), indexed per channel in place of v11's indexes of the
+    /// expressions. They hold a position only on the rows of a channel that
+    /// has had more than two members (`in_group`, set as the third joins:
+    /// `StoreSQL.markInGroup`), and are NULL elsewhere. PostgreSQL updates a
+    /// row in place (a HOT update: no index entry written, no dead entries
+    /// left for vacuum) only when no indexed column changes; v11's indexes
+    /// named the cursors, so every receipt was a full update. In a channel
+    /// of two a receipt now changes no indexed column. The lowest positions
+    /// of a channel read both the columns and, for rows where they are NULL,
+    /// the expression (`StoreSQL.lowestCounted`): right whichever rows are
+    /// marked, so marking is only an optimisation, never a condition.
+    ///
+    /// Only added columns: an older node runs on it. Its queries of the
+    /// lowest positions, which ordered by v11's expressions, then find no
+    /// index for them and sort the channel's member rows (right, slower in
+    /// large channels, until every node is upgraded: docs/operations.md).
+    static func countedColumns(integer: String, stored: Bool) -> [String] {
+        let kinds: [(kind: CursorKind, deliveryEvents: Bool)] = [(.read, true), (.read, false), (.delivered, true)]
+        let generated = stored ? "STORED" : "VIRTUAL"
+        var statements = [
+            "ALTER TABLE member ADD COLUMN in_group \(integer) NOT NULL DEFAULT 0",
+            "UPDATE member SET in_group = 1 WHERE channel_pk IN (SELECT pk FROM channel WHERE member_count > 2)",
+        ]
+        for (kind, deliveryEvents) in kinds {
+            let column = StoreSQL.countedColumn(kind, deliveryEvents: deliveryEvents)
+            let counted = StoreSQL.countedSeq(kind, deliveryEvents: deliveryEvents)
+            statements.append(
+                "ALTER TABLE member ADD COLUMN \(column) \(integer) GENERATED ALWAYS AS (CASE WHEN in_group <> 0 THEN \(counted) END) \(generated)"
+            )
+        }
+        for (kind, deliveryEvents) in kinds {
+            let column = StoreSQL.countedColumn(kind, deliveryEvents: deliveryEvents)
+            statements.append("CREATE INDEX member_\(column) ON member (channel_pk, \(column))")
+        }
+        let expressions = ["member_read_by_all", "member_read_by_all_quiet", "member_delivered_to_all"]
+        return statements + expressions.map { "DROP INDEX \($0)" }
     }
 }

@@ -23,6 +23,8 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         /// PostgreSQL's `FOR NO KEY UPDATE`: as `forUpdate` against every other writer of the
         /// row, but not against a foreign key's check (`FOR KEY SHARE`). Nothing in SQLite.
         case forNoKeyUpdate(of: String?)
+        /// PostgreSQL's `FOR UPDATE SKIP LOCKED`: the rows no other transaction holds, locked. Nothing in SQLite.
+        case forUpdateSkipLocked
         /// PostgreSQL's weakest row lock (`FOR KEY SHARE`): a row that must stay while the
         /// statement's change commits; only a delete (or a key change) of it waits. Nothing in SQLite.
         case forKeyShare
@@ -33,10 +35,10 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         case byteOrdered(column: String)
         /// PostgreSQL's transaction-scoped advisory lock on a key; `NULL` in SQLite, whose single writer already serialises changes.
         case advisoryLock(Int64)
-        /// The first parts where the schema counts unread by positions
-        /// (`v15-unread-positions`), the second on a PostgreSQL node held
-        /// before it, whose tables lack the columns (`SQLDialect.render`).
-        case unreadPositions([Part], otherwise: [Part])
+        /// The first parts where the schema has the migration's tables and
+        /// columns, the second on a PostgreSQL node held before it, whose
+        /// tables lack them (`SQLDialect.render`).
+        case onSchema(SchemaLevel.Migration, [Part], otherwise: [Part])
     }
 
     var parts: [Part]
@@ -74,6 +76,8 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         mutating func appendInterpolation(forUpdateOf table: String?) { parts.append(.forUpdate(of: table)) }
         /// ` FOR NO KEY UPDATE [OF table]` in PostgreSQL.
         mutating func appendInterpolation(forNoKeyUpdateOf table: String?) { parts.append(.forNoKeyUpdate(of: table)) }
+        /// ` FOR UPDATE SKIP LOCKED` in PostgreSQL.
+        mutating func appendInterpolation(forUpdateSkipLocked: Void) { parts.append(.forUpdateSkipLocked) }
         /// ` FOR KEY SHARE` in PostgreSQL.
         mutating func appendInterpolation(forKeyShare: Void) { parts.append(.forKeyShare) }
         /// A text column to order by, in byte order in both stores.
@@ -84,7 +88,11 @@ struct StoreQuery: ExpressibleByStringInterpolation, Sendable {
         mutating func appendInterpolation(_ query: StoreQuery) { parts += query.parts }
         /// `query` where the schema has `v15-unread-positions`'s columns, `otherwise` on a node held before it.
         mutating func appendInterpolation(unreadPositions query: StoreQuery, otherwise: StoreQuery) {
-            parts.append(.unreadPositions(query.parts, otherwise: otherwise.parts))
+            appendInterpolation(on: .unreadPositions, query, otherwise: otherwise)
+        }
+        /// `query` where the schema has what `migration` made, `otherwise` on a node held before it.
+        mutating func appendInterpolation(on migration: SchemaLevel.Migration, _ query: StoreQuery, otherwise: StoreQuery) {
+            parts.append(.onSchema(migration, query.parts, otherwise: otherwise.parts))
         }
     }
 
@@ -150,9 +158,9 @@ enum SQLDialect: Sendable {
     case postgres
 
     /// The statement's text in this dialect and the values to bind, in order.
-    /// `unreadPositions`: whether the schema has `v15-unread-positions`'s
-    /// columns (always, but on a PostgreSQL node held before it).
-    func render(_ sql: StoreQuery, unreadPositions: Bool = true) -> (text: String, bindings: [SQLBinding]) {
+    /// `schema`: how far the schema goes (the newest, but on a PostgreSQL
+    /// node held before some migration).
+    func render(_ sql: StoreQuery, schema: SchemaLevel = .newest) -> (text: String, bindings: [SQLBinding]) {
         var text = ""
         var bindings: [SQLBinding] = []
         func placeholder() -> String {
@@ -185,6 +193,8 @@ enum SQLDialect: Sendable {
                     if self == .postgres { text += " FOR NO KEY UPDATE" + (table.map { " OF \($0)" } ?? "") }
                 case .forKeyShare:
                     if self == .postgres { text += " FOR KEY SHARE" }
+                case .forUpdateSkipLocked:
+                    if self == .postgres { text += " FOR UPDATE SKIP LOCKED" }
                 case .byteOrdered(let column):
                     text += self == .postgres ? "\(column) COLLATE \"C\"" : column
                 case .advisoryLock(let key):
@@ -199,8 +209,8 @@ enum SQLDialect: Sendable {
                     precondition(self == .postgres, "arrays are bound only in PostgreSQL's statements")
                     bindings.append(.array(array))
                     text += placeholder()
-                case .unreadPositions(let positions, let otherwise):
-                    append(unreadPositions ? positions : otherwise)
+                case .onSchema(let migration, let newer, let otherwise):
+                    append(schema.has(migration) ? newer : otherwise)
                 }
             }
         }

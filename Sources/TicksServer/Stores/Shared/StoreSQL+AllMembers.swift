@@ -21,14 +21,64 @@ extension StoreSQL {
         }
     }
 
+    /// The column that keeps `countedSeq(kind, deliveryEvents:)` on the
+    /// rows of a channel that has had more than two members (NULL on the
+    /// others: `StoreMigrations.countedColumns`).
+    static func countedColumn(_ kind: CursorKind, deliveryEvents: Bool) -> String {
+        switch (kind, deliveryEvents) {
+        case (.read, true): "counted_read_seq"
+        case (.read, false): "counted_quiet_read_seq"
+        case (.delivered, _): "counted_delivered_seq"
+        }
+    }
+
     /// The channel's `limit` lowest counted positions, lowest first: user id,
-    /// position (`notCounted` for a member who does not count). The index's
-    /// first entries, whatever the channel's size.
-    static func lowestCounted(_ kind: CursorKind, deliveryEvents: Bool, in channelPK: Int64, limit: Int) -> StoreQuery {
+    /// position (`notCounted` for a member who does not count), whatever the
+    /// channel's size. From `v16-counted-columns`, the first entries of the
+    /// counted column's index, with the rows whose column is NULL (a channel
+    /// never of more than two, a row an older node added) counted from their
+    /// cursors, which the same index finds; before it, the first entries of
+    /// v11's index of the expression. `channelPK` and `limit` are fragments:
+    /// values, or (`MovesFunction`) the names of a statement's own.
+    static func lowestCounted(_ kind: CursorKind, deliveryEvents: Bool, in channelPK: StoreQuery, limit: StoreQuery)
+        -> StoreQuery
+    {
         let counted = countedSeq(kind, deliveryEvents: deliveryEvents)
-        return """
-            SELECT user_id, \(raw: counted) FROM member WHERE channel_pk = \(channelPK)
+        let column = countedColumn(kind, deliveryEvents: deliveryEvents)
+        let fromColumns: StoreQuery = """
+            SELECT user_id, seq FROM (
+              SELECT user_id, seq FROM (
+                SELECT user_id, \(raw: column) AS seq FROM member
+                WHERE channel_pk = \(channelPK) AND \(raw: column) IS NOT NULL ORDER BY \(raw: column) LIMIT \(limit)) kept
+              UNION ALL
+              SELECT user_id, \(raw: counted) AS seq FROM member WHERE channel_pk = \(channelPK) AND \(raw: column) IS NULL
+            ) lowest ORDER BY seq LIMIT \(limit)
+            """
+        let fromExpression: StoreQuery = """
+            SELECT user_id, \(raw: counted) AS seq FROM member WHERE channel_pk = \(channelPK)
             ORDER BY \(raw: counted) LIMIT \(limit)
+            """
+        return "\(on: .countedColumns, fromColumns, otherwise: fromExpression)"
+    }
+
+    static func lowestCounted(_ kind: CursorKind, deliveryEvents: Bool, in channelPK: Int64, limit: Int) -> StoreQuery {
+        lowestCounted(kind, deliveryEvents: deliveryEvents, in: "\(channelPK)", limit: "\(limit)")
+    }
+
+    /// Once the channel has more than two members (it is locked, the member
+    /// just added), its rows keep their counted positions in the indexed
+    /// columns (`StoreMigrations.countedColumns`): those not yet marked are.
+    /// On PostgreSQL it skips a row another transaction holds (a move: it
+    /// never waits, so it never joins a circle of waits); that row is counted
+    /// from its cursors until a later join marks it.
+    static func markInGroup(_ channelPK: Int64) -> StoreQuery {
+        let column = countedColumn(.read, deliveryEvents: true)
+        return """
+            UPDATE member SET in_group = 1
+            WHERE channel_pk = \(channelPK) AND \(raw: column) IS NULL
+              AND user_id IN (SELECT user_id FROM member WHERE channel_pk = \(channelPK) AND \(raw: column) IS NULL\(
+                forUpdateSkipLocked: ()))
+              AND (SELECT member_count FROM channel WHERE pk = \(channelPK)) > 2
             """
     }
 

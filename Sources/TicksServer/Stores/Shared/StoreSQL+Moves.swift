@@ -27,7 +27,8 @@ extension StoreSQL {
               \(array: moves.map(\.channel.type)), \(array: moves.map(\.channel.id)), \(array: moves.map { $0.messageID ?? "" }),
               \(array: moves.map { $0.messageID == nil ? 1 as Int64 : 0 }), \(array: moves.map(\.at.microseconds)),
               \(array: moves.map { Int64($0.audience.fullChannelLimit) }), \(schema.has(.allMembers) ? 1 : 0),
-              \(schema.has(.appSettings) ? 1 : 0), \(schema.has(.unreadPositions) ? 1 : 0))
+              \(schema.has(.appSettings) ? 1 : 0), \(schema.has(.unreadPositions) ? 1 : 0),
+              \(schema.has(.countedColumns) ? 1 : 0))
             """
         return query.prepared(as: .moves)
     }
