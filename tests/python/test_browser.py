@@ -180,6 +180,27 @@ class Browser:
         found = item.find_elements("css selector", ".indicator") if item else []
         return found[0] if found else None
 
+    def look(self, text):
+        """The indicator of the message `text` as one snapshot: events redraw it, and an element found
+        earlier goes stale (a look that meets a redraw is taken again)."""
+        seen = {}
+
+        def take():
+            indicator = self.indicator(text)
+            if indicator is None:
+                return False
+            parts = {key: [e.text for e in indicator.find_elements("css selector", selector)]
+                     for key, selector in (("avatars", ".avatar"), ("more", ".more"), ("everyone_text", ".everyone"),
+                                           ("count", ".count"))}
+            seen.clear()
+            seen.update(status=indicator.get_attribute("data-status"), label=indicator.get_attribute("aria-label"),
+                        read_count=indicator.get_attribute("data-read-count"),
+                        everyone=indicator.get_attribute("data-everyone"), **parts)
+            return True
+
+        self.wait(take, f"'{text}''s indicator")
+        return seen
+
     def wait_status(self, text, status, read_count=None):
         def reached():
             indicator = self.indicator(text)
@@ -290,25 +311,24 @@ def test_a_group_shows_the_read_count_and_the_last_readers(demo, browsers):
     amy.shot("delivered")
 
     people["carol"].open_channel("Trip")
-    indicator = amy.wait_status("Who is in?", "read", read_count=1)
-    assert indicator.get_attribute("aria-label") == "Read by 1"
+    amy.wait_status("Who is in?", "read", read_count=1)
+    assert amy.look("Who is in?")["label"] == "Read by 1"
     amy.shot("read-by-1")
 
     people["dan"].open_channel("Trip")
-    indicator = amy.wait_status("Who is in?", "read", read_count=2)
-    assert indicator.get_attribute("aria-label") == "Read by 2"
-    assert indicator.find_element("css selector", ".count").text == "2"
+    amy.wait_status("Who is in?", "read", read_count=2)
+    shown = amy.look("Who is in?")
+    assert (shown["label"], shown["count"]) == ("Read by 2", ["2"])
     amy.shot("read-by-2")
 
     # Two more readers through the API: four readers, three avatars "and 1 more".
     cid = "team:" + amy.find("#conversation").get_attribute("data-cid").split(":", 1)[1]
     api.mark_read(cid, "dora")
     api.mark_read(cid, "erik")
-    indicator = amy.wait_status("Who is in?", "read", read_count=4)
-    assert indicator.get_attribute("aria-label") == "Read by 4"
-    assert [a.text for a in indicator.find_elements("css selector", ".avatar")] == ["ER", "DO", "DA"]
-    assert indicator.find_element("css selector", ".more").text == "and 1 more"
-    assert indicator.get_attribute("data-everyone") == "false", "finn has neither read nor received it"
+    amy.wait_status("Who is in?", "read", read_count=4)
+    shown = amy.look("Who is in?")
+    assert (shown["label"], shown["avatars"], shown["more"]) == ("Read by 4", ["ER", "DO", "DA"], ["and 1 more"])
+    assert shown["everyone"] == "false", "finn has neither read nor received it"
     amy.shot("read-by-4")
 
     # finn reads privately (R10), and his answer must not make him a reader either; but the read
@@ -316,11 +336,9 @@ def test_a_group_shows_the_read_count_and_the_last_readers(demo, browsers):
     api.mark_read(cid, "finn")
     api.send_message(cid, "finn", "Me too", message_id="finn-1")
     amy.wait(lambda: amy.message("Me too") is not None, "finn's answer")
-    amy.wait(lambda: amy.indicator("Who is in?").get_attribute("data-everyone") == "true", "read by everyone")
-    indicator = amy.indicator("Who is in?")
-    assert indicator.get_attribute("data-read-count") == "4"
-    assert indicator.get_attribute("aria-label") == "Read by everyone"
-    assert indicator.find_element("css selector", ".everyone").text == "everyone"
+    amy.wait(lambda: amy.look("Who is in?")["everyone"] == "true", "read by everyone")
+    shown = amy.look("Who is in?")
+    assert (shown["read_count"], shown["label"], shown["everyone_text"]) == ("4", "Read by everyone", ["everyone"])
     amy.shot("private-reader-answered-read-by-everyone")
 
     amy.indicator("Who is in?").click()

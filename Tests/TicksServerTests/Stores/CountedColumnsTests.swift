@@ -91,11 +91,24 @@ struct CountedColumnsTests {
         )
     }
 
+    static let v11Indexes: Set<String> = ["member_read_by_all", "member_read_by_all_quiet", "member_delivered_to_all"]
+
+    /// Which of v11's indexes of R13's expressions the store's PostgreSQL schema has.
+    static func expressionIndexes(_ store: SQLStore) async throws -> Set<String> {
+        Set(
+            try await store.engine.readOne {
+                Fetch.texts(
+                    "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'member'")
+            }
+        ).intersection(v11Indexes)
+    }
+
     @Test(
         "PostgreSQL: a receipt in a channel of two is an update in place (HOT); in a group, or held before v16, it is not",
         .enabled(if: PostgresTestDatabase.url != nil))
     func receiptsInPlace() async throws {
         try await PostgresTestDatabase.withStore { store, _ in
+            #expect(try await Self.expressionIndexes(store).isEmpty, "a new database drops v11's indexes")
             let (two, three) = try await Self.receiptsInPlace(store)
             #expect(two.all >= 1)
             #expect(two.inPlace == two.all, "a receipt in a channel of two changed an indexed column of member")
@@ -106,6 +119,11 @@ struct CountedColumnsTests {
             let (two, _) = try await Self.receiptsInPlace(held)
             #expect(two.all >= 1)
             #expect(two.inPlace == 0, "v11's indexes name the cursors: no receipt is an update in place")
+            // This release's migrations on the database the held node serves: the release before
+            // may still serve it, and its queries need v11's indexes.
+            let engine = try #require(held.unbounded as? PostgresEngine)
+            try await PostgresSchema.migrate(engine.transactions)
+            #expect(try await Self.expressionIndexes(held) == Self.v11Indexes, "an upgraded database keeps v11's indexes")
         }
     }
 

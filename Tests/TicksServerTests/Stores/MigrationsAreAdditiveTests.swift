@@ -52,6 +52,9 @@ struct MigrationsAreAdditiveTests {
         SELECT table_name || '.' || column_name FROM information_schema.columns WHERE table_schema = current_schema()
         """
 
+    /// Every `table.index` of the store's PostgreSQL schema.
+    static let postgresIndexes = "SELECT tablename || '.' || indexname FROM pg_indexes WHERE schemaname = current_schema()"
+
     @Test("the previous release's tables and columns are all there after this release's migrations (SQLite)")
     func sqlite() throws {
         let previous = try PreviousRelease.load()
@@ -66,7 +69,7 @@ struct MigrationsAreAdditiveTests {
     }
 
     @Test(
-        "the previous release's tables and columns are all there after this release's migrations (PostgreSQL)",
+        "the previous release's tables, columns and indexes are all there after this release's migrations (PostgreSQL)",
         .enabled(if: PostgresTestDatabase.url != nil))
     func postgres() async throws {
         let previous = try PreviousRelease.load()
@@ -74,10 +77,15 @@ struct MigrationsAreAdditiveTests {
         try await PostgresTestDatabase.withStore(migrationsUpTo: previous.newestMigration) { store, _ in
             let engine = try #require(store.unbounded as? PostgresEngine)
             let before = Set(try await engine.read { Fetch.texts(StoreQuery(stringLiteral: Self.postgresColumns)) })
+            let indexesBefore = Set(try await engine.read { Fetch.texts(StoreQuery(stringLiteral: Self.postgresIndexes)) })
             try await PostgresSchema.migrate(engine.transactions)
             let after = Set(try await engine.read { Fetch.texts(StoreQuery(stringLiteral: Self.postgresColumns)) })
             #expect(before.contains("member.read_seq"), "the snapshot reads the schema")
             #expect(previous.removals(from: before, to: after) == [], "dropped or renamed since \(previous.tag)")
+            // Its indexes too: the release before's queries may need them (v11's for R13's lowest positions).
+            #expect(indexesBefore.contains("member.member_read_by_all"), "the snapshot reads the indexes")
+            let indexesAfter = Set(try await engine.read { Fetch.texts(StoreQuery(stringLiteral: Self.postgresIndexes)) })
+            #expect(indexesBefore.subtracting(indexesAfter).sorted() == [], "indexes dropped since \(previous.tag)")
         }
     }
 

@@ -108,11 +108,15 @@ enum PostgresSchema {
         // do. A new one (its first migration applied in this transaction, at its `now()`) counts by positions.
         Migration(
             name: "v15-unread-positions",
-            statements: StoreMigrations.unreadPositions(
-                integer: "BIGINT",
-                newDatabase: "EXISTS (SELECT 1 FROM ticks_migration WHERE name = 'v1-receipts' AND applied_at = now())")),
-        Migration(name: "v16-counted-columns", statements: StoreMigrations.countedColumns(integer: "BIGINT", stored: true)),
+            statements: StoreMigrations.unreadPositions(integer: "BIGINT", newDatabase: newDatabase)),
+        Migration(
+            name: "v16-counted-columns",
+            statements: StoreMigrations.countedColumns(integer: "BIGINT", stored: true, newDatabase: newDatabase)),
     ]
+
+    /// True in the migrations' transaction that made the database: its first migration was
+    /// applied in it (at its `now()`). Nodes of the release before may serve any other, even an empty one.
+    static let newDatabase = "EXISTS (SELECT 1 FROM ticks_migration WHERE name = 'v1-receipts' AND applied_at = now())"
 
     /// An arbitrary constant: the advisory lock that serialises migrations.
     static let migrationLock: Int64 = 0x7469_636B_735F_6D67

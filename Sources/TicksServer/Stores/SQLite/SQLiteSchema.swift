@@ -125,9 +125,10 @@ enum SQLiteSchema {
                 try db.execute(sql: statement)
             }
         }
-        // SQLite adds only virtual generated columns to a table (computed when read; their index keeps them).
+        // SQLite adds only virtual generated columns to a table (computed when read; their index keeps
+        // them). One process serves the file: v11's indexes go at once.
         migrator.registerMigration("v16-counted-columns") { db in
-            for statement in StoreMigrations.countedColumns(integer: "INTEGER", stored: false) {
+            for statement in StoreMigrations.countedColumns(integer: "INTEGER", stored: false, newDatabase: nil) {
                 try db.execute(sql: statement)
             }
         }

@@ -292,11 +292,14 @@ extension StoreMigrations {
     /// the expression (`StoreSQL.lowestCounted`): right whichever rows are
     /// marked, so marking is only an optimisation, never a condition.
     ///
-    /// Only added columns: an older node runs on it. Its queries of the
-    /// lowest positions, which ordered by v11's expressions, then find no
-    /// index for them and sort the channel's member rows (right, slower in
-    /// large channels, until every node is upgraded: docs/operations.md).
-    static func countedColumns(integer: String, stored: Bool) -> [String] {
+    /// Only added columns: an older node runs on it. v11's indexes, which an
+    /// older node's queries of the lowest positions need, are dropped only
+    /// where no such node can run (the compatibility rule of
+    /// docs/operations.md): on SQLite (one process) and on a PostgreSQL
+    /// database this migration run created (`newDatabase`, as
+    /// `unreadPositions`). An upgraded PostgreSQL database keeps them, and
+    /// its receipts stay full updates, until a later release drops them.
+    static func countedColumns(integer: String, stored: Bool, newDatabase: String?) -> [String] {
         let kinds: [(kind: CursorKind, deliveryEvents: Bool)] = [(.read, true), (.read, false), (.delivered, true)]
         let generated = stored ? "STORED" : "VIRTUAL"
         var statements = [
@@ -314,7 +317,9 @@ extension StoreMigrations {
             let column = StoreSQL.countedColumn(kind, deliveryEvents: deliveryEvents)
             statements.append("CREATE INDEX member_\(column) ON member (channel_pk, \(column))")
         }
-        let expressions = ["member_read_by_all", "member_read_by_all_quiet", "member_delivered_to_all"]
-        return statements + expressions.map { "DROP INDEX \($0)" }
+        let drops = ["member_read_by_all", "member_read_by_all_quiet", "member_delivered_to_all"].map { "DROP INDEX \($0)" }
+        guard let newDatabase else { return statements + drops }
+        let dropped = drops.map { "\($0);" }.joined(separator: " ")
+        return statements + ["DO $$ BEGIN IF \(newDatabase) THEN \(dropped) END IF; END $$"]
     }
 }
