@@ -74,7 +74,7 @@ enum MovesFunction {
                 INTO o, p, rs, ds
               FROM (SELECT r.ord, m.channel_pk, m.read_seq, m.delivered_seq
                     FROM unnest($3, $4, $2) WITH ORDINALITY AS r(ctype, cname, user_id, ord)
-                    JOIN channel c ON c.type = r.ctype AND c.id = r.cname
+                    CROSS JOIN LATERAL (\(StoreSQL.channelByName("r", shown: false))) c
                     JOIN member m ON m.channel_pk = c.pk AND m.user_id = r.user_id
                     ORDER BY m.channel_pk, m.user_id FOR UPDATE OF m) x;
               -- 2. The moves: one row each, in order (a schema held before v15-unread-positions has no
@@ -139,7 +139,9 @@ enum MovesFunction {
         let notCounted = StoreSQL.notCounted
         let nulls = resultColumns.dropLast(2).map { "NULL::\($0.type)" }.joined(separator: ", ")
         return """
-              WITH b AS (
+              -- MATERIALIZED: each row's type config parsed once (inlined, its JSON casts ran again wherever
+              -- re and de were used, a parse of the whole config each).
+              WITH b AS MATERIALIZED (
                 SELECT b.ord, b.pk, m.user_id, m.reads_shared, m.deliveries_shared, b.read_before, b.delivered_before,
                   m.read_seq AS read_after, m.delivered_seq AS delivered_after, c.member_count,
                   COALESCE((t.config::jsonb ->> 'read_events')::boolean, false) AS re,

@@ -69,6 +69,15 @@ extension StoreSQL {
     /// send that counts by positions writes no member row: the count written
     /// is as of the snapshot's `counted` (`keptNow`), so a send committed
     /// after the snapshot still counts (`memberUnread`).
+    /// The channel a batch's row `r` names (`r.ctype`, `r.cname`; only if not deleted when
+    /// `shown`): a subquery of its own for each row (`OFFSET 0` keeps the planner from joining it
+    /// flat), so that it is found by its key whatever the statistics say. Planned once on an almost
+    /// empty schema (the first call on a connection, `force_generic_plan`), a flat join scanned
+    /// every channel for every batch.
+    static func channelByName(_ r: String, shown: Bool) -> String {
+        "SELECT * FROM channel WHERE type = \(r).ctype AND id = \(r).cname\(shown ? " AND deleted_at IS NULL" : "") OFFSET 0"
+    }
+
     static func movesStatement(_ moves: [BatchedMove]) -> StoreQuery {
         """
         WITH req AS (
@@ -78,13 +87,16 @@ extension StoreSQL {
             \(array: moves.map { Int64($0.audience.fullChannelLimit) }))
             WITH ORDINALITY AS r(kind, user_id, ctype, cname, mid, to_newest, at, full_limit, ord)
         ), ch AS (
-          SELECT r.ord, \(raw: channelColumns) FROM req r JOIN channel c ON c.type = r.ctype AND c.id = r.cname
-            AND c.deleted_at IS NULL LEFT JOIN channel_type t ON t.name = c.type
+          -- The type's delivery events read here, once a move: a join filter parsed the whole config for each pair.
+          SELECT r.ord, \(raw: channelColumns), (t.config::jsonb ->> 'delivery_events')::boolean AS delivery_events
+          FROM req r CROSS JOIN LATERAL (\(raw: channelByName("r", shown: true))) c
+            LEFT JOIN channel_type t ON t.name = c.type
         ), tgt AS (
           SELECT ch.ord,
                  CASE WHEN r.to_newest = 1 THEN ch.last_seq
-                      ELSE (SELECT g.seq FROM message g WHERE g.id = r.mid AND g.channel_pk = ch.pk
-                              AND g.seq > ch.truncated_seq AND g.hard_deleted = 0) END AS seq,
+                      ELSE (SELECT CASE WHEN g.channel_pk = ch.pk AND g.seq > ch.truncated_seq AND g.hard_deleted = 0
+                                        THEN g.seq END
+                            FROM message g WHERE g.id = r.mid) END AS seq,
                  ch.last_seq AS newest
           FROM ch JOIN req r ON r.ord = ch.ord
         ), old AS (
@@ -101,7 +113,7 @@ extension StoreSQL {
                  GREATEST(old.delivered_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest)) AS delivered_to
           FROM old JOIN tgt ON tgt.ord = old.ord JOIN ch ON ch.ord = old.ord
           WHERE tgt.seq IS NOT NULL AND NOT old.stale
-            AND (old.kind = 1 OR (ch.config::jsonb ->> 'delivery_events')::boolean)
+            AND (old.kind = 1 OR ch.delivery_events)
         ), counted AS (
           SELECT new.*, (ch.last_seq - new.read_to) - (SELECT COUNT(*) FROM message g
             WHERE g.channel_pk = new.channel_pk AND g.seq > new.read_to
