@@ -58,7 +58,6 @@ enum MovesFunction {
                 StoreSQL.movesStatement([sampleMove]), schema: unreadPositions ? .newest : .before(.unreadPositions)
             ).text
         }
-        let nulls = resultColumns.dropLast(2).map { "NULL::\($0.type)" }.joined(separator: ", ")
         let columns = resultColumns.map { "\($0.name) \($0.type)" }.joined(separator: ", ")
         let reciprocal = AppOptions.Change.CodingKeys.reciprocalReadReceipts.rawValue
         return """
@@ -113,7 +112,7 @@ enum MovesFunction {
               IF $10 = 0 THEN RETURN; END IF;
               IF EXISTS (SELECT 1 FROM app_setting WHERE name = '\(reciprocal)' AND value = 'true') THEN
               RETURN QUERY
-              SELECT \(nulls), b.ord, json_build_object('hiding', COALESCE((
+              SELECT \(nullColumns), b.ord, json_build_object('hiding', COALESCE((
                   SELECT json_agg(u.id) FROM app_user u WHERE u.reads_shared = 0
                     AND (u.id IN (SELECT h.user_id FROM member h WHERE h.channel_pk = b.pk)
                       OR u.id IN (SELECT g.user_id FROM message g WHERE g.channel_pk = b.pk
@@ -137,7 +136,6 @@ enum MovesFunction {
             ).text
         }
         let notCounted = StoreSQL.notCounted
-        let nulls = resultColumns.dropLast(2).map { "NULL::\($0.type)" }.joined(separator: ", ")
         return """
               -- MATERIALIZED: each row's type config parsed once (inlined, its JSON casts ran again wherever
               -- re and de were used, a parse of the whole config each).
@@ -190,7 +188,7 @@ enum MovesFunction {
                 LEFT JOIN LATERAL (SELECT l.seq FROM low l
                   WHERE l.ord = mv.ord AND l.kind = mv.kind AND l.user_id <> mv.user_id ORDER BY l.n OFFSET 1 LIMIT 1) s ON true
               )
-              SELECT \(nulls), reach.ord, json_build_object(
+              SELECT \(nullColumns), reach.ord, json_build_object(
                 'kind', reach.kind, 'from', reach.from_seq, 'to', reach.to_seq, 'others', reach.others,
                 'lowest', COALESCE(reach.lowest, '[]'),
                 'reached', reach.up_to > reach.from_seq OR reach.up_to_for_lowest > reach.from_seq,
@@ -211,6 +209,10 @@ enum MovesFunction {
               FROM reach ORDER BY reach.ord, reach.kind DESC
             """
     }
+
+    /// Every result column but the last two as NULL: the rows of steps 4 and 5, which carry only
+    /// the move's number and what it reached.
+    private static let nullColumns = resultColumns.dropLast(2).map { "NULL::\($0.type)" }.joined(separator: ", ")
 
     /// The function's name: `ticks_moves_` and a hash of its text.
     static let name = "ticks_moves_" + String(fnv1a(signatureAndBody), radix: 16)
