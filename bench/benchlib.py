@@ -242,10 +242,10 @@ class Postgres:
                 total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         return total
 
-    def pin(self, cpu):
-        """The cluster onto one CPU: the postmaster, so every backend it starts from now on, and
-        the processes it has started already (checkpointer, WAL writer, …)."""
-        postmaster = self.postmaster_pid()
+    def processes(self):
+        """The postmaster and the processes it has started that are running now (backends, the
+        checkpointer, the WAL writer, …)."""
+        postmaster, found = self.postmaster_pid(), []
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
@@ -255,7 +255,14 @@ class Postgres:
             except OSError:
                 continue
             if int(entry) == postmaster or parent == postmaster:
-                subprocess.run(["taskset", "-c", "-p", str(cpu), entry], capture_output=True)
+                found.append(int(entry))
+        return found
+
+    def pin(self, cpu):
+        """The cluster onto one CPU: the postmaster, so every backend it starts from now on, and
+        the processes it has started already (checkpointer, WAL writer, …)."""
+        for pid in self.processes():
+            subprocess.run(["taskset", "-c", "-p", str(cpu), str(pid)], capture_output=True)
 
     def close(self):
         subprocess.run([os.path.join(ROOT, "scripts/postgres"), "stop", self.dir], capture_output=True)

@@ -181,6 +181,12 @@ struct SendingTests {
             _ = try await eventually("the server answered several attempts") {
                 server.requestCount(route: route) >= 2 ? true : nil
             }
+            // The attempt that stored it is counted once its handler returns, which on a busy machine
+            // may come after a later attempt found the message and was answered 200 (a failure seen
+            // twice in full runs beside the PostgreSQL suite: 0 counted at this line).
+            _ = try await eventually("the attempt that stored it was answered") {
+                server.requestCount(route: route, status: 201) >= 1 ? true : nil
+            }
             #expect(server.requestCount(route: route, status: 201) == 1)
             #expect(try await server.messageIDs("messaging:room") == ["lost1"])
             #expect(try await room.state.messages.map(\.id) == ["lost1"])

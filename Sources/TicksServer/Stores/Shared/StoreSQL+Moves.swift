@@ -87,8 +87,11 @@ extension StoreSQL {
             \(array: moves.map { Int64($0.audience.fullChannelLimit) }))
             WITH ORDINALITY AS r(kind, user_id, ctype, cname, mid, to_newest, at, full_limit, ord)
         ), ch AS (
-          -- The type's delivery events read here, once a move: a join filter parsed the whole config for each pair.
-          SELECT r.ord, \(raw: channelColumns), (t.config::jsonb ->> 'delivery_events')::boolean AS delivery_events
+          -- The type's delivery events from the function's flags (`MovesFunction`, step 1: each type's
+          -- config parsed once a call, not once a move).
+          SELECT r.ord, \(raw: channelColumns),
+            COALESCE(\(raw: MovesFunction.typeDeliveryEvents)[array_position(\(raw: MovesFunction.typeNames), c.type)], false)
+              AS delivery_events
           FROM req r CROSS JOIN LATERAL (\(raw: channelByName("r", shown: true))) c
             LEFT JOIN channel_type t ON t.name = c.type
         ), tgt AS (
@@ -100,25 +103,34 @@ extension StoreSQL {
                  ch.last_seq AS newest
           FROM ch JOIN req r ON r.ord = ch.ord
         ), old AS (
+          -- From here on each CTE reads only the one before: joined to each other, CTEs were planned as
+          -- nested loops (a generic plan guesses one row each), a scan of the batch for every move.
           SELECT r.ord, r.kind, r.user_id, r.at, m.channel_pk, m.read_seq, m.delivered_seq, m.read_at,
                  m.delivered_at, m.created_at, m.channel_role, \(memberUnread("m")) AS unread, m.custom,
                  (SELECT s.xmin::text FROM member s WHERE s.channel_pk = m.channel_pk AND s.user_id = m.user_id)
-                   IS DISTINCT FROM m.xmin::text AS stale
-          FROM req r JOIN ch ON ch.ord = r.ord JOIN member m ON m.channel_pk = ch.pk AND m.user_id = r.user_id
+                   IS DISTINCT FROM m.xmin::text AS stale,
+                 tgt.seq AS target, tgt.newest, ch.delivery_events
+          FROM req r JOIN ch ON ch.ord = r.ord JOIN tgt ON tgt.ord = r.ord
+            JOIN member m ON m.channel_pk = ch.pk AND m.user_id = r.user_id
           ORDER BY m.channel_pk, m.user_id FOR UPDATE OF m
+        ), decided AS (
+          SELECT old.*, old.target IS NOT NULL AND NOT old.stale AND (old.kind = 1 OR old.delivery_events) AS decided
+          FROM old
         ), new AS (
-          SELECT old.*,
-                 CASE WHEN old.kind = 1 THEN GREATEST(old.read_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest))
-                      ELSE old.read_seq END AS read_to,
-                 GREATEST(old.delivered_seq, LEAST(GREATEST(tgt.seq, 0), tgt.newest)) AS delivered_to
-          FROM old JOIN tgt ON tgt.ord = old.ord JOIN ch ON ch.ord = old.ord
-          WHERE tgt.seq IS NOT NULL AND NOT old.stale
-            AND (old.kind = 1 OR ch.delivery_events)
+          -- A move not decided (no target, a stale row, delivered where R9 ignores it) keeps the cursors.
+          SELECT decided.*,
+                 CASE WHEN decided.decided AND decided.kind = 1
+                      THEN GREATEST(decided.read_seq, LEAST(GREATEST(decided.target, 0), decided.newest))
+                      ELSE decided.read_seq END AS read_to,
+                 CASE WHEN decided.decided
+                      THEN GREATEST(decided.delivered_seq, LEAST(GREATEST(decided.target, 0), decided.newest))
+                      ELSE decided.delivered_seq END AS delivered_to
+          FROM decided
         ), counted AS (
-          SELECT new.*, (ch.last_seq - new.read_to) - (SELECT COUNT(*) FROM message g
+          SELECT new.*, CASE WHEN new.decided THEN (new.newest - new.read_to) - (SELECT COUNT(*) FROM message g
             WHERE g.channel_pk = new.channel_pk AND g.seq > new.read_to
-              AND (g.user_id = new.user_id OR g.hidden <> 0)) AS unread_to
-          FROM new JOIN ch ON ch.ord = new.ord
+              AND (g.user_id = new.user_id OR g.hidden <> 0)) ELSE new.unread END AS unread_to
+          FROM new
         ), upd AS (
           UPDATE member m SET
             read_seq = counted.read_to,
@@ -144,12 +156,11 @@ extension StoreSQL {
           WHERE k.moved ORDER BY counted.ord, k.kind
           RETURNING 1
         ), state AS (
-          SELECT old.*, COALESCE(counted.read_to, old.read_seq) AS read_to,
-            COALESCE(counted.delivered_to, old.delivered_seq) AS delivered_to, counted.read_to IS NOT NULL AS decided,
-            COALESCE(counted.unread_to, old.unread) AS unread_to,
-            CASE WHEN counted.read_to > counted.read_seq THEN old.at ELSE old.read_at END AS read_at_to,
-            CASE WHEN counted.delivered_to > counted.delivered_seq THEN old.at ELSE old.delivered_at END AS delivered_at_to
-          FROM old LEFT JOIN counted ON counted.ord = old.ord
+          SELECT counted.*,
+            CASE WHEN counted.read_to > counted.read_seq THEN counted.at ELSE counted.read_at END AS read_at_to,
+            CASE WHEN counted.delivered_to > counted.delivered_seq THEN counted.at ELSE counted.delivered_at END
+              AS delivered_at_to
+          FROM counted
         ), counts AS (
           SELECT state.*,
             CASE WHEN state.read_to > state.read_seq THEN state.read_seq ELSE state.delivered_seq END AS covered_from,
