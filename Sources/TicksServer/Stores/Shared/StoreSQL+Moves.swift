@@ -89,19 +89,16 @@ extension StoreSQL {
         ), ch AS (
           -- The type's delivery events from the function's flags (`MovesFunction`, step 1: each type's
           -- config parsed once a call, not once a move).
+          -- With the target's seq: null when the message is not in the channel.
           SELECT r.ord, \(raw: channelColumns),
             COALESCE(\(raw: MovesFunction.typeDeliveryEvents)[array_position(\(raw: MovesFunction.typeNames), c.type)], false)
-              AS delivery_events
+              AS delivery_events,
+            CASE WHEN r.to_newest = 1 THEN c.last_seq
+                 ELSE (SELECT CASE WHEN g.channel_pk = c.pk AND g.seq > c.truncated_seq AND g.hard_deleted = 0
+                                   THEN g.seq END
+                       FROM message g WHERE g.id = r.mid) END AS target
           FROM req r CROSS JOIN LATERAL (\(raw: channelByName("r", shown: true))) c
             LEFT JOIN channel_type t ON t.name = c.type
-        ), tgt AS (
-          SELECT ch.ord,
-                 CASE WHEN r.to_newest = 1 THEN ch.last_seq
-                      ELSE (SELECT CASE WHEN g.channel_pk = ch.pk AND g.seq > ch.truncated_seq AND g.hard_deleted = 0
-                                        THEN g.seq END
-                            FROM message g WHERE g.id = r.mid) END AS seq,
-                 ch.last_seq AS newest
-          FROM ch JOIN req r ON r.ord = ch.ord
         ), old AS (
           -- From here on each CTE reads only the one before: joined to each other, CTEs were planned as
           -- nested loops (a generic plan guesses one row each), a scan of the batch for every move.
@@ -109,8 +106,8 @@ extension StoreSQL {
                  m.delivered_at, m.created_at, m.channel_role, \(memberUnread("m")) AS unread, m.custom,
                  (SELECT s.xmin::text FROM member s WHERE s.channel_pk = m.channel_pk AND s.user_id = m.user_id)
                    IS DISTINCT FROM m.xmin::text AS stale,
-                 tgt.seq AS target, tgt.newest, ch.delivery_events
-          FROM req r JOIN ch ON ch.ord = r.ord JOIN tgt ON tgt.ord = r.ord
+                 ch.target, ch.last_seq AS newest, ch.delivery_events
+          FROM req r JOIN ch ON ch.ord = r.ord
             JOIN member m ON m.channel_pk = ch.pk AND m.user_id = r.user_id
           ORDER BY m.channel_pk, m.user_id FOR UPDATE OF m
         ), decided AS (
@@ -169,7 +166,7 @@ extension StoreSQL {
         )
         SELECT ch.pk, ch.type, ch.id, ch.created_by, ch.custom, ch.last_seq, ch.last_message_at, ch.member_count,
           ch.created_at, ch.updated_at, ch.config, ch.truncated_at, ch.truncated_seq,
-          tgt.seq, counts.read_seq, counts.delivered_seq,
+          ch.target, counts.read_seq, counts.delivered_seq,
           CASE WHEN counts.decided THEN counts.read_to END, CASE WHEN counts.decided THEN counts.delivered_to END,
           counts.user_id, counts.created_at, counts.channel_role, counts.read_to, counts.read_at_to,
           counts.delivered_to, counts.delivered_at_to,
@@ -190,7 +187,7 @@ extension StoreSQL {
              AND g.seq <= GREATEST(counts.covered_from, counts.covered_to)),
           COALESCE(counts.stale, false)
           , r.ord, NULL::text
-        FROM req r LEFT JOIN ch ON ch.ord = r.ord LEFT JOIN tgt ON tgt.ord = r.ord LEFT JOIN counts ON counts.ord = r.ord
+        FROM req r LEFT JOIN ch ON ch.ord = r.ord LEFT JOIN counts ON counts.ord = r.ord
         ORDER BY r.ord
         """
     }
