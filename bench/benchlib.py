@@ -70,24 +70,29 @@ def wait_for(url, seconds, process):
     raise SystemExit(f"{url} did not answer within {seconds}s")
 
 
-def start_ticks(data_dir, extra_args=(), rate_limits=False, binary=None):
+def start_ticks(data_dir, extra_args=(), rate_limits=False, binary=None, cpu=None):
     """A release Ticks server on TICKS_PORT with a fresh SQLite database in data_dir.
 
     Rate limits are off (`--rate-limits off`) unless asked for: the benchmarks
     measure what the server can do, and one generator plays thousands of users
-    at rates no single app would. `binary` replaces the checkout's release build."""
+    at rates no single app would. `binary` replaces the checkout's release build.
+
+    `cpu`: the node runs on that CPU alone from its start (taskset), with one
+    event loop (`NIO_SINGLETON_GROUP_LOOP_COUNT=1`), as on a machine of one
+    core. NIO sizes its loops by the machine's cores (cgroups count, CPU
+    affinity does not), so a node pinned after its start ran two loops on one
+    CPU, each receipt switching between them."""
     limits = () if rate_limits else ("--rate-limits", "off")
-    process = subprocess.Popen(
-        [binary or os.path.join(ROOT, ".build/release/ticks"), "serve", "--port", str(TICKS_PORT), "--data-dir", data_dir,
-         "--log-level", "warning", *limits, *extra_args],
-        stdout=subprocess.DEVNULL, stderr=open(os.path.join(data_dir, "log"), "w"))
+    command = [binary or os.path.join(ROOT, ".build/release/ticks"), "serve", "--port", str(TICKS_PORT),
+               "--data-dir", data_dir, "--log-level", "warning", *limits, *extra_args]
+    env = None
+    if cpu is not None:
+        command = ["taskset", "-c", str(cpu), *command]
+        env = dict(os.environ, NIO_SINGLETON_GROUP_LOOP_COUNT="1")
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=open(os.path.join(data_dir, "log"), "w"),
+                               env=env)
     wait_for(f"{TICKS_URL}/health", 30, process)
     return process
-
-
-def pin_process(pid, cpu):
-    """Every thread of a running process onto `cpu`."""
-    subprocess.run(["taskset", "-a", "-c", "-p", str(cpu), str(pid)], check=True, capture_output=True)
 
 
 def stop(process):
