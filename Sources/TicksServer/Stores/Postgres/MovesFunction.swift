@@ -39,7 +39,12 @@ import TicksReceipts
 /// checks step 2 against `ReceiptRules`.
 ///
 /// Its statements are planned once per connection (`plan_cache_mode =
-/// force_generic_plan`). PL/pgSQL caches their plans, but under the default
+/// force_generic_plan`), with sequential scans off (`enable_seqscan = off`):
+/// every row it reads is found by a key, but a plan made on a small schema
+/// (a new deployment, or ticks-bench's 400 members) scanned `member` whole in
+/// steps 1, 2 and 4, and kept doing so on that connection as the table grew;
+/// at 1,000 receipts/s off took a batch call from 1,843 to 1,249 µs
+/// (`bench/postgres-profile --rate 1000 --pin`; step 1 135 → 59 µs). PL/pgSQL caches their plans, but under the default
 /// (`auto`) PostgreSQL found a plan made for each call's arrays cheaper than
 /// the generic one and planned the ~70-line moves statement again on every
 /// call: from C (bench/floor-postgres.c), one call per commit on one
@@ -67,7 +72,8 @@ enum MovesFunction {
         return """
             (BIGINT[], TEXT[], TEXT[], TEXT[], TEXT[], BIGINT[], BIGINT[], BIGINT[], BIGINT, BIGINT, BIGINT, BIGINT)
             RETURNS TABLE (\(columns))
-            LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $ticks$
+            LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan
+              SET enable_seqscan = off AS $ticks$
             #variable_conflict use_column
             DECLARE
               o BIGINT[]; p BIGINT[]; rs BIGINT[]; ds BIGINT[];
@@ -122,12 +128,15 @@ enum MovesFunction {
               IF $10 = 0 THEN RETURN; END IF;
               IF EXISTS (SELECT 1 FROM app_setting WHERE name = '\(reciprocal)' AND value = 'true') THEN
               RETURN QUERY
+              -- (Each of them looked up by id: an OR of the two sets as the filter of app_user scanned it whole.)
               SELECT \(nullColumns), b.ord, json_build_object('hiding', COALESCE((
-                  SELECT json_agg(u.id) FROM app_user u WHERE u.reads_shared = 0
-                    AND (u.id IN (SELECT h.user_id FROM member h WHERE h.channel_pk = b.pk)
-                      OR u.id IN (SELECT g.user_id FROM message g WHERE g.channel_pk = b.pk
+                  SELECT json_agg(u.id) FROM (
+                      SELECT h.user_id FROM member h WHERE h.channel_pk = b.pk
+                      UNION SELECT g.user_id FROM message g WHERE g.channel_pk = b.pk
                         AND g.seq > LEAST(b.read_before, b.delivered_before)
-                        AND g.seq <= GREATEST(m.read_seq, m.delivered_seq)))), '[]'))::text
+                        AND g.seq <= GREATEST(m.read_seq, m.delivered_seq)
+                    ) x JOIN app_user u ON u.id = x.user_id
+                  WHERE u.reads_shared = 0), '[]'))::text
               FROM unnest(o, p, rs, ds) AS b(ord, pk, read_before, delivered_before)
               JOIN member m ON m.channel_pk = b.pk AND m.user_id = ($2)[b.ord]
               ORDER BY b.ord;
