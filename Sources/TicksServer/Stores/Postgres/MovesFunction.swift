@@ -44,10 +44,10 @@ import TicksReceipts
 /// (a new deployment, or ticks-bench's 400 members) scanned `member` whole in
 /// steps 1, 2 and 4, and kept doing so on that connection as the table grew;
 /// at 1,000 receipts/s off took a batch call from 1,843 to 1,249 µs
-/// (`bench/postgres-profile --rate 1000 --pin`; step 1 135 → 59 µs). PL/pgSQL caches their plans, but under the default
-/// (`auto`) PostgreSQL found a plan made for each call's arrays cheaper than
-/// the generic one and planned the ~70-line moves statement again on every
-/// call: from C (bench/floor-postgres.c), one call per commit on one
+/// (`bench/postgres-profile --rate 1000 --pin`; step 1 135 → 59 µs).
+/// PL/pgSQL caches their plans, but under the default (`auto`) PostgreSQL
+/// found a plan made for each call's arrays cheaper than the generic one and
+/// planned the ~70-line moves statement again on every call: from C (bench/floor-postgres.c), one call per commit on one
 /// connection ran at 268/s; with generic plans, 623/s.
 ///
 /// The function is created at start (`install`) under a name carrying a hash
