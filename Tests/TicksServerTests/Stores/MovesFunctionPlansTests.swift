@@ -4,10 +4,11 @@ import TicksReceipts
 
 @testable import TicksServer
 
-/// How PostgreSQL's moves function (`MovesFunction`) finds its rows: by
-/// their keys, whatever the size of the tables when a connection planned its
-/// statements (once, generically, at its first call).
-@Suite("The moves function's plans")
+/// How PostgreSQL's moves and send functions (`MovesFunction`,
+/// `SendFunction`) find their rows: by their keys, whatever the size of the
+/// tables when a connection planned their statements (once, generically, at
+/// its first call).
+@Suite("The receipt and send functions' plans")
 struct MovesFunctionPlansTests {
     /// Sequential scans by table in the current transaction (`pg_stat_xact_user_tables`).
     static func sequentialScans() -> StoreProgram<[String: Int64]> {
@@ -18,7 +19,7 @@ struct MovesFunctionPlansTests {
     }
 
     @Test(
-        "PostgreSQL: a batch of marks read and delivered, in a channel of two and a group, reciprocal receipts on, scans no table whole though its plans were made on a schema of a few rows",
+        "PostgreSQL: a batch of marks read and delivered (a channel of two and a group, reciprocal receipts on), then a send, scan no table whole though their plans were made on a schema of a few rows",
         .enabled(if: PostgresTestDatabase.url != nil))
     func noSequentialScans() async throws {
         try await PostgresTestDatabase.withStore { store, _ in
@@ -56,6 +57,24 @@ struct MovesFunctionPlansTests {
             }
             #expect(rows > moves.count, "the moves' rows, then what they reached and who hides their reads")
             #expect(scans.isEmpty, "tables scanned whole by the moves function: \(scans)")
+
+            // A send in one call (`SendFunction`), which its caller makes under the channel's lock
+            // (no other writer here).
+            let current = try #require(try await store.channel(group.cid))
+            let (sendScans, sent) = try await store.engine.write {
+                Self.sequentialScans().then { before in
+                    SQLStore.sendInOneCall(
+                        NewMessage(id: "group4", userID: "b", text: "t", custom: [:]), custom: "{}", to: current,
+                        now: now
+                    ).then { outcome in
+                        Self.sequentialScans().map { after in
+                            (after.filter { $0.value != before[$0.key, default: 0] }, outcome != nil)
+                        }
+                    }
+                }
+            }
+            #expect(sent, "the function sent it (nil: the program would have)")
+            #expect(sendScans.isEmpty, "tables scanned whole by the send function: \(sendScans)")
         }
     }
 }
