@@ -42,9 +42,10 @@ import TicksReceipts
 /// force_generic_plan`), with sequential scans off (`enable_seqscan = off`):
 /// every row it reads is found by a key, but a plan made on a small schema
 /// (a new deployment, or ticks-bench's 400 members) scanned `member` whole in
-/// steps 1, 2 and 4, and kept doing so on that connection as the table grew;
-/// at 1,000 receipts/s off took a batch call from 1,843 to 1,249 µs
-/// (`bench/postgres-profile --rate 1000 --pin`; step 1 135 → 59 µs).
+/// steps 1, 2 and 4, and kept doing so on that connection as the table grew
+/// (with the other changes of 55098de, at 1,000 receipts/s the cluster's
+/// time over the load 3,471 → 3,165 ms, step 1 186.5 → 61.7 µs a call:
+/// `bench/postgres-profile --rate 1000 --pin`).
 /// PL/pgSQL caches their plans, but under the default (`auto`) PostgreSQL
 /// found a plan made for each call's arrays cheaper than the generic one and
 /// planned the ~70-line moves statement again on every call: from C (bench/floor-postgres.c), one call per commit on one
