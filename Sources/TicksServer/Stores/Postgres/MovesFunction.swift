@@ -48,8 +48,9 @@ import TicksReceipts
 /// `bench/postgres-profile --rate 1000 --pin`).
 /// PL/pgSQL caches their plans, but under the default (`auto`) PostgreSQL
 /// found a plan made for each call's arrays cheaper than the generic one and
-/// planned the ~70-line moves statement again on every call: from C (bench/floor-postgres.c), one call per commit on one
-/// connection ran at 268/s; with generic plans, 623/s.
+/// planned the ~70-line moves statement again on every call: from C
+/// (bench/floor-postgres.c), one call per commit on one connection ran at
+/// 268/s; with generic plans, 623/s.
 ///
 /// The function is created at start (`install`) under a name carrying a hash
 /// of its text, so nodes of two releases sharing a database each call their
@@ -81,10 +82,11 @@ enum MovesFunction {
               \(typeNames) TEXT[]; \(typeReadEvents) BOOLEAN[]; \(typeDeliveryEvents) BOOLEAN[];
             BEGIN
               -- 1. The flags of the batch's channel types, each config parsed once (not once a move in steps 2 and 4).
-              SELECT array_agg(t.name), array_agg(COALESCE((t.config::jsonb ->> 'read_events')::boolean, false)),
-                array_agg(COALESCE((t.config::jsonb ->> 'delivery_events')::boolean, false))
+              SELECT array_agg(t.name), array_agg(COALESCE((j.config ->> 'read_events')::boolean, false)),
+                array_agg(COALESCE((j.config ->> 'delivery_events')::boolean, false))
                 INTO \(typeNames), \(typeReadEvents), \(typeDeliveryEvents)
-              FROM channel_type t WHERE t.name = ANY($3);
+              FROM channel_type t CROSS JOIN LATERAL (SELECT t.config::jsonb AS config OFFSET 0) j
+              WHERE t.name = ANY($3);
               -- 1. The batch's members, locked in key order; their cursors before.
               SELECT array_agg(x.ord), array_agg(x.channel_pk), array_agg(x.read_seq), array_agg(x.delivered_seq)
                 INTO o, p, rs, ds
@@ -161,8 +163,8 @@ enum MovesFunction {
               WITH b AS MATERIALIZED (
                 SELECT b.ord, b.pk, m.user_id, m.reads_shared, m.deliveries_shared, b.read_before, b.delivered_before,
                   m.read_seq AS read_after, m.delivered_seq AS delivered_after, c.member_count,
-                  COALESCE(\(typeReadEvents)[array_position(\(typeNames), c.type)], false) AS re,
-                  COALESCE(\(typeDeliveryEvents)[array_position(\(typeNames), c.type)], false) AS de
+                  \(typeFlag(typeReadEvents, of: "c.type")) AS re,
+                  \(typeFlag(typeDeliveryEvents, of: "c.type")) AS de
                 FROM unnest(o, p, rs, ds) AS b(ord, pk, read_before, delivered_before)
                 JOIN member m ON m.channel_pk = b.pk AND m.user_id = ($2)[b.ord]
                 JOIN channel c ON c.pk = b.pk
@@ -237,6 +239,12 @@ enum MovesFunction {
     static let typeNames = "type_names"
     static let typeReadEvents = "type_read_events"
     static let typeDeliveryEvents = "type_delivery_events"
+
+    /// One of step 1's flags (`typeReadEvents` or `typeDeliveryEvents`) for the channel type
+    /// named by the SQL expression `type`; false for a type with no row.
+    static func typeFlag(_ flags: String, of type: String) -> String {
+        "COALESCE(\(flags)[array_position(\(typeNames), \(type))], false)"
+    }
 
     /// Every result column but the last two as NULL: the rows of steps 4 and 5, which carry only
     /// the move's number and what it reached.

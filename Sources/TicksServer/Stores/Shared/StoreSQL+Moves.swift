@@ -91,8 +91,7 @@ extension StoreSQL {
           -- config parsed once a call, not once a move).
           -- With the target's seq: null when the message is not in the channel.
           SELECT r.ord, \(raw: channelColumns),
-            COALESCE(\(raw: MovesFunction.typeDeliveryEvents)[array_position(\(raw: MovesFunction.typeNames), c.type)], false)
-              AS delivery_events,
+            \(raw: MovesFunction.typeFlag(MovesFunction.typeDeliveryEvents, of: "c.type")) AS delivery_events,
             CASE WHEN r.to_newest = 1 THEN c.last_seq
                  ELSE (SELECT CASE WHEN g.channel_pk = c.pk AND g.seq > c.truncated_seq AND g.hard_deleted = 0
                                    THEN g.seq END
