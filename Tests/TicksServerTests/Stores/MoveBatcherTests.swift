@@ -116,23 +116,23 @@ struct MoveBatcherTests {
     @Test("with two lanes two batches run at once, never a third")
     func twoLanes() async throws {
         let database = HeldDatabase(lanes: 2)
-        let (_, first) = try await database.sendAlone("alice")
+        let (_, first) = try await database.sendAlone("alice", in: "a")
         // The second lane is free: bob goes at once, while alice's batch runs.
-        let (_, second) = try await database.sendAlone("bob")
-        _ = try await database.send("carol")
-        _ = try await database.send("dave")
+        let (_, second) = try await database.sendAlone("bob", in: "b")
+        _ = try await database.send("carol", in: "c")
+        _ = try await database.send("dave", in: "d")
         // Both lanes are busy: carol and dave wait, no third batch is taken.
         try #require(database.batcher.statistics == .init(batches: 2, moves: 2))
 
         // The lane that ends takes what waits; the other goes on.
         first.finish()
         let third = try await database.nextBatch()
-        try #require(third.labels == ["carol@general", "dave@general"])
-        _ = try await database.send("erin")
+        try #require(third.labels == ["carol@c", "dave@d"])
+        _ = try await database.send("erin", in: "e")
         try #require(database.batcher.statistics == .init(batches: 3, moves: 4))
         second.finish()
         let fourth = try await database.nextBatch()
-        #expect(fourth.labels == ["erin@general"])
+        #expect(fourth.labels == ["erin@e"])
         third.finish()
         fourth.finish()
         #expect(database.batcher.statistics == .init(batches: 4, moves: 5))
@@ -140,10 +140,38 @@ struct MoveBatcherTests {
         // Both lanes were freed: two receipts run at once again, each alone.
         try await database.laneFreed()
         try await database.laneFreed()
-        let (_, fifth) = try await database.sendAlone("frank")
-        let (_, sixth) = try await database.sendAlone("grace")
+        let (_, fifth) = try await database.sendAlone("frank", in: "f")
+        let (_, sixth) = try await database.sendAlone("grace", in: "g")
         fifth.finish()
         sixth.finish()
+    }
+
+    @Test("a channel is in one batch in the database at a time: its next receipts wait for that batch, in order")
+    func channelInOneBatch() async throws {
+        let database = HeldDatabase(lanes: 2)
+        let (alice, first) = try await database.sendAlone("alice")
+        // Another member of alice's channel waits, though a lane is free: the batches would wait on
+        // each other in the database (R13's lock of the channel, a member's row).
+        let bob = try await database.send("bob")
+        let aliceAgain = try await database.send("alice")
+        try #require(database.batcher.statistics == .init(batches: 1, moves: 1))
+        // A receipt in another channel takes the free lane, passing them.
+        let (carol, second) = try await database.sendAlone("carol", in: "random")
+        #expect(second.labels == ["carol@random"])
+        second.finish()
+        // Its lane finds only the busy channel's receipts: it takes none and is freed.
+        try await database.laneFreed()
+        try #require(database.batcher.statistics == .init(batches: 2, moves: 2))
+
+        // Alice's batch ends: its lane takes the channel's receipts, each member once, in arrival order.
+        first.finish()
+        let third = try await database.nextBatch()
+        try #require(third.moves.map(\.at) == [bob.move.at, aliceAgain.move.at])
+        third.finish()
+        for receipt in [alice, bob, aliceAgain, carol] {
+            #expect(try await receipt.outcome()?.at == receipt.move.at)
+        }
+        #expect(database.batcher.statistics == .init(batches: 3, moves: 4))
     }
 
     @Test("a failing run fails exactly the receipts of its batch; later batches still run")

@@ -1,4 +1,5 @@
 import Synchronization
+import TicksProtocol
 
 /// Group commit for PostgreSQL's receipts: marks read and delivered that
 /// arrive while earlier ones are in the database wait, and go together as
@@ -65,6 +66,8 @@ final class MoveBatcher: Sendable {
     private struct State {
         var pending: [Waiter] = []
         var running = 0
+        /// The channels of the batches in the database: a channel is in one at a time.
+        var busy: Set<ChannelID> = []
         var statistics = Statistics()
 
         /// Takes `reply`'s waiter out of the queue, if it is there (not in a batch, not answered).
@@ -73,23 +76,31 @@ final class MoveBatcher: Sendable {
             pending.remove(at: index)
         }
 
-        /// The oldest waiting moves, up to `limit`, each member once.
+        /// The oldest waiting moves, up to `limit`, each member once, none in a channel of a batch
+        /// in the database (it waits for that batch, which takes it next); nil when none may go.
         mutating func takeBatch(limit: Int) -> [Waiter]? {
             guard !pending.isEmpty else { return nil }
             var batch: [Waiter] = []
             var members = Set<String>()
             var left: [Waiter] = []
             for waiter in pending {
-                if batch.count < limit, members.insert(waiter.move.member).inserted {
+                if batch.count < limit, !busy.contains(waiter.move.channel), members.insert(waiter.move.member).inserted {
                     batch.append(waiter)
                 } else {
                     left.append(waiter)
                 }
             }
+            guard !batch.isEmpty else { return nil }
             pending = left
+            for waiter in batch { busy.insert(waiter.move.channel) }
             statistics.batches += 1
             statistics.moves += batch.count
             return batch
+        }
+
+        /// `batch` left the database: its channels may go in another.
+        mutating func ended(_ batch: [Waiter]) {
+            for waiter in batch { busy.remove(waiter.move.channel) }
         }
     }
 
@@ -170,6 +181,7 @@ final class MoveBatcher: Sendable {
                 }
                 for (waiter, outcome) in zip(batch, outcomes) { waiter.reply.resume(with: outcome) }
                 let next = state.withLock { state -> [Waiter]? in
+                    state.ended(batch)
                     if let next = state.takeBatch(limit: limit) { return next }
                     state.running -= 1
                     return nil
