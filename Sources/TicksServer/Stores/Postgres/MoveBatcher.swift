@@ -89,7 +89,9 @@ final class MoveBatcher: Sendable {
             var members = Set<String>()
             var left: [Waiter] = []
             for waiter in pending {
-                if batch.count < limit, !busy.contains(waiter.move.channel), members.insert(waiter.move.member).inserted {
+                if batch.count < limit, !busy.contains(waiter.move.channel),
+                    members.insert(waiter.move.member).inserted
+                {
                     batch.append(waiter)
                 } else {
                     left.append(waiter)
