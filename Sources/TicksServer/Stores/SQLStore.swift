@@ -120,8 +120,10 @@ public final class SQLStore: TicksStore, ReceiptLogReading {
         // (`submit(_:)`).
         moveBatcher =
             engine.dialect == .postgres
-            ? MoveBatcher(deadline: deadline) { moves in
-                try await Self.runBatch(moves, on: engine, recorder: recorder.value.withLock { $0 }, schema: schema)
+            ? MoveBatcher(deadline: deadline) { moves, lease in
+                try await Self.runBatch(
+                    moves, on: lease.map(engine.within) ?? engine, recorder: recorder.value.withLock { $0 },
+                    schema: schema)
             } : nil
     }
 

@@ -58,6 +58,30 @@ struct FailFastTests {
         #expect(health.awayWhileProbed() != nil, "the calls that follow fail at once")
     }
 
+    @Test("a call left at its lease's deadline: the store is known away then, while the work hangs; counted once")
+    func leaseLeftAtItsDeadline() async throws {
+        let clock = ManualClock()
+        let health = StoreHealth(time: clock.timeSource)
+        health.probing()
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        let (reached, reach) = AsyncStream.makeStream(of: Void.self)
+        let (left, leave) = AsyncStream.makeStream(of: Void.self)
+        let deadline = StoreDeadline(timeout: .seconds(5), time: clock.timeSource)
+        let lease = deadline.lease { leave.yield() }
+        let engine = BoundedEngine(base: HeldEngine(gate: gate, reached: reach), deadline: deadline, health: health)
+            .within(lease)
+        let call = Task { try await engine.read { StoreProgram<Int>.done(0) } }
+        for await _ in reached { break }
+        while clock.sleepers < 1 { await Task.yield() }
+        clock.advance(by: .seconds(5))
+        for await _ in left { break }
+        // Known at the deadline: the lane that takes this one's place fails at once.
+        #expect(health.unreachableSince != nil && health.timedOutCalls == 1)
+        open.finish()
+        await #expect(throws: StoreError.unavailable(.timedOut(.seconds(5)))) { try await call.value }
+        #expect(health.timedOutCalls == 1 && health.unavailableCalls == 1, "counted once")
+    }
+
     /// A running pool of one connection to the test database, with its health; nothing without one.
     static func withPool(
         probeInterval: Duration = .milliseconds(250), _ body: (PostgresPool, StoreHealth) async throws -> Void

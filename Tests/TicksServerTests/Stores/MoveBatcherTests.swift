@@ -10,8 +10,10 @@ import TicksTestSupport
 /// `MoveBatcher` as a state machine, without PostgreSQL: each batch waits in a
 /// stand-in database until the test ends it, and the test knows each receipt
 /// arrived before it lets a batch end, so it says exactly which receipts went
-/// together and in which order. Nothing sleeps or waits for a clock.
-@Suite("MoveBatcher")
+/// together and in which order. Nothing sleeps or waits for a clock. The time
+/// limit is for a receipt or a lane lost by a mistake: it hangs its test rather
+/// than failing it.
+@Suite("MoveBatcher", .timeLimit(.minutes(1)))
 struct MoveBatcherTests {
     @Test("a lone receipt with a free lane runs at once, alone; when nothing waits the lane is freed")
     func loneReceipt() async throws {
@@ -51,7 +53,7 @@ struct MoveBatcherTests {
     @Test("a batch runs outside the trace of the request that started its lane")
     func batchOutsideTheRequestsTrace() async throws {
         let traced = Mutex<[Bool]>([])
-        let batcher = MoveBatcher { moves in
+        let batcher = MoveBatcher { moves, _ in
             traced.withLock { $0.append(ServiceContext.current != nil) }
             return moves.map { .success(HeldDatabase.outcome(of: $0)) }
         }
@@ -267,6 +269,43 @@ struct MoveBatcherTests {
         #expect(try await carol.outcome()?.at == carol.move.at)
     }
 
+    @Test("a batch still in the database at its deadline is left: its lane is cancelled, a new one runs what waits")
+    func batchLeftAtItsDeadline() async throws {
+        let clock = ManualClock()
+        let deadline = StoreDeadline(timeout: .seconds(2), time: clock.timeSource)
+        let database = HeldDatabase(lanes: 1, deadline: deadline)
+        // Alice's batch never ends by itself (a statement postgres-nio leaves unanswered).
+        let (alice, stuck) = try await database.sendAlone("alice")
+        while clock.sleepers < 1 { await Task.yield() }
+        clock.advance(by: .seconds(1))
+        // Bob arrives a second later; the lane is busy, so he waits, his deadline at 3 s.
+        let bob = try await database.send("bob")
+        clock.advance(by: .seconds(1))
+        await #expect(throws: StoreError.unavailable(.timedOut(.seconds(2)))) { try await alice.outcome() }
+        // At 2 s the batch is left: bob, with a second to go, runs in a new lane.
+        let second = try await database.nextBatch()
+        try #require(second.labels == ["bob@general"])
+        second.finish()
+        #expect(try await bob.outcome()?.at == bob.move.at)
+        #expect(try await database.runEnded() == false)
+        try await database.laneFreed()
+        // The left lane was cancelled; when its run ends at last, it answers no one and frees no
+        // lane: the one lane is free, and carol's receipt finds it so.
+        stuck.finish()
+        #expect(try await database.runEnded() == true)
+        try await database.leftLaneEnded()
+        let (carol, third) = try await database.sendAlone("carol")
+        // One lane, not two: dave waits for carol's batch.
+        let dave = try await database.send("dave")
+        #expect(database.batcher.statistics == .init(batches: 3, moves: 3))
+        third.finish()
+        let fourth = try await database.nextBatch()
+        #expect(fourth.labels == ["dave@general"])
+        fourth.finish()
+        for receipt in [carol, dave] { #expect(try await receipt.outcome()?.at == receipt.move.at) }
+        #expect(database.batcher.statistics == .init(batches: 4, moves: 4))
+    }
+
     @Test("an answer before the deadline is the answer, and its deadline stops waiting")
     func answerBeforeDeadline() async throws {
         let clock = ManualClock()
@@ -297,6 +336,9 @@ final class HeldDatabase {
     private var batches: AsyncStream<Batch>.Iterator
     private var arrivals: AsyncStream<BatchedMove>.Iterator
     private var freedLanes: AsyncStream<Void>.Iterator
+    /// For each run that ended, whether its lane's task was cancelled by then.
+    private var endedRuns: AsyncStream<Bool>.Iterator
+    private var endedLeftLanes: AsyncStream<Void>.Iterator
     /// The time of the last receipt sent: each gets its own, so `at` tells receipts apart.
     private var clock: Int64 = 0
 
@@ -329,14 +371,22 @@ final class HeldDatabase {
         let (batches, batchStarted) = AsyncStream.makeStream(of: Batch.self)
         let (arrivals, moveArrived) = AsyncStream.makeStream(of: BatchedMove.self)
         let (freedLanes, laneFreed) = AsyncStream.makeStream(of: Void.self)
+        let (endedRuns, runEnded) = AsyncStream.makeStream(of: Bool.self)
+        let (endedLeftLanes, leftLaneEnded) = AsyncStream.makeStream(of: Void.self)
+        self.endedLeftLanes = endedLeftLanes.makeAsyncIterator()
+        self.endedRuns = endedRuns.makeAsyncIterator()
         self.batches = batches.makeAsyncIterator()
         self.arrivals = arrivals.makeAsyncIterator()
         self.freedLanes = freedLanes.makeAsyncIterator()
         batcher = MoveBatcher(
             lanes: lanes, limit: limit, deadline: deadline, arrived: { moveArrived.yield($0) },
-            laneFreed: { laneFreed.yield() }
-        ) { moves in
-            try await withCheckedThrowingContinuation { end in batchStarted.yield(Batch(moves: moves, end: end)) }
+            laneFreed: { laneFreed.yield() }, leftLaneEnded: { leftLaneEnded.yield() }
+        ) { moves, _ in
+            let outcomes = try await withCheckedThrowingContinuation { end in
+                batchStarted.yield(Batch(moves: moves, end: end))
+            }
+            runEnded.yield(Task.isCancelled)
+            return outcomes
         }
     }
 
@@ -368,6 +418,16 @@ final class HeldDatabase {
     /// Returns once a lane was freed, in the order lanes are.
     func laneFreed() async throws {
         try #require(await freedLanes.next() != nil)
+    }
+
+    /// Whether the lane's task had been cancelled when the next batch to end ended.
+    func runEnded() async throws -> Bool {
+        try #require(await endedRuns.next())
+    }
+
+    /// Returns once a lane left at a batch's deadline ended, its run returned.
+    func leftLaneEnded() async throws {
+        try #require(await endedLeftLanes.next() != nil)
     }
 
     /// The next batch the batcher runs, once it is in the database.

@@ -149,6 +149,40 @@ struct StoreDeadlineTests {
         #expect(left.numbers.withLock { $0 } == [2, 3], "the value its caller took is not left over")
     }
 
+    @Test("a lease runs work in its caller's task; at the deadline its expiry actions, then `expired`; late: 503")
+    func lease() async throws {
+        let clock = ManualClock()
+        let deadline = StoreDeadline(timeout: .seconds(5), time: clock.timeSource)
+        // Within the deadline: the work's answer, in the caller's task, and the lease ends first.
+        let quick = deadline.lease { Issue.record("a lease whose work ended was left") }
+        let caller = withUnsafeCurrentTask { $0?.hashValue }
+        #expect(try await quick.run { withUnsafeCurrentTask { $0?.hashValue } } == caller, "no task of its own")
+        #expect(quick.end())
+
+        let steps = Mutex<[String]>([])
+        let (stuck, release) = AsyncStream.makeStream(of: Void.self)
+        let slow = deadline.lease { steps.withLock { $0.append("expired") } }
+        let call = Task {
+            try await slow.run { () async throws -> Int in
+                _ = StoreDeadline.expiry?.register { steps.withLock { $0.append("closed") } }
+                steps.withLock { $0.append("registered") }
+                for await _ in stuck {}
+                return 1
+            }
+        }
+        while steps.withLock({ $0 }) != ["registered"] || clock.sleepers < 1 { await Task.yield() }
+        clock.advance(by: .seconds(4))
+        #expect(!slow.isSettled)
+        clock.advance(by: .seconds(1))
+        while steps.withLock({ $0.count }) < 3 { await Task.yield() }
+        #expect(steps.withLock { $0 } == ["registered", "closed", "expired"])
+        // The lease does not resume its caller: the work ends when it ends, and what it made is 503.
+        release.finish()
+        await #expect(throws: StoreError.unavailable(.timedOut(.seconds(5)))) { try await call.value }
+        #expect(!slow.end(), "left at the deadline")
+        #expect(deadline.waitingCalls == 0)
+    }
+
     @Test("StoreHealth: unreachable from the first failure until the next answer, counted")
     func health() {
         let clock = ManualClock()

@@ -19,14 +19,20 @@ import TicksProtocol
 /// arrives: past it, a receipt still waiting is taken out of the queue and
 /// answered `StoreError.unavailable`, and one whose batch is in the database
 /// is answered so too, its outcome unknown (a mark read or delivered is safe
-/// to repeat: a cursor never moves back, R2). A batch's own run is bounded by
-/// the engine's deadline, so a lane is never held by a connection that died.
+/// to repeat: a cursor never moves back, R2). A batch's own run has a deadline
+/// too, from its start, and runs in the lane's task (`DeadlineLease`): past
+/// it, its connection is closed, its receipts are answered so, and the lane
+/// is left where it waits and replaced by a new one, so no lane is held by a
+/// connection that died. A receipt whose deadline has passed is not taken
+/// into a batch.
 final class MoveBatcher: Sendable {
     typealias Outcomes = [Result<CursorOutcome?, any Error>]
 
     private struct Waiter: Sendable {
         let move: BatchedMove
         let reply: Reply
+        /// When its caller stops waiting (nil: never).
+        let until: Duration?
     }
 
     /// A caller's continuation, resumed once: by its batch, or by its deadline (`StoreDeadline.watch`).
@@ -82,14 +88,16 @@ final class MoveBatcher: Sendable {
         }
 
         /// The oldest waiting moves, up to `limit`, each member once, none in a channel of a batch
-        /// in the database (it waits for that batch, which takes it next); nil when none may go.
-        mutating func takeBatch(limit: Int) -> [Waiter]? {
+        /// in the database (it waits for that batch, which takes it next) and none whose caller's
+        /// deadline is `now` or past (the deadline's watch answers it); nil when none may go.
+        mutating func takeBatch(limit: Int, now: Duration?) -> [Waiter]? {
             guard !pending.isEmpty else { return nil }
             var batch: [Waiter] = []
             var members = Set<String>()
             var left: [Waiter] = []
             for waiter in pending {
-                if batch.count < limit, !busy.contains(waiter.move.channel),
+                let due = now.map { now in waiter.until.map { $0 <= now } ?? false } ?? false
+                if batch.count < limit, !due, !busy.contains(waiter.move.channel),
                     members.insert(waiter.move.member).inserted
                 {
                     batch.append(waiter)
@@ -116,7 +124,8 @@ final class MoveBatcher: Sendable {
     private let limit: Int
     private let arrived: @Sendable (BatchedMove) -> Void
     private let laneFreed: @Sendable () -> Void
-    private let run: @Sendable ([BatchedMove]) async throws -> Outcomes
+    private let leftLaneEnded: @Sendable () -> Void
+    private let run: @Sendable ([BatchedMove], DeadlineLease?) async throws -> Outcomes
     /// How long a caller waits; nil: as long as its batch takes (tests of the grouping).
     private let deadline: StoreDeadline?
 
@@ -136,19 +145,24 @@ final class MoveBatcher: Sendable {
     ///     starts); tests wait for it to know a receipt came before they let a batch end.
     ///   - laneFreed: told each time a lane ends because nothing waits; tests wait for it before
     ///     they count on a free lane.
+    ///   - leftLaneEnded: told when a lane left at a batch's deadline ends at last, its run
+    ///     returned; tests wait for it to know the lane touched nothing after.
     ///   - deadline: how long a caller waits for its receipt's outcome.
-    ///   - run: runs a batch, one outcome per move, in order.
+    ///   - run: runs a batch, one outcome per move, in order, in the lane's task under the
+    ///     lease given (with a deadline): its store call runs within it (`BoundedEngine.within`).
     init(
         lanes: Int = 1, limit: Int = 64, deadline: StoreDeadline? = nil,
         arrived: @escaping @Sendable (BatchedMove) -> Void = { _ in },
         laneFreed: @escaping @Sendable () -> Void = {},
-        run: @escaping @Sendable ([BatchedMove]) async throws -> Outcomes
+        leftLaneEnded: @escaping @Sendable () -> Void = {},
+        run: @escaping @Sendable ([BatchedMove], DeadlineLease?) async throws -> Outcomes
     ) {
         precondition(lanes > 0 && limit > 0)
         self.lanes = lanes
         self.limit = limit
         self.arrived = arrived
         self.laneFreed = laneFreed
+        self.leftLaneEnded = leftLaneEnded
         self.run = run
         self.deadline = deadline
     }
@@ -161,9 +175,11 @@ final class MoveBatcher: Sendable {
             let reply = Reply(continuation, timeout: deadline?.timeout ?? .zero) { [weak self] reply in
                 self?.state.withLock { $0.withdraw(reply) }
             }
+            let now = deadline?.time.now
+            let until = deadline.flatMap { deadline in now.map { $0 + deadline.timeout } }
             let batch = state.withLock { state -> [Waiter]? in
-                state.pending.append(Waiter(move: move, reply: reply))
-                guard state.running < lanes, let batch = state.takeBatch(limit: limit) else { return nil }
+                state.pending.append(Waiter(move: move, reply: reply, until: until))
+                guard state.running < lanes, let batch = state.takeBatch(limit: limit, now: now) else { return nil }
                 state.running += 1
                 return batch
             }
@@ -173,37 +189,94 @@ final class MoveBatcher: Sendable {
         }
     }
 
-    /// Runs batches until nothing waits, then frees the lane.
+    /// Runs batches until nothing waits, then frees the lane; or until a batch's deadline
+    /// leaves it (`leave(_:with:)`).
     private func startLane(with first: [Waiter]) {
+        let lane = LaneTask()
         // Detached: the lane serves many requests, so it takes none of the first one's task-local
         // values (its trace context above all: the batch is no one request's child).
-        Task.detached { [self] in
-            var batch = first
-            while true {
-                let outcomes: Outcomes
-                do {
-                    let answered = try await run(batch.map(\.move))
-                    // One answer per move, or a caller would wait for ever.
-                    guard answered.count == batch.count else {
-                        throw StoreError.inconsistent("\(answered.count) outcomes for a batch of \(batch.count) moves")
+        lane.hold(
+            Task.detached { [self] in
+                var batch = first
+                while true {
+                    let lease = deadline?.lease { [weak self, batch] in self?.leave(lane, with: batch) }
+                    let outcomes: Outcomes
+                    do {
+                        let answered = try await run(batch.map(\.move), lease)
+                        // One answer per move, or a caller would wait for ever.
+                        guard answered.count == batch.count else {
+                            throw StoreError.inconsistent(
+                                "\(answered.count) outcomes for a batch of \(batch.count) moves")
+                        }
+                        outcomes = answered
+                    } catch {
+                        outcomes = batch.map { _ in .failure(error) }
                     }
-                    outcomes = answered
-                } catch {
-                    outcomes = batch.map { _ in .failure(error) }
+                    // Left at the batch's deadline: its receipts were answered and another lane
+                    // took this one's place.
+                    if let lease, !lease.end() {
+                        leftLaneEnded()
+                        return
+                    }
+                    for (waiter, outcome) in zip(batch, outcomes) { waiter.reply.resume(with: outcome) }
+                    guard let next = next(after: batch) else {
+                        laneFreed()
+                        return
+                    }
+                    batch = next
                 }
-                for (waiter, outcome) in zip(batch, outcomes) { waiter.reply.resume(with: outcome) }
-                let next = state.withLock { state -> [Waiter]? in
-                    state.ended(batch)
-                    if let next = state.takeBatch(limit: limit) { return next }
-                    state.running -= 1
-                    return nil
-                }
-                guard let next else {
-                    laneFreed()
-                    return
-                }
-                batch = next
-            }
+            })
+    }
+
+    /// The batch that follows `batch` in its lane; nil, and the lane freed, when none may go.
+    private func next(after batch: [Waiter]) -> [Waiter]? {
+        let now = deadline?.time.now
+        return state.withLock { state -> [Waiter]? in
+            state.ended(batch)
+            if let next = state.takeBatch(limit: limit, now: now) { return next }
+            state.running -= 1
+            return nil
         }
+    }
+
+    /// `batch`'s deadline passed with its run still in the database (or never answered): its
+    /// receipts are answered 503 (most were, by their own deadlines), `lane`'s task is cancelled
+    /// (what it awaits that can end, ends) and left, and a new lane takes its place.
+    private func leave(_ lane: LaneTask, with batch: [Waiter]) {
+        let timedOut = StoreError.unavailable(.timedOut(deadline?.timeout ?? .zero))
+        for waiter in batch { waiter.reply.resume(with: .failure(timedOut)) }
+        lane.cancel()
+        // The left lane's place goes to the new one: `running` stays.
+        if let next = next(after: batch) {
+            startLane(with: next)
+        } else {
+            laneFreed()
+        }
+    }
+}
+
+/// A lane's task, so that a lane left at a batch's deadline can be cancelled.
+private final class LaneTask: Sendable {
+    private struct State {
+        var task: Task<Void, Never>?
+        var cancelled = false
+    }
+
+    private let state = Mutex(State())
+
+    func hold(_ task: Task<Void, Never>) {
+        let cancelled = state.withLock { state -> Bool in
+            state.task = task
+            return state.cancelled
+        }
+        if cancelled { task.cancel() }
+    }
+
+    func cancel() {
+        let task = state.withLock { state -> Task<Void, Never>? in
+            state.cancelled = true
+            return state.task
+        }
+        task?.cancel()
     }
 }

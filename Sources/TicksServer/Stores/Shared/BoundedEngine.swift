@@ -12,6 +12,23 @@ struct BoundedEngine: StoreEngine {
     let base: any StoreEngine
     let deadline: StoreDeadline
     let health: StoreHealth
+    /// Set: calls run in the caller's task under this lease, not each in a task of its own
+    /// under `deadline` (`within(_:)`).
+    private var lease: DeadlineLease?
+
+    init(base: any StoreEngine, deadline: StoreDeadline, health: StoreHealth) {
+        self.base = base
+        self.deadline = deadline
+        self.health = health
+    }
+
+    /// This engine with its calls run in the caller's own task under `lease`, for a caller
+    /// that can be left where it waits at the deadline (`DeadlineLease`: `MoveBatcher`'s lane).
+    func within(_ lease: DeadlineLease) -> BoundedEngine {
+        var engine = self
+        engine.lease = lease
+        return engine
+    }
 
     var dialect: SQLDialect { base.dialect }
 
@@ -56,11 +73,25 @@ struct BoundedEngine: StoreEngine {
         if let why = health.awayWhileProbed() { throw StoreError.unavailable(why) }
         let began = health.began()
         do {
-            let value = try await deadline.run(body)
+            let value: T
+            if let lease {
+                // Told at the deadline, not when the work ends (if ever): the lane that takes the
+                // left one's place then fails at once, as a caller after `run`'s deadline does.
+                let told = lease.expiry.register { [health, deadline] in health.failed(.timedOut(deadline.timeout)) }
+                defer { lease.expiry.forget(told) }
+                value = try await lease.run(body)
+            } else {
+                value = try await deadline.run(body)
+            }
             health.answered(since: began)
             return value
         } catch let error as StoreError {
-            if case .unavailable(let why) = error { health.failed(why) } else { health.answered(since: began) }
+            if case .unavailable(let why) = error {
+                // A lease left at its deadline told `health` then.
+                if lease?.isExpired != true { health.failed(why) }
+            } else {
+                health.answered(since: began)
+            }
             throw error
         } catch {
             guard let why = base.unavailability(of: error) else { throw error }

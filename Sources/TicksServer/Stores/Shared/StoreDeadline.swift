@@ -49,6 +49,15 @@ public struct StoreDeadline: Sendable {
         watcher.add(call, until: time.now + timeout)
     }
 
+    /// A lease on this deadline for work that its caller runs in its own task, with no task of
+    /// its own (`DeadlineLease`), from now. At the deadline the lease's expiry actions run (the
+    /// connection closes) and then `expired`, which must not wait for the work: it may never end.
+    func lease(expired: @escaping @Sendable () -> Void) -> DeadlineLease {
+        let lease = DeadlineLease(timeout: timeout, expired: expired)
+        watch(lease)
+        return lease
+    }
+
     /// What a call that reached its deadline does before it is left: registered by the
     /// engine that runs it (the connection to close), in the call's task.
     @TaskLocal static var expiry: Expiry?
@@ -118,6 +127,70 @@ public struct StoreDeadline: Sendable {
             }
         } onCancel: {
             race.settle(.failure(CancellationError()))
+        }
+    }
+}
+
+/// Work run in its caller's own task under a deadline (`StoreDeadline.lease(expired:)`): no
+/// task of its own, so no wait for one to start on a busy core. `MoveBatcher`'s lane runs each
+/// batch so: a task a batch waited 212–305 µs to start on the node's one busy core at 1,000
+/// receipts/s on PostgreSQL (benchmarks-history.md, 2026-12-05). The deadline cannot resume a
+/// caller whose work never ends (the statement postgres-nio leaves unanswered, `StoreDeadline`),
+/// so the caller is one that can be left in place: at the deadline, `expired` gives the lane's
+/// place to a new lane, and the old one, if its work ever ends, sees the lease ended and stops.
+final class DeadlineLease: DeadlineCall {
+    private enum Phase {
+        case running, ended, expired
+    }
+
+    private let phase = Mutex(Phase.running)
+    private let timeout: Duration
+    private let expired: @Sendable () -> Void
+    /// What the work registered to run if it is left at its deadline (its connection's close).
+    let expiry = StoreDeadline.Expiry()
+
+    fileprivate init(timeout: Duration, expired: @escaping @Sendable () -> Void) {
+        self.timeout = timeout
+        self.expired = expired
+    }
+
+    var isSettled: Bool { phase.withLock { $0 != .running } }
+
+    /// Whether the deadline left the work.
+    var isExpired: Bool { phase.withLock { $0 == .expired } }
+
+    func expire() {
+        let expiring = phase.withLock { phase -> Bool in
+            guard phase == .running else { return false }
+            phase = .expired
+            return true
+        }
+        guard expiring else { return }
+        expiry.expire()
+        expired()
+    }
+
+    /// Ends the lease: true if the work ended first, false if the deadline had left it
+    /// (`expired` was called, or is being called).
+    func end() -> Bool {
+        phase.withLock { phase in
+            if phase == .running { phase = .ended }
+            return phase == .ended
+        }
+    }
+
+    /// `body`'s value, run here with the lease's expiry actions; if the deadline left it
+    /// meanwhile, `StoreError.unavailable` whatever the body made of it (its connection closed
+    /// under it, or a value no caller waits for).
+    func run<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        let timedOut = StoreError.unavailable(.timedOut(timeout))
+        do {
+            let value = try await StoreDeadline.$expiry.withValue(expiry) { try await body() }
+            if isExpired { throw timedOut }
+            return value
+        } catch {
+            if isExpired { throw timedOut }
+            throw error
         }
     }
 }
