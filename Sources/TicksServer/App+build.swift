@@ -266,9 +266,14 @@ func buildRouter(
     router.on(.health) { _, context in
         try context.respond(["status": "ok"])
     }
-    // For a balancer: 503 with Retry-After while the node drains or its store is known to be away.
-    router.on(.ready) { [readiness = services.readiness, health = services.health] _, context in
+    // For a balancer: 503 with Retry-After while the node drains, its store is known to be away, or
+    // its event bus does not listen (its sockets would miss the other nodes' events).
+    router.on(.ready) {
+        [readiness = services.readiness, health = services.health, bus = configuration.eventBus] _, context in
         if readiness.isDraining { throw APIError.unavailable("the node is stopping: send requests to another") }
+        if let bus, !bus.status.listening {
+            throw APIError.unavailable("the node does not hear the other nodes yet (its event bus does not listen)")
+        }
         if let since = health.unreachableSince {
             throw APIError.unavailable(
                 "the store has been unreachable since \(since) (\(health.reason ?? "no answer")): try again shortly")

@@ -26,7 +26,10 @@ import Tracing
 /// the clients reconnect and refresh their state (the SDK does that after
 /// every reconnect). Likewise the listener: when its connection drops,
 /// notifications sent meanwhile are gone, so once it is back the node closes
-/// every WebSocket it holds.
+/// every WebSocket it holds. The node serves from its start, and the listener
+/// connects beside it: `GET /ready` answers 503 until the bus listens (and
+/// whenever it does not), so a balancer sends no socket there that would miss
+/// the other nodes' events.
 ///
 /// Traced (`ticks serve --otel-endpoint`), each entry carries the W3C trace
 /// context of the span that published it, and the receiving node hands the

@@ -1,6 +1,10 @@
 import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Logging
 import Testing
 import TicksProtocol
+import TicksTestSupport
 
 @testable import TicksServer
 
@@ -30,6 +34,62 @@ struct ReadinessTests {
             let draining = try await server.call(.get, "/ready", apiKey: nil)
             try draining.expectError(503, code: -1)
             #expect(draining.headers[.retryAfter] == "1")
+        }
+    }
+
+    @Test("PostgreSQL: 503 while the node's event bus does not listen (its sockets would miss other nodes' events)")
+    func busNotListening() async throws {
+        guard PostgresTestDatabase.url != nil else { return }
+        try await PostgresTestDatabase.withStore { store, location in
+            let pool = try #require(store.unbounded as? PostgresEngine).transactions.pool
+            // A listener that cannot connect (nothing listens on port 1) never listens.
+            var refused = location
+            refused.port = 1
+            let deaf = PostgresEventBus(
+                pool: pool, configuration: try refused.connectionConfiguration(), schema: location.schema,
+                logger: PostgresTestDatabase.logger)
+            try await Self.serving(store: store, bus: deaf) { ready in
+                let answer = try await ready()
+                #expect(answer.status == 503, "\(answer.body)")
+                #expect(answer.headers[.retryAfter] == "1")
+                #expect(answer.body.contains("does not listen"), "\(answer.body)")
+                #expect(!deaf.status.listening)
+            }
+            // The same with a listener that connects: 200 once it listens.
+            let hearing = PostgresEventBus(
+                pool: pool, configuration: try location.connectionConfiguration(), schema: location.schema,
+                logger: PostgresTestDatabase.logger)
+            try await Self.serving(store: store, bus: hearing) { ready in
+                let deadline = ContinuousClock.now + Patience.wait
+                while !hearing.status.listening, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                try #require(hearing.status.listening)
+                #expect(try await ready().status == 200)
+            }
+        }
+    }
+
+    typealias Answer = (status: Int, body: String, headers: HTTPFields)
+
+    /// The application `ticks serve` builds on `store` with `bus`, its services running; `body`
+    /// asks its `GET /ready`.
+    private static func serving(
+        store: SQLStore, bus: PostgresEventBus,
+        _ body: @Sendable (_ ready: @Sendable () async throws -> Answer) async throws -> Void
+    ) async throws {
+        var configuration = TicksServerConfiguration(
+            host: "127.0.0.1", port: 0,
+            credentials: try Credentials(apiKey: TestKeys.apiKey, apiSecret: TestKeys.apiSecret))
+        configuration.eventBus = bus
+        var logger = Logger(label: "ticks-test")
+        logger.logLevel = .warning
+        let (application, _) = await buildApplication(configuration: configuration, store: store, logger: logger)
+        try await application.test(.router) { client in
+            try await body {
+                let response = try await client.execute(uri: "/ready", method: .get)
+                return (Int(response.status.code), String(buffer: response.body), response.headers)
+            }
         }
     }
 }
