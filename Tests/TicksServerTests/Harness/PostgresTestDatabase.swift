@@ -33,6 +33,7 @@ enum PostgresTestDatabase {
         // under the server's max_connections (the event bus's listeners need room too).
         var adminConfiguration = try PostgresLocation(url: url).clientConfiguration()
         adminConfiguration.options.maximumConnections = 1
+        adminConfiguration.options.minimumConnections = 0
         let admin = PostgresClient(configuration: adminConfiguration, backgroundLogger: logger)
         var location = try PostgresLocation(url: url)
         location.schema = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")

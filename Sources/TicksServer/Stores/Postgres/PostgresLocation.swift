@@ -86,6 +86,15 @@ public struct PostgresLocation: Sendable, Equatable {
         configuration.options.additionalStartupParameters =
             [("search_path", schema), ("plan_cache_mode", "force_generic_plan")] + Self.keepalives(silence)
         configuration.options.maximumConnections = 32
+        // postgres-nio's pool arms a keep-alive timer and, above its minimum, an idle timer, each
+        // a task of its own with a task group of two, every time a connection is given back, and
+        // cancels them at the next lease: every batch of receipts, every publish of the bus. Two
+        // connections kept (the lane's and the bus's) and no keep-alive: at saturation the node's
+        // CPU a receipt 0.80× (`bench/ab`, docs/benchmarks-history.md, 2026-12-05). A connection
+        // the server dropped is found by its first statement, and the store's deadline and probe
+        // (`PostgresPool`) cover one that went silent, as they did.
+        configuration.options.minimumConnections = 2
+        configuration.options.keepAliveBehavior = nil
         return configuration
     }
 

@@ -45,6 +45,10 @@ final class PostgresPool: Service, Sendable {
         configuration: PostgresClient.Configuration, probe: PostgresConnection.Configuration, health: StoreHealth,
         time: TimeSource = .system, probeInterval: Duration = .milliseconds(250), logger: Logger
     ) {
+        var configuration = configuration
+        // postgres-nio does not check it: a minimum above the maximum breaks its pool's arithmetic.
+        configuration.options.minimumConnections = min(
+            configuration.options.minimumConnections, configuration.options.maximumConnections)
         self.configuration = configuration
         var probe = probe
         probe.options.connectTimeout = .seconds(1)
