@@ -86,6 +86,8 @@ public final class PostgresEventBus: EventBus {
         var hub: ConnectionHub?
         /// Whether the listener's connection is up.
         var listening = false
+        /// Callers of `untilListening()` waiting for it.
+        var awaitingListening: [CheckedContinuation<Void, Never>] = []
         /// Events lost since the start.
         var eventsLost = 0
 
@@ -589,6 +591,19 @@ public final class PostgresEventBus: EventBus {
 
     // MARK: Receiving
 
+    /// Returns once the listener listens (at once if it does): for a caller that must not miss
+    /// what the other nodes publish (tests; `GET /ready` reads `status` instead).
+    func untilListening() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                guard !state.listening else { return true }
+                state.awaitingListening.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
     /// Listens on a connection of its own; after it was lost, closes the local WebSockets (see above).
     private func listen(hub: ConnectionHub) async {
         var lostBefore = false
@@ -602,7 +617,12 @@ public final class PostgresEventBus: EventBus {
                 let ended: any Error
                 do {
                     try await connection.listen(on: channel) { notifications in
-                        state.withLock { $0.listening = true }
+                        let awaiting = state.withLock { state in
+                            state.listening = true
+                            defer { state.awaitingListening = [] }
+                            return state.awaitingListening
+                        }
+                        for continuation in awaiting { continuation.resume() }
                         if lostBefore {
                             closeAll(hub, because: "the event bus listener is back after it was lost")
                         }

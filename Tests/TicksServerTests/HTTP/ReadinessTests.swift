@@ -4,12 +4,11 @@ import HummingbirdTesting
 import Logging
 import Testing
 import TicksProtocol
-import TicksTestSupport
 
 @testable import TicksServer
 
 /// `GET /ready` (docs/operations.md, "Readiness"): what a balancer checks.
-@Suite("Readiness")
+@Suite("Readiness", .timeLimit(.minutes(1)))
 struct ReadinessTests {
     @Test("200 while the node serves; 503 with Retry-After while its store is away and once it drains",
           arguments: StoreKind.all)
@@ -59,12 +58,9 @@ struct ReadinessTests {
             let hearing = PostgresEventBus(
                 pool: pool, configuration: try location.connectionConfiguration(), schema: location.schema,
                 logger: PostgresTestDatabase.logger)
-            try await Self.serving(store: store, bus: hearing) { ready in
-                let deadline = ContinuousClock.now + Patience.wait
-                while !hearing.status.listening, ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(5))
-                }
-                try #require(hearing.status.listening)
+            try await Self.serving(store: store, bus: hearing) { ready async throws in
+                // No clock: the suite's time limit bounds a listener that never comes.
+                await hearing.untilListening()
                 #expect(try await ready().status == 200)
             }
         }

@@ -248,9 +248,7 @@ struct MoveBatcherTests {
 
     @Test("past its deadline a caller is answered 503; a receipt still waiting is taken out and never runs")
     func deadlines() async throws {
-        let clock = ManualClock()
-        let deadline = StoreDeadline(timeout: .seconds(2), time: clock.timeSource)
-        let database = HeldDatabase(lanes: 1, deadline: deadline)
+        let (clock, deadline, database) = HeldDatabase.withDeadline()
         let (alice, first) = try await database.sendAlone("alice")
         let bob = try await database.send("bob")
         // Both callers' deadlines wait on the clock; the batch in the database never ends by itself.
@@ -271,9 +269,7 @@ struct MoveBatcherTests {
 
     @Test("a batch still in the database at its deadline is left: its lane is cancelled, a new one runs what waits")
     func batchLeftAtItsDeadline() async throws {
-        let clock = ManualClock()
-        let deadline = StoreDeadline(timeout: .seconds(2), time: clock.timeSource)
-        let database = HeldDatabase(lanes: 1, deadline: deadline)
+        let (clock, deadline, database) = HeldDatabase.withDeadline()
         // Alice's batch never ends by itself (a statement postgres-nio leaves unanswered).
         let (alice, stuck) = try await database.sendAlone("alice")
         while clock.sleepers < 1 { await Task.yield() }
@@ -308,9 +304,7 @@ struct MoveBatcherTests {
 
     @Test("an answer before the deadline is the answer, and its deadline stops waiting")
     func answerBeforeDeadline() async throws {
-        let clock = ManualClock()
-        let deadline = StoreDeadline(timeout: .seconds(2), time: clock.timeSource)
-        let database = HeldDatabase(lanes: 1, deadline: deadline)
+        let (clock, deadline, database) = HeldDatabase.withDeadline()
         let (alice, batch) = try await database.sendAlone("alice")
         batch.finish()
         #expect(try await alice.outcome()?.at == alice.move.at)
@@ -388,6 +382,13 @@ final class HeldDatabase {
             runEnded.yield(Task.isCancelled)
             return outcomes
         }
+    }
+
+    /// One lane whose callers wait 2 s on a test's clock, with the clock and the deadline.
+    static func withDeadline() -> (ManualClock, StoreDeadline, HeldDatabase) {
+        let clock = ManualClock()
+        let deadline = StoreDeadline(timeout: .seconds(2), time: clock.timeSource)
+        return (clock, deadline, HeldDatabase(lanes: 1, deadline: deadline))
     }
 
     /// Sends a receipt of `user` in `channel`; returns once the batcher holds it.
