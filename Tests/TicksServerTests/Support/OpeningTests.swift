@@ -84,7 +84,7 @@ struct OpeningTests {
 
     @Test(
         "a node asked to stop while it prepares its store stops, never listening: StoppedBeforeServing",
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(10)))
     func stopWhilePreparing() async throws {
         var configuration = TicksServerConfiguration(
             host: "127.0.0.1", port: 0,
