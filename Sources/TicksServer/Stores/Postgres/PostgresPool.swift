@@ -46,7 +46,9 @@ final class PostgresPool: Service, Sendable {
         time: TimeSource = .system, probeInterval: Duration = .milliseconds(250), logger: Logger
     ) {
         var configuration = configuration
-        // postgres-nio does not check it: a minimum above the maximum breaks its pool's arithmetic.
+        // postgres-nio does not check it: a minimum above the maximum fails a precondition in its
+        // pool (`ConnectionGroup.createNewConnection`) and kills the process. FailFastTests' pool
+        // of one connection crashes without this line (checked 2026-12-05).
         configuration.options.minimumConnections = min(
             configuration.options.minimumConnections, configuration.options.maximumConnections)
         self.configuration = configuration
