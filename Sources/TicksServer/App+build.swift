@@ -319,7 +319,8 @@ func buildRouter(
     ConnectController(
         store: services.store, hub: services.hub, authority: services.authority, limits: configuration.limits,
         receipts: receipts,
-        rateLimiter: configuration.rateLimits.enabled ? services.rateLimiter : nil, logger: logger
+        rateLimiter: configuration.rateLimits.enabled ? services.rateLimiter : nil, bus: configuration.eventBus,
+        listenWait: configuration.storeDeadline.timeout, time: configuration.time, logger: logger
     ).addRoutes(to: router)
     if configuration.demo {
         DemoController(authority: services.authority).addRoutes(to: router, logger: logger)

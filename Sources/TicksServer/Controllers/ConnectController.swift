@@ -25,6 +25,11 @@ struct ConnectController {
     let receipts: Receipts
     /// Counts receipts sent as frames against the same limits as HTTP's; nil with rate limits off.
     let rateLimiter: RateLimiter?
+    /// The bus to the other nodes (nil: one node). A connection says hello only once it listens,
+    /// waiting up to `listenWait` on `time` (then 1011, and the client comes back).
+    let bus: (any EventBus)?
+    let listenWait: Duration
+    let time: TimeSource
     let logger: Logger
 
     /// Registered outside the authenticated group: `run` authenticates.
@@ -134,6 +139,15 @@ struct ConnectController {
                 // meanwhile wait in its buffer behind this health.check, as Stream's clients expect.
                 // The reader below runs already, so a slow look-up does not leave the client's
                 // pings unanswered (the server's own ping closed such a connection before its hello).
+                // Not before the node hears the other nodes: what they published until then would
+                // never reach this connection, while its client, having had its hello, takes it as
+                // current. Before the hello a client has not synced yet (the node's first LISTEN;
+                // once the listener is lost, `PostgresEventBus` closes the connections when it is
+                // back).
+                guard await hearsOtherNodes() else {
+                    logger.warning("connection dropped: the event bus did not listen in time")
+                    throw ConnectionDropped()
+                }
                 let hello = try await hello(for: session, connectionID: outbox.id)
                 try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: hello.buffer)))
                 logger.debug("connected")
@@ -194,6 +208,24 @@ struct ConnectController {
 }
 
 extension ConnectController {
+    /// Whether the node hears the other nodes, waiting up to `listenWait` for it (true at
+    /// once without a bus).
+    func hearsOtherNodes() async -> Bool {
+        guard let bus, !bus.status.listening else { return true }
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await bus.untilListening()
+                return !Task.isCancelled
+            }
+            group.addTask { [time, listenWait] in
+                try? await time.sleep(for: listenWait)
+                return false
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? false
+        }
+    }
+
     /// The first frame: `health.check` with the connection's id and `me`, the
     /// user (made on first connect, like Stream) with their unread counts.
     func hello(for session: ConnectParameters, connectionID: String) async throws -> OutboundFrame {

@@ -18,6 +18,9 @@ public protocol EventBus: Sendable {
     func run(hub: ConnectionHub) async throws
     /// How the bus is doing now (`GET /admin/status`).
     var status: EventBusStatus { get }
+    /// Returns once the bus hears the other nodes (at once if it does), or when the calling task
+    /// is cancelled: a WebSocket says hello only then (`ConnectController`).
+    func untilListening() async
 }
 
 /// An event bus's state, for the status view.

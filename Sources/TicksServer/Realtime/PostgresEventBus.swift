@@ -86,8 +86,9 @@ public final class PostgresEventBus: EventBus {
         var hub: ConnectionHub?
         /// Whether the listener's connection is up.
         var listening = false
-        /// Callers of `untilListening()` waiting for it.
-        var awaitingListening: [CheckedContinuation<Void, Never>] = []
+        /// Callers of `untilListening()` waiting for it, by their number (`nextAwaiting`).
+        var awaitingListening: [Int: CheckedContinuation<Void, Never>] = [:]
+        var nextAwaiting = 0
         /// Events lost since the start.
         var eventsLost = 0
 
@@ -591,16 +592,26 @@ public final class PostgresEventBus: EventBus {
 
     // MARK: Receiving
 
-    /// Returns once the listener listens (at once if it does): for a caller that must not miss
-    /// what the other nodes publish (tests; `GET /ready` reads `status` instead).
-    func untilListening() async {
-        await withCheckedContinuation { continuation in
-            let now = state.withLock { state -> Bool in
-                guard !state.listening else { return true }
-                state.awaitingListening.append(continuation)
-                return false
+    /// Returns once the listener listens (at once if it does), or when the calling task is
+    /// cancelled: for a caller that must not miss what the other nodes publish (a WebSocket's
+    /// hello, tests; `GET /ready` reads `status` instead).
+    public func untilListening() async {
+        let number = state.withLock { state in
+            defer { state.nextAwaiting += 1 }
+            return state.nextAwaiting
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                // Cancelled before the continuation was kept: the handler below found nothing to resume.
+                let now = state.withLock { state -> Bool in
+                    guard !state.listening, !Task.isCancelled else { return true }
+                    state.awaitingListening[number] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
             }
-            if now { continuation.resume() }
+        } onCancel: {
+            state.withLock { $0.awaitingListening.removeValue(forKey: number) }?.resume()
         }
     }
 
@@ -619,8 +630,8 @@ public final class PostgresEventBus: EventBus {
                     try await connection.listen(on: channel) { notifications in
                         let awaiting = state.withLock { state in
                             state.listening = true
-                            defer { state.awaitingListening = [] }
-                            return state.awaitingListening
+                            defer { state.awaitingListening = [:] }
+                            return state.awaitingListening.values
                         }
                         for continuation in awaiting { continuation.resume() }
                         if lostBefore {

@@ -123,15 +123,21 @@ struct TestServer: Sendable {
                     try await body(TestServer(road: .router(client), services: services, serverToken: serverToken))
                 }
             case .live:
-                return try await LiveServer.with(
-                    configuration: configuration, logger: logger, openStore: { _ in store }
-                ) {
-                    server in
-                    let services = try #require(server.services)
-                    let serverToken = try await server.serverToken()
-                    return try await body(TestServer(road: .live(server), services: services, serverToken: serverToken))
-                }
+                return try await live(configuration: configuration, store: store, logger: logger, body)
             }
+        }
+    }
+
+    /// A live server of `configuration` on `store`, for a test that sets what `run` does not
+    /// (an event bus of its own).
+    static func live<Value: Sendable>(
+        configuration: TicksServerConfiguration, store: SQLStore, logger: Logger,
+        _ body: @Sendable (TestServer) async throws -> Value
+    ) async throws -> Value {
+        try await LiveServer.with(configuration: configuration, logger: logger, openStore: { _ in store }) { server in
+            let services = try #require(server.services)
+            let serverToken = try await server.serverToken()
+            return try await body(TestServer(road: .live(server), services: services, serverToken: serverToken))
         }
     }
 
