@@ -97,9 +97,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "floor-postgres: %ld of %ld receipts moved a cursor\n", moved, receipts);
         return 1;
     }
+    // The backend's pid: bench/floors waits until it has ended and the postmaster has counted its CPU.
     printf("{\"batch\": %d, \"notify\": %s, \"rate\": %.0f, \"achieved\": %.1f, \"commits\": %ld, "
-           "\"client_cpu_us_per_receipt\": %.1f}\n",
-           batch, notify ? "true" : "false", rate, receipts / wall, commits, cpu / receipts * 1e6);
+           "\"client_cpu_us_per_receipt\": %.1f, \"backend_pid\": %d}\n",
+           batch, notify ? "true" : "false", rate, receipts / wall, commits, cpu / receipts * 1e6,
+           PQbackendPID(connection));
     PQfinish(connection);
     return 0;
 }
