@@ -212,17 +212,9 @@ extension ConnectController {
     /// once without a bus).
     func hearsOtherNodes() async -> Bool {
         guard let bus, !bus.status.listening else { return true }
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await bus.untilListening()
-                return !Task.isCancelled
-            }
-            group.addTask { [time, listenWait] in
-                try? await time.sleep(for: listenWait)
-                return false
-            }
-            defer { group.cancelAll() }
-            return await group.next() ?? false
+        return await time.holds(within: listenWait) {
+            await bus.untilListening()
+            return true
         }
     }
 

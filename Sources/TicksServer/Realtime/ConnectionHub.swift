@@ -351,19 +351,10 @@ public final class ConnectionHub: Sendable {
         }
         connections.withLock { _ in closing.store(true, ordering: .relaxed) }
         closeAll()
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask { [self] in
-                if connectionCount == 0 { return true }
-                for await _ in ended where connectionCount == 0 { return true }
-                return false
-            }
-            group.addTask {
-                try? await time.sleep(for: limit)
-                return false
-            }
-            let closed = await group.next() ?? false
-            group.cancelAll()
-            return closed
+        return await time.holds(within: limit) { [self] in
+            if connectionCount == 0 { return true }
+            for await _ in ended where connectionCount == 0 { return true }
+            return false
         }
     }
 
